@@ -1,0 +1,5 @@
+//! Placeholder: to be written.
+
+/// Placeholder.
+#[derive(Debug)]
+pub struct JobId;
