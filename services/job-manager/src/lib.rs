@@ -1,0 +1,3 @@
+//! The job manager: job pipeline, scheduler, resource module and durable store.
+
+pub mod store;

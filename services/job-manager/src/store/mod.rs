@@ -1,0 +1,147 @@
+//! The durable store: every event is on disk before anyone sees it.
+//!
+//! Writes are batched: callers hand a [`Batch`] to the store and wait for its
+//! acknowledgement; one writer thread takes every batch that is waiting, applies
+//! each in its own savepoint (a bad batch fails alone) and commits them together
+//! with one fsync (group commit). Under load many events share one commit; alone,
+//! a batch is committed at once.
+//!
+//! The store is a trait so that a replicated backend can replace the embedded
+//! SQLite one without touching the job pipeline.
+
+mod schema;
+mod sqlite;
+mod writer;
+
+use std::future::Future;
+
+pub use sqlite::SqliteStore;
+
+/// The per-job eventlogs the store keeps (RFC 16 key names).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Log {
+    /// `eventlog`: the RFC 21 job eventlog.
+    Main,
+    /// `exec.eventlog`: the RFC 50 exec eventlog.
+    Exec,
+    /// `output`: the RFC 24 output eventlog.
+    Output,
+}
+
+impl Log {
+    /// The RFC 16 key name.
+    pub fn key(self) -> &'static str {
+        match self {
+            Log::Main => "eventlog",
+            Log::Exec => "exec.eventlog",
+            Log::Output => "output",
+        }
+    }
+
+    /// Parse an RFC 16 key name.
+    pub fn from_key(key: &str) -> Option<Log> {
+        match key {
+            "eventlog" => Some(Log::Main),
+            "exec.eventlog" => Some(Log::Exec),
+            "output" => Some(Log::Output),
+            _ => None,
+        }
+    }
+
+    fn code(self) -> i64 {
+        match self {
+            Log::Main => 0,
+            Log::Exec => 1,
+            Log::Output => 2,
+        }
+    }
+}
+
+/// One change to the store. A [`Batch`] of them is atomic.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Write {
+    /// A new job with its jobspec (JSON text) and owner; fails if the id exists.
+    NewJob {
+        id: u64,
+        userid: u32,
+        jobspec: String,
+    },
+    /// Append one RFC 18 line (no trailing newline) to a job's log.
+    Append { id: u64, log: Log, line: String },
+    /// Record the job's R (JSON text) once allocated.
+    SetR { id: u64, r: String },
+    /// Append one RFC 18 line to the persistent resource eventlog.
+    ResourceEvent { line: String },
+    /// Set an instance-wide value (e.g. the last job id issued).
+    Meta { key: String, value: String },
+}
+
+/// Writes that become durable together.
+pub type Batch = Vec<Write>;
+
+/// What can go wrong with the store.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StoreError {
+    /// The store file cannot be opened or is damaged; the instance must not start.
+    #[error("store {path}: {reason}")]
+    Open { path: String, reason: String },
+    /// A batch names a job that already exists.
+    #[error("job {0} already exists in the store")]
+    Duplicate(u64),
+    /// A batch names a job the store does not hold.
+    #[error("job {0} is not in the store")]
+    UnknownJob(u64),
+    /// The disk or database refused the write; nothing of the batch was kept.
+    #[error("store write failed: {0}")]
+    Write(String),
+    /// A read failed.
+    #[error("store read failed: {0}")]
+    Read(String),
+    /// The writer has stopped (shutdown or a fatal error).
+    #[error("the store is closed")]
+    Closed,
+}
+
+/// Counters of the group commit, for metrics and benchmarks.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CommitStats {
+    /// Transactions committed (one fsync each).
+    pub commits: u64,
+    /// Batches acknowledged.
+    pub batches: u64,
+    /// Individual writes applied.
+    pub writes: u64,
+}
+
+/// A job as stored, for recovery and for reads of inactive jobs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredJob {
+    /// Job id.
+    pub id: u64,
+    /// Owner.
+    pub userid: u32,
+    /// Jobspec JSON text.
+    pub jobspec: String,
+    /// R JSON text, once allocated.
+    pub r: Option<String>,
+    /// Main eventlog lines, in order.
+    pub eventlog: Vec<String>,
+}
+
+/// A durable home for jobs, their eventlogs and the resource eventlog.
+pub trait Store: Send + Sync + 'static {
+    /// Make `batch` durable; resolves once it is on disk (or failed, leaving nothing).
+    fn commit(&self, batch: Batch) -> impl Future<Output = Result<(), StoreError>> + Send;
+    /// Every line of one job's log, in order; `None` if the job or log does not exist.
+    fn read_log(&self, id: u64, log: Log) -> Result<Option<Vec<String>>, StoreError>;
+    /// A job's jobspec and R.
+    fn read_job(&self, id: u64) -> Result<Option<StoredJob>, StoreError>;
+    /// Every stored job with its main eventlog, in id order, for recovery.
+    fn load_jobs(&self) -> Result<Vec<StoredJob>, StoreError>;
+    /// The persistent resource eventlog, in order.
+    fn resource_eventlog(&self) -> Result<Vec<String>, StoreError>;
+    /// An instance-wide value.
+    fn meta(&self, key: &str) -> Result<Option<String>, StoreError>;
+    /// Group commit counters so far.
+    fn stats(&self) -> CommitStats;
+}

@@ -1,0 +1,97 @@
+//! The on-disk format: SQLite tables and the format version that guards them.
+//!
+//! Format history (bump [`FORMAT_VERSION`] and add a migration for each change):
+//! - 1: jobs, events (per job and log, in insertion order), resource_events, meta.
+
+use rusqlite::{Connection, OptionalExtension};
+
+/// Version of the on-disk format this build writes.
+pub const FORMAT_VERSION: i64 = 1;
+
+const APPLICATION_ID: i64 = 0x464c_5847; // "FLXG"
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS meta (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS jobs (
+    id      INTEGER PRIMARY KEY,
+    userid  INTEGER NOT NULL,
+    jobspec TEXT NOT NULL,
+    r       TEXT
+);
+CREATE TABLE IF NOT EXISTS events (
+    seq    INTEGER PRIMARY KEY,
+    job_id INTEGER NOT NULL,
+    log    INTEGER NOT NULL,
+    line   TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS events_by_job ON events (job_id, log, seq);
+CREATE TABLE IF NOT EXISTS resource_events (
+    seq  INTEGER PRIMARY KEY,
+    line TEXT NOT NULL
+);
+";
+
+/// Set the connection options every connection uses.
+pub fn configure(conn: &Connection) -> rusqlite::Result<()> {
+    // WAL lets readers run beside the single writer; FULL fsyncs each commit, so
+    // an acknowledged write survives power loss, not only a crash.
+    conn.pragma_update(None, "journal_mode", "WAL")?;
+    conn.pragma_update(None, "synchronous", "FULL")?;
+    conn.pragma_update(None, "foreign_keys", "ON")?;
+    conn.busy_timeout(std::time::Duration::from_secs(10))?;
+    Ok(())
+}
+
+/// Create a fresh store, or check that an existing one is ours, whole, and not newer.
+pub fn open_check(conn: &Connection) -> Result<(), String> {
+    let app_id: i64 = conn
+        .pragma_query_value(None, "application_id", |r| r.get(0))
+        .map_err(|e| format!("not a readable SQLite database ({e})"))?;
+    let tables: i64 = conn
+        .query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0))
+        .map_err(|e| format!("not a readable SQLite database ({e})"))?;
+    if tables == 0 {
+        conn.execute_batch(SCHEMA)
+            .map_err(|e| format!("cannot create tables: {e}"))?;
+        conn.pragma_update(None, "application_id", APPLICATION_ID)
+            .map_err(|e| e.to_string())?;
+        conn.execute(
+            "INSERT INTO meta (key, value) VALUES ('format_version', ?1)",
+            [FORMAT_VERSION.to_string()],
+        )
+        .map_err(|e| e.to_string())?;
+        return Ok(());
+    }
+    if app_id != APPLICATION_ID {
+        return Err("exists but is not a fluxgate store (refusing to touch it)".into());
+    }
+    let check: String = conn
+        .query_row("PRAGMA quick_check", [], |r| r.get(0))
+        .map_err(|e| format!("integrity check failed to run: {e}"))?;
+    if check != "ok" {
+        return Err(format!(
+            "is damaged ({check}); restore it from a backup or move it away to start empty"
+        ));
+    }
+    let version: Option<String> = conn
+        .query_row(
+            "SELECT value FROM meta WHERE key = 'format_version'",
+            [],
+            |r| r.get(0),
+        )
+        .optional()
+        .map_err(|e| format!("cannot read the format version: {e}"))?;
+    let version: i64 = version
+        .as_deref()
+        .and_then(|v| v.parse().ok())
+        .ok_or("has no format version; it is damaged or not a fluxgate store")?;
+    if version > FORMAT_VERSION {
+        return Err(format!(
+            "has format {version}, newer than this build's {FORMAT_VERSION}; upgrade fluxgate"
+        ));
+    }
+    Ok(())
+}

@@ -1,0 +1,168 @@
+//! The single writer thread and its group commit.
+//!
+//! Protocol: a [`Request`] carries one batch and a oneshot for its outcome. The
+//! thread blocks for the first request, takes every request already waiting (up
+//! to [`MAX_GROUP`]), applies each in a savepoint, commits once and answers all.
+//! A request is answered only after the commit returned, so "acknowledged" means
+//! "on disk".
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use rusqlite::{Connection, params};
+use tokio::sync::{mpsc, oneshot};
+
+use super::{Batch, CommitStats, StoreError, Write};
+
+/// Most batches folded into one transaction: bounds commit latency and memory.
+pub const MAX_GROUP: usize = 4096;
+
+/// One batch waiting to be committed.
+#[derive(Debug)]
+pub struct Request {
+    pub batch: Batch,
+    pub done: oneshot::Sender<Result<(), StoreError>>,
+}
+
+/// Group commit counters shared with readers of [`CommitStats`].
+#[derive(Debug, Default)]
+pub struct Counters {
+    commits: AtomicU64,
+    batches: AtomicU64,
+    writes: AtomicU64,
+}
+
+impl Counters {
+    pub fn snapshot(&self) -> CommitStats {
+        CommitStats {
+            commits: self.commits.load(Ordering::Relaxed),
+            batches: self.batches.load(Ordering::Relaxed),
+            writes: self.writes.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// Run the writer until every sender is gone; then return.
+pub fn run(mut conn: Connection, mut rx: mpsc::Receiver<Request>, counters: Arc<Counters>) {
+    let mut group: Vec<Request> = Vec::new();
+    while let Some(first) = rx.blocking_recv() {
+        group.push(first);
+        while group.len() < MAX_GROUP {
+            match rx.try_recv() {
+                Ok(req) => group.push(req),
+                Err(_) => break,
+            }
+        }
+        let outcomes = commit_group(&mut conn, &group);
+        let writes: usize = group.iter().map(|r| r.batch.len()).sum();
+        match outcomes {
+            Ok(outcomes) => {
+                counters.commits.fetch_add(1, Ordering::Relaxed);
+                counters
+                    .batches
+                    .fetch_add(group.len() as u64, Ordering::Relaxed);
+                counters.writes.fetch_add(writes as u64, Ordering::Relaxed);
+                for (req, outcome) in group.drain(..).zip(outcomes) {
+                    // A caller that went away no longer needs the answer.
+                    let _ = req.done.send(outcome);
+                }
+            }
+            Err(err) => {
+                tracing::error!(error = %err, batches = group.len(), "store commit failed");
+                for req in group.drain(..) {
+                    let _ = req.done.send(Err(err.clone()));
+                }
+            }
+        }
+    }
+}
+
+/// Apply every batch in its own savepoint and commit them all; per-batch outcomes.
+fn commit_group(
+    conn: &mut Connection,
+    group: &[Request],
+) -> Result<Vec<Result<(), StoreError>>, StoreError> {
+    let write_err = |e: rusqlite::Error| StoreError::Write(e.to_string());
+    let mut tx = conn.transaction().map_err(write_err)?;
+    let mut outcomes = Vec::with_capacity(group.len());
+    for req in group {
+        let mut sp = tx.savepoint().map_err(write_err)?;
+        let outcome = req.batch.iter().try_for_each(|w| apply(&sp, w));
+        if outcome.is_ok() {
+            sp.commit().map_err(write_err)?;
+        } else {
+            sp.rollback().map_err(write_err)?;
+        }
+        outcomes.push(outcome);
+    }
+    tx.commit().map_err(write_err)?;
+    Ok(outcomes)
+}
+
+fn apply(conn: &Connection, write: &Write) -> Result<(), StoreError> {
+    let err = |e: rusqlite::Error| StoreError::Write(e.to_string());
+    match write {
+        Write::NewJob {
+            id,
+            userid,
+            jobspec,
+        } => {
+            let n = conn
+                .prepare_cached(
+                    "INSERT INTO jobs (id, userid, jobspec) VALUES (?1, ?2, ?3) \
+                     ON CONFLICT (id) DO NOTHING",
+                )
+                .and_then(|mut s| s.execute(params![to_sql_id(*id), userid, jobspec]))
+                .map_err(err)?;
+            if n == 0 {
+                return Err(StoreError::Duplicate(*id));
+            }
+        }
+        Write::Append { id, log, line } => {
+            let n = conn
+                .prepare_cached(
+                    "INSERT INTO events (job_id, log, line) \
+                     SELECT ?1, ?2, ?3 WHERE EXISTS (SELECT 1 FROM jobs WHERE id = ?1)",
+                )
+                .and_then(|mut s| s.execute(params![to_sql_id(*id), log.code(), line]))
+                .map_err(err)?;
+            if n == 0 {
+                return Err(StoreError::UnknownJob(*id));
+            }
+        }
+        Write::SetR { id, r } => {
+            let n = conn
+                .prepare_cached("UPDATE jobs SET r = ?2 WHERE id = ?1")
+                .and_then(|mut s| s.execute(params![to_sql_id(*id), r]))
+                .map_err(err)?;
+            if n == 0 {
+                return Err(StoreError::UnknownJob(*id));
+            }
+        }
+        Write::ResourceEvent { line } => {
+            conn.prepare_cached("INSERT INTO resource_events (line) VALUES (?1)")
+                .and_then(|mut s| s.execute([line]))
+                .map_err(err)?;
+        }
+        Write::Meta { key, value } => {
+            conn.prepare_cached(
+                "INSERT INTO meta (key, value) VALUES (?1, ?2) \
+                 ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            )
+            .and_then(|mut s| s.execute([key, value]))
+            .map_err(err)?;
+        }
+    }
+    Ok(())
+}
+
+/// SQLite integers are signed: store the id's bits, so ids above i64::MAX keep their order
+/// within the upper half and round-trip exactly.
+pub fn to_sql_id(id: u64) -> i64 {
+    id as i64
+}
+
+/// Inverse of [`to_sql_id`].
+pub fn from_sql_id(v: i64) -> u64 {
+    v as u64
+}

@@ -1,0 +1,183 @@
+//! The embedded store: durability across reopen, atomic batches, group commit,
+//! and refusal to open what is not a healthy fluxgate store.
+
+use std::sync::Arc;
+
+use fluxgate_job_manager::store::{Log, SqliteStore, Store, StoreError, Write};
+
+fn new_job(id: u64) -> Write {
+    Write::NewJob {
+        id,
+        userid: 1000,
+        jobspec: format!(r#"{{"version":1,"id":{id}}}"#),
+    }
+}
+
+fn line(name: &str) -> String {
+    format!(r#"{{"timestamp":1700000000.5,"name":"{name}"}}"#)
+}
+
+fn append(id: u64, log: Log, name: &str) -> Write {
+    Write::Append {
+        id,
+        log,
+        line: line(name),
+    }
+}
+
+#[tokio::test]
+async fn committed_writes_survive_reopen_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store.sqlite");
+    {
+        let store = SqliteStore::open(&path).unwrap();
+        store
+            .commit(vec![
+                new_job(7),
+                append(7, Log::Main, "submit"),
+                append(7, Log::Main, "validate"),
+            ])
+            .await
+            .unwrap();
+        store
+            .commit(vec![
+                append(7, Log::Exec, "init"),
+                Write::SetR {
+                    id: 7,
+                    r: r#"{"version":1}"#.into(),
+                },
+                Write::ResourceEvent {
+                    line: line("restart"),
+                },
+                Write::Meta {
+                    key: "last_id".into(),
+                    value: "7".into(),
+                },
+            ])
+            .await
+            .unwrap();
+        store.close();
+    }
+    let store = SqliteStore::open(&path).unwrap();
+    assert_eq!(
+        store.read_log(7, Log::Main).unwrap(),
+        Some(vec![line("submit"), line("validate")])
+    );
+    assert_eq!(
+        store.read_log(7, Log::Exec).unwrap(),
+        Some(vec![line("init")])
+    );
+    assert_eq!(store.read_log(7, Log::Output).unwrap(), None);
+    assert_eq!(store.read_log(8, Log::Main).unwrap(), None);
+    let job = store.read_job(7).unwrap().unwrap();
+    assert_eq!(job.userid, 1000);
+    assert_eq!(job.r.as_deref(), Some(r#"{"version":1}"#));
+    assert_eq!(job.eventlog.len(), 2);
+    assert_eq!(store.resource_eventlog().unwrap(), vec![line("restart")]);
+    assert_eq!(store.meta("last_id").unwrap().as_deref(), Some("7"));
+}
+
+#[tokio::test]
+async fn a_failing_batch_leaves_nothing_and_spares_its_neighbours() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(SqliteStore::open(&dir.path().join("s.db")).unwrap());
+    store
+        .commit(vec![new_job(1), append(1, Log::Main, "submit")])
+        .await
+        .unwrap();
+
+    // Same id again: the new job and its events are refused whole.
+    let dup = store.commit(vec![new_job(1), append(1, Log::Main, "validate")]);
+    // An append to a job that does not exist: the job created in the same batch goes too.
+    let unknown = store.commit(vec![new_job(2), append(99, Log::Main, "submit")]);
+    let good = store.commit(vec![new_job(3), append(3, Log::Main, "submit")]);
+    let (dup, unknown, good) = tokio::join!(dup, unknown, good);
+    assert_eq!(dup, Err(StoreError::Duplicate(1)));
+    assert_eq!(unknown, Err(StoreError::UnknownJob(99)));
+    assert_eq!(good, Ok(()));
+
+    assert_eq!(
+        store.read_log(1, Log::Main).unwrap(),
+        Some(vec![line("submit")])
+    );
+    assert!(store.read_job(2).unwrap().is_none());
+    let ids: Vec<u64> = store.load_jobs().unwrap().iter().map(|j| j.id).collect();
+    assert_eq!(ids, vec![1, 3]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_batches_share_commits() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(SqliteStore::open(&dir.path().join("s.db")).unwrap());
+    let mut tasks = Vec::new();
+    for id in 1..=2000u64 {
+        let store = Arc::clone(&store);
+        tasks.push(tokio::spawn(async move {
+            store
+                .commit(vec![new_job(id), append(id, Log::Main, "submit")])
+                .await
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap().unwrap();
+    }
+    let stats = store.stats();
+    assert_eq!(stats.batches, 2000);
+    assert_eq!(stats.writes, 4000);
+    // Waiting batches are folded together rather than fsynced one by one.
+    assert!(stats.commits < stats.batches, "{stats:?}");
+    let jobs = store.load_jobs().unwrap();
+    assert_eq!(jobs.len(), 2000);
+    assert!(jobs.iter().all(|j| j.eventlog == vec![line("submit")]));
+}
+
+#[test]
+fn a_foreign_file_is_refused_and_left_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("notes.txt");
+    let text = b"these are my notes, not a database\n".repeat(200);
+    std::fs::write(&path, &text).unwrap();
+    let err = SqliteStore::open(&path).unwrap_err();
+    assert!(matches!(err, StoreError::Open { .. }), "{err}");
+    assert_eq!(std::fs::read(&path).unwrap(), text);
+
+    // Another application's SQLite database.
+    let other = dir.path().join("other.db");
+    foreign_sqlite_file(&other);
+    let err = SqliteStore::open(&other).unwrap_err();
+    assert!(err.to_string().contains("not a fluxgate store"), "{err}");
+}
+
+#[tokio::test]
+async fn a_damaged_store_stops_the_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.db");
+    {
+        let store = SqliteStore::open(&path).unwrap();
+        for id in 1..=200u64 {
+            store
+                .commit(vec![new_job(id), append(id, Log::Main, "submit")])
+                .await
+                .unwrap();
+        }
+        store.close();
+    }
+    // Overwrite a page in the middle of the file with garbage.
+    let mut bytes = std::fs::read(&path).unwrap();
+    assert!(bytes.len() > 8192, "store is {} bytes", bytes.len());
+    for b in &mut bytes[4096..8192] {
+        *b = 0xA5;
+    }
+    std::fs::write(&path, &bytes).unwrap();
+    let err = SqliteStore::open(&path).unwrap_err();
+    assert!(matches!(err, StoreError::Open { .. }), "{err}");
+}
+
+/// A healthy SQLite database that another application made: a fresh store whose
+/// application id (header offset 68, big-endian) is cleared.
+fn foreign_sqlite_file(path: &std::path::Path) {
+    SqliteStore::open(path).unwrap().close();
+    let mut bytes = std::fs::read(path).unwrap();
+    bytes[68..72].copy_from_slice(&0u32.to_be_bytes());
+    std::fs::write(path, &bytes).unwrap();
+}
