@@ -1,0 +1,421 @@
+//! R version 1 JSON: strict decoding and compact encoding.
+//!
+//! Encoding writes keys in the order flux-core 0.88 writes them
+//! (`version`, `execution{R_lite, starttime, expiration, nslots, nodelist,
+//! properties}`, `scheduling`) and reals as jansson does (`%.17g`, always
+//! with a `.0` or exponent), so `flux R` output can be matched byte for byte.
+
+use std::fmt::Write as _;
+use std::str::FromStr;
+
+use serde_json::Value;
+
+use super::{Node, ResourceSet, RsetError, properties, range_str};
+use crate::hostlist::Hostlist;
+use crate::idset::IdSet;
+
+fn invalid(key: impl Into<String>, reason: impl Into<String>) -> RsetError {
+    RsetError::Invalid {
+        key: key.into(),
+        reason: reason.into(),
+    }
+}
+
+fn describe(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+fn parse_idset(key: &str, v: &Value) -> Result<IdSet, RsetError> {
+    let s = v
+        .as_str()
+        .ok_or_else(|| invalid(key, format!("must be an idset string, not {}", describe(v))))?;
+    IdSet::parse(s).map_err(|e| invalid(key, e.to_string()))
+}
+
+fn parse_time(key: &str, v: &Value) -> Result<f64, RsetError> {
+    let t = v
+        .as_f64()
+        .ok_or_else(|| invalid(key, format!("must be a number, not {}", describe(v))))?;
+    if !(t >= 0.0) || !t.is_finite() {
+        return Err(invalid(
+            key,
+            format!("{t} is not a time (seconds since the epoch, >= 0)"),
+        ));
+    }
+    Ok(t)
+}
+
+impl ResourceSet {
+    /// Decode R from JSON text.
+    pub fn parse(s: &str) -> Result<Self, RsetError> {
+        let v: Value = serde_json::from_str(s).map_err(|e| RsetError::Json(e.to_string()))?;
+        Self::from_json(&v)
+    }
+
+    /// Decode R from a JSON value, strictly.
+    pub fn from_json(v: &Value) -> Result<Self, RsetError> {
+        let top = v.as_object().ok_or_else(|| {
+            invalid(
+                "(top level)",
+                format!("must be an object, not {}", describe(v)),
+            )
+        })?;
+        let version = top
+            .get("version")
+            .ok_or_else(|| invalid("version", "missing (required)"))?;
+        match version.as_i64() {
+            Some(1) => {}
+            Some(n) => {
+                return Err(invalid(
+                    "version",
+                    format!("unknown version {n} (only version 1 is supported)"),
+                ));
+            }
+            None => {
+                return Err(invalid(
+                    "version",
+                    format!("must be an integer, not {version}"),
+                ));
+            }
+        }
+        let exec = top
+            .get("execution")
+            .ok_or_else(|| invalid("execution", "missing (required)"))?;
+        let exec = exec.as_object().ok_or_else(|| {
+            invalid(
+                "execution",
+                format!("must be an object, not {}", describe(exec)),
+            )
+        })?;
+        for key in exec.keys() {
+            if !matches!(
+                key.as_str(),
+                "R_lite" | "nodelist" | "properties" | "nslots" | "starttime" | "expiration"
+            ) {
+                return Err(invalid(format!("execution.{key}"), "unknown key"));
+            }
+        }
+        let mut rs = ResourceSet::new();
+        let r_lite = exec
+            .get("R_lite")
+            .ok_or_else(|| invalid("execution.R_lite", "missing (required)"))?;
+        match r_lite {
+            Value::Array(entries) => {
+                for (i, entry) in entries.iter().enumerate() {
+                    parse_entry(&mut rs, i, entry)?;
+                }
+            }
+            // flux-core (`json_array_foreach` on a non-array) reads `{}` as an
+            // empty R_lite and its tests rely on it; anything else is an error.
+            Value::Object(o) if o.is_empty() => {}
+            other => {
+                return Err(invalid(
+                    "execution.R_lite",
+                    format!("must be an array, not {}", describe(other)),
+                ));
+            }
+        }
+        if let Some(nl) = exec.get("nodelist") {
+            assign_nodelist(&mut rs, nl)?;
+        }
+        if let Some(v) = exec.get("nslots") {
+            match v.as_u64() {
+                Some(n) if n > 0 && n <= u64::from(u32::MAX) => rs.nslots = Some(n as u32),
+                _ => {
+                    return Err(invalid(
+                        "execution.nslots",
+                        format!("must be an integer greater than 0, not {v}"),
+                    ));
+                }
+            }
+        }
+        if let Some(v) = exec.get("starttime") {
+            rs.starttime = parse_time("execution.starttime", v)?;
+        }
+        if let Some(v) = exec.get("expiration") {
+            rs.expiration = parse_time("execution.expiration", v)?;
+        }
+        if let Some(p) = exec.get("properties") {
+            properties::assign_json(&mut rs, p)
+                .map_err(|e| invalid("execution.properties", e.to_string()))?;
+        }
+        if let Some(s) = top.get("scheduling") {
+            rs.scheduling = Some(s.clone());
+        }
+        Ok(rs)
+    }
+
+    /// Encode compactly (no spaces), as a scheduler stores R.
+    pub fn to_json_string(&self) -> String {
+        self.encode(false)
+    }
+
+    /// Encode as `flux R` prints it (jansson's default `", "` / `": "` separators).
+    pub fn encode_flux(&self) -> String {
+        self.encode(true)
+    }
+
+    /// The R object as a JSON value.
+    pub fn to_json(&self) -> Value {
+        // The encoder is the single source of key order; parse its output back.
+        serde_json::from_str(&self.to_json_string()).unwrap_or(Value::Null)
+    }
+
+    fn encode(&self, spaced: bool) -> String {
+        let (comma, colon) = if spaced { (", ", ": ") } else { (",", ":") };
+        let mut out = String::with_capacity(128);
+        let _ = write!(
+            out,
+            "{{\"version\"{colon}1{comma}\"execution\"{colon}{{\"R_lite\"{colon}["
+        );
+        let mut first = true;
+        for (ranks, node) in self.groups() {
+            if !first {
+                out.push_str(comma);
+            }
+            first = false;
+            let _ = write!(
+                out,
+                "{{\"rank\"{colon}\"{}\"{comma}\"children\"{colon}{{",
+                range_str(&ranks)
+            );
+            let mut firstc = true;
+            for (name, ids) in [("core", &node.cores), ("gpu", &node.gpus)] {
+                if ids.is_empty() {
+                    continue;
+                }
+                if !firstc {
+                    out.push_str(comma);
+                }
+                firstc = false;
+                let _ = write!(out, "\"{name}\"{colon}\"{}\"", range_str(ids));
+            }
+            out.push_str("}}");
+        }
+        out.push(']');
+        let _ = write!(
+            out,
+            "{comma}\"starttime\"{colon}{}{comma}\"expiration\"{colon}{}",
+            format_real(self.starttime),
+            format_real(self.expiration)
+        );
+        if let Some(n) = self.nslots {
+            let _ = write!(out, "{comma}\"nslots\"{colon}{n}");
+        }
+        if let Some(hl) = self.nodelist() {
+            let _ = write!(
+                out,
+                "{comma}\"nodelist\"{colon}[{}]",
+                json_str(&hl.encode())
+            );
+        }
+        if !self.properties.is_empty() {
+            let _ = write!(out, "{comma}\"properties\"{colon}{{");
+            for (i, (name, ranks)) in self.properties.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(comma);
+                }
+                let _ = write!(out, "{}{colon}\"{}\"", json_str(name), range_str(ranks));
+            }
+            out.push('}');
+        }
+        out.push('}');
+        if let Some(s) = &self.scheduling {
+            let text = if spaced {
+                spaced_json(s)
+            } else {
+                serde_json::to_string(s).unwrap_or_else(|_| "null".into())
+            };
+            let _ = write!(out, "{comma}\"scheduling\"{colon}{text}");
+        }
+        out.push('}');
+        out
+    }
+}
+
+fn parse_entry(rs: &mut ResourceSet, i: usize, entry: &Value) -> Result<(), RsetError> {
+    let key = format!("execution.R_lite[{i}]");
+    let obj = entry
+        .as_object()
+        .ok_or_else(|| invalid(&key, format!("must be an object, not {}", describe(entry))))?;
+    for k in obj.keys() {
+        if k != "rank" && k != "children" {
+            return Err(invalid(format!("{key}.{k}"), "unknown key"));
+        }
+    }
+    let ranks = parse_idset(
+        &format!("{key}.rank"),
+        obj.get("rank")
+            .ok_or_else(|| invalid(format!("{key}.rank"), "missing (required)"))?,
+    )?;
+    let children = obj
+        .get("children")
+        .ok_or_else(|| invalid(format!("{key}.children"), "missing (required)"))?;
+    let children = children.as_object().ok_or_else(|| {
+        invalid(
+            format!("{key}.children"),
+            format!("must be an object, not {}", describe(children)),
+        )
+    })?;
+    let mut cores = IdSet::new();
+    let mut gpus = IdSet::new();
+    for (name, ids) in children {
+        let ckey = format!("{key}.children.{name}");
+        match name.as_str() {
+            "core" => cores = parse_idset(&ckey, ids)?,
+            "gpu" => gpus = parse_idset(&ckey, ids)?,
+            // flux-core keeps any child name; RFC 20 defines only these two
+            // and nothing downstream can use another, so say so early.
+            _ => {
+                return Err(invalid(
+                    ckey,
+                    "unknown resource type (R version 1 has core and gpu)",
+                ));
+            }
+        }
+    }
+    // RFC 20 calls `core` REQUIRED, but flux-core omits it when a rank has
+    // only gpus, so a missing `core` is read as no cores.
+    if cores.is_empty() && gpus.is_empty() {
+        return Err(invalid(
+            format!("{key}.children"),
+            format!("ranks {} have no core and no gpu", range_str(&ranks)),
+        ));
+    }
+    for rank in ranks.iter() {
+        rs.add_node(Node::new(rank, None, cores.clone(), gpus.clone()))
+            .map_err(|e| match e {
+                RsetError::Overlap { rank, what } => invalid(
+                    format!("{key}.rank"),
+                    format!("rank {rank} {what} appears in more than one R_lite entry"),
+                ),
+                other => other,
+            })?;
+    }
+    Ok(())
+}
+
+fn assign_nodelist(rs: &mut ResourceSet, nl: &Value) -> Result<(), RsetError> {
+    let key = "execution.nodelist";
+    let arr = nl.as_array().ok_or_else(|| {
+        invalid(
+            key,
+            format!("must be an array of hostlists, not {}", describe(nl)),
+        )
+    })?;
+    let mut hl = Hostlist::new();
+    for (i, v) in arr.iter().enumerate() {
+        let s = v.as_str().ok_or_else(|| {
+            invalid(
+                format!("{key}[{i}]"),
+                format!("must be a string, not {}", describe(v)),
+            )
+        })?;
+        let part = Hostlist::parse(s).map_err(|e| invalid(format!("{key}[{i}]"), e.to_string()))?;
+        hl.append(&part);
+    }
+    if hl.len() != rs.nodes.len() {
+        return Err(invalid(
+            key,
+            format!(
+                "{} hosts for {} ranks (one hostname per rank, in rank order)",
+                hl.len(),
+                rs.nodes.len()
+            ),
+        ));
+    }
+    for (node, host) in rs.nodes.iter_mut().zip(hl.iter()) {
+        node.hostname = Some(host);
+    }
+    Ok(())
+}
+
+/// A JSON string literal.
+fn json_str(s: &str) -> String {
+    serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into())
+}
+
+/// A real as jansson prints it: `%.17g`, exponent without `+` or leading
+/// zeros, and `.0` appended when the result would read as an integer.
+pub(crate) fn format_real(x: f64) -> String {
+    if !x.is_finite() {
+        return "0.0".into();
+    }
+    if x == 0.0 {
+        return "0.0".into();
+    }
+    let sci = format!("{x:.16e}");
+    let (mant, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
+    let exp: i32 = exp.parse().unwrap_or(0);
+    let mut s = if !(-4..17).contains(&exp) {
+        let m = strip_zeros(mant);
+        format!("{m}e{exp}")
+    } else {
+        let decimals = (16 - exp).max(0) as usize;
+        strip_zeros(&format!("{x:.decimals$}")).to_owned()
+    };
+    if !s.contains('.') && !s.contains('e') {
+        s.push_str(".0");
+    }
+    s
+}
+
+fn strip_zeros(s: &str) -> &str {
+    if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.')
+    } else {
+        s
+    }
+}
+
+/// JSON text with jansson's default separators, for the opaque scheduling key.
+fn spaced_json(v: &Value) -> String {
+    match v {
+        Value::Array(a) => {
+            let items: Vec<String> = a.iter().map(spaced_json).collect();
+            format!("[{}]", items.join(", "))
+        }
+        Value::Object(o) => {
+            let items: Vec<String> = o
+                .iter()
+                .map(|(k, v)| format!("{}: {}", json_str(k), spaced_json(v)))
+                .collect();
+            format!("{{{}}}", items.join(", "))
+        }
+        Value::Number(n) if n.is_f64() => format_real(n.as_f64().unwrap_or(0.0)),
+        other => serde_json::to_string(other).unwrap_or_else(|_| "null".into()),
+    }
+}
+
+impl FromStr for ResourceSet {
+    type Err = RsetError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::parse(s)
+    }
+}
+
+impl std::fmt::Display for ResourceSet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.to_json_string())
+    }
+}
+
+impl serde::Serialize for ResourceSet {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.to_json().serialize(s)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for ResourceSet {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let v = Value::deserialize(d)?;
+        ResourceSet::from_json(&v).map_err(serde::de::Error::custom)
+    }
+}
