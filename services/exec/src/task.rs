@@ -1,0 +1,275 @@
+//! One task: a process in its own process group, its output forwarded in
+//! chunks, its wait status reported once its output has ended.
+//!
+//! Events for a task arrive in this order on the channel: zero or more
+//! `Output` per stream (each stream in order), one `Eof` per stream, then
+//! `Exited`. Output is forwarded line by line, and long lines in chunks of at
+//! most [`MAX_CHUNK`] bytes, so a task cannot make the service buffer without
+//! bound.
+
+use std::io;
+use std::path::PathBuf;
+use std::process::Stdio;
+
+use nix::sched::{CpuSet, sched_getaffinity};
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
+use tokio::process::Command;
+use tokio::sync::mpsc;
+
+use crate::status::WaitStatus;
+
+/// Largest piece of output forwarded at once.
+pub const MAX_CHUNK: usize = 64 * 1024;
+
+/// Which output stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Stream {
+    /// Standard output.
+    Stdout,
+    /// Standard error.
+    Stderr,
+}
+
+impl Stream {
+    /// The RFC 24 stream name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Stream::Stdout => "stdout",
+            Stream::Stderr => "stderr",
+        }
+    }
+}
+
+/// What to run for one task.
+#[derive(Debug, Clone, Default)]
+pub struct TaskSpec {
+    /// Command and arguments; the command is looked up in PATH of `env`.
+    pub argv: Vec<String>,
+    /// The whole environment of the task (nothing is inherited).
+    pub env: Vec<(String, String)>,
+    /// Working directory; the service's own when `None`.
+    pub cwd: Option<PathBuf>,
+    /// CPUs to bind to; ids this machine lacks are ignored, none binds nothing.
+    pub cpus: Vec<usize>,
+    /// The task's global rank, carried on its events.
+    pub rank: u32,
+}
+
+/// Something that happened to a task.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TaskEvent {
+    /// A line (or chunk of a long line) of output.
+    Output {
+        rank: u32,
+        stream: Stream,
+        data: Vec<u8>,
+    },
+    /// The stream was closed.
+    Eof { rank: u32, stream: Stream },
+    /// The process ended; always after both `Eof`s.
+    Exited { rank: u32, status: WaitStatus },
+}
+
+/// A task that could not be started.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{what}: {reason}")]
+pub struct SpawnError {
+    /// The command or directory that failed.
+    pub what: String,
+    /// The system's words for the failure, e.g. "No such file or directory".
+    pub reason: String,
+    /// The status a shell would have exited with (127 not found, 126 not executable).
+    pub status: WaitStatus,
+}
+
+/// A started task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Task {
+    pid: i32,
+    rank: u32,
+}
+
+impl Task {
+    /// Process id (also its process group id).
+    pub fn pid(&self) -> i32 {
+        self.pid
+    }
+
+    /// The task's global rank.
+    pub fn rank(&self) -> u32 {
+        self.rank
+    }
+
+    /// Send `signal` to the task's whole process group.
+    pub fn signal(&self, signal: Signal) -> Result<(), nix::Error> {
+        match killpg(Pid::from_raw(self.pid), signal) {
+            // Already gone: nothing left to signal.
+            Err(nix::Error::ESRCH) => Ok(()),
+            other => other,
+        }
+    }
+}
+
+/// Start a task; its events go to `events` until `Exited`.
+pub fn spawn(spec: &TaskSpec, events: mpsc::Sender<TaskEvent>) -> Result<Task, SpawnError> {
+    let Some((program, args)) = spec.argv.split_first() else {
+        return Err(SpawnError {
+            what: "task".into(),
+            reason: "the command is empty".into(),
+            status: WaitStatus::exited(127),
+        });
+    };
+    if let Some(cwd) = &spec.cwd
+        && let Err(e) = std::fs::read_dir(cwd)
+    {
+        return Err(spawn_error(format!("chdir {}", cwd.display()), &e));
+    }
+    let mut cmd = Command::new(program);
+    cmd.args(args)
+        .env_clear()
+        .envs(spec.env.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        // Its own group, so that a signal reaches everything the task started.
+        .process_group(0)
+        .kill_on_drop(false);
+    if let Some(cwd) = &spec.cwd {
+        cmd.current_dir(cwd);
+    }
+    if let Some(set) = cpu_set(&spec.cpus) {
+        bind(&mut cmd, set);
+    }
+    let mut child = cmd.spawn().map_err(|e| spawn_error(program.clone(), &e))?;
+    let pid = child
+        .id()
+        .and_then(|p| i32::try_from(p).ok())
+        .ok_or_else(|| SpawnError {
+            what: program.clone(),
+            reason: "exited before its pid was known".into(),
+            status: WaitStatus::exited(127),
+        })?;
+    let rank = spec.rank;
+    let out = child
+        .stdout
+        .take()
+        .map(|s| tokio::spawn(forward(s, rank, Stream::Stdout, events.clone())));
+    let err = child
+        .stderr
+        .take()
+        .map(|s| tokio::spawn(forward(s, rank, Stream::Stderr, events.clone())));
+    tokio::spawn(async move {
+        let status = match child.wait().await {
+            Ok(s) => WaitStatus::from(s),
+            Err(e) => {
+                tracing::error!(pid, error = %e, "cannot wait for task");
+                WaitStatus::exited(1)
+            }
+        };
+        for reader in [out, err].into_iter().flatten() {
+            let _ = reader.await;
+        }
+        let _ = events.send(TaskEvent::Exited { rank, status }).await;
+    });
+    Ok(Task { pid, rank })
+}
+
+async fn forward(
+    reader: impl AsyncRead + Unpin,
+    rank: u32,
+    stream: Stream,
+    events: mpsc::Sender<TaskEvent>,
+) {
+    let mut reader = BufReader::with_capacity(MAX_CHUNK, reader);
+    let mut pending: Vec<u8> = Vec::new();
+    loop {
+        let buf = match reader.fill_buf().await {
+            Ok(buf) => buf,
+            Err(e) => {
+                tracing::warn!(rank, stream = stream.name(), error = %e, "output read failed");
+                break;
+            }
+        };
+        if buf.is_empty() {
+            break;
+        }
+        let room = MAX_CHUNK - pending.len();
+        let (take, complete) = match buf.iter().take(room).position(|&b| b == b'\n') {
+            Some(i) => (i + 1, true),
+            None => {
+                let take = buf.len().min(room);
+                (take, pending.len() + take == MAX_CHUNK)
+            }
+        };
+        pending.extend_from_slice(&buf[..take]);
+        reader.consume(take);
+        if complete {
+            let data = std::mem::take(&mut pending);
+            if events
+                .send(TaskEvent::Output { rank, stream, data })
+                .await
+                .is_err()
+            {
+                return;
+            }
+        }
+    }
+    if !pending.is_empty() {
+        let _ = events
+            .send(TaskEvent::Output {
+                rank,
+                stream,
+                data: pending,
+            })
+            .await;
+    }
+    let _ = events.send(TaskEvent::Eof { rank, stream }).await;
+}
+
+fn spawn_error(what: String, e: &io::Error) -> SpawnError {
+    let reason = e
+        .raw_os_error()
+        .map(|n| nix::errno::Errno::from_raw(n).desc().to_string())
+        .unwrap_or_else(|| e.to_string());
+    // The codes a POSIX shell uses for a command it cannot find or cannot execute.
+    let code = match e.kind() {
+        io::ErrorKind::PermissionDenied => 126,
+        _ => 127,
+    };
+    SpawnError {
+        what,
+        reason,
+        status: WaitStatus::exited(code),
+    }
+}
+
+/// The requested CPUs that this process may use; `None` when that leaves nothing
+/// (virtual nodes may claim more cores than the machine has).
+fn cpu_set(cpus: &[usize]) -> Option<CpuSet> {
+    if cpus.is_empty() {
+        return None;
+    }
+    let allowed = sched_getaffinity(Pid::from_raw(0)).ok()?;
+    let mut set = CpuSet::new();
+    let mut any = false;
+    for &cpu in cpus {
+        if allowed.is_set(cpu).unwrap_or(false) && set.set(cpu).is_ok() {
+            any = true;
+        }
+    }
+    any.then_some(set)
+}
+
+#[allow(unsafe_code)]
+fn bind(cmd: &mut Command, set: CpuSet) {
+    // SAFETY: the hook runs in the child between fork and exec, where only
+    // async-signal-safe calls are allowed; it makes one sched_setaffinity system
+    // call on a set built before the fork and allocates nothing.
+    unsafe {
+        cmd.pre_exec(move || {
+            nix::sched::sched_setaffinity(Pid::from_raw(0), &set).map_err(io::Error::from)
+        });
+    }
+}
