@@ -57,6 +57,9 @@ pub enum RsetError {
     /// An RFC 31 constraint object is malformed.
     #[error("invalid constraint: {0}")]
     Constraint(String),
+    /// `verify` found resources missing or a mismatched rank or hostname.
+    #[error("{0}")]
+    Verify(String),
     /// A `resource.config` entry is malformed.
     #[error("{0}")]
     Config(String),

@@ -310,3 +310,54 @@ impl ResourceSet {
         }
     }
 }
+
+impl ResourceSet {
+    /// Check a single-rank `actual` (what a node found) against `self` (what
+    /// was expected), as flux-core's `rlist_verify`: `Err` when the rank is
+    /// unknown, the hostname differs or resources are missing; `Ok(Some(msg))`
+    /// when `actual` has extra resources; `Ok(None)` when they match.
+    pub fn verify(&self, actual: &ResourceSet) -> Result<Option<String>, RsetError> {
+        let [n] = actual.nodes.as_slice() else {
+            return Err(RsetError::Verify(
+                "Verification supported on single rank only".into(),
+            ));
+        };
+        let Some(exp) = self.node(n.rank) else {
+            return Err(RsetError::Verify(format!(
+                "rank {} not found in expected ranks",
+                n.rank
+            )));
+        };
+        if let (Some(got), Some(want)) = (&n.hostname, &exp.hostname)
+            && got != want
+        {
+            return Err(RsetError::Verify(format!(
+                "rank {} got hostname '{got}', expected '{want}'",
+                n.rank
+            )));
+        }
+        let host = n.hostname.as_deref().unwrap_or("unknown");
+        let missing = super::children_dumps(
+            &exp.cores.difference(&n.cores),
+            &exp.gpus.difference(&n.gpus),
+        );
+        if !missing.is_empty() {
+            return Err(RsetError::Verify(format!(
+                "rank {} ({host}) missing resources: {missing}",
+                n.rank
+            )));
+        }
+        let extra = super::children_dumps(
+            &n.cores.difference(&exp.cores),
+            &n.gpus.difference(&exp.gpus),
+        );
+        if extra.is_empty() {
+            Ok(None)
+        } else {
+            Ok(Some(format!(
+                "rank {} ({host}) has extra resources: {extra}",
+                n.rank
+            )))
+        }
+    }
+}

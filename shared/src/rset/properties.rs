@@ -66,6 +66,12 @@ impl ResourceSet {
         &self.properties
     }
 
+    /// Apply an RFC 20 `properties` object (`name -> idset string`); all
+    /// entries are checked before any is applied.
+    pub fn assign_properties(&mut self, v: &Value) -> Result<(), RsetError> {
+        assign_json(self, v)
+    }
+
     /// Names of the properties of `rank`, sorted.
     pub fn node_properties(&self, rank: u32) -> Vec<&str> {
         self.properties
