@@ -1,0 +1,17 @@
+//! RFC 21 job states and events: the state machine as a pure fold.
+//!
+//! - [`JobState`], [`StateMask`], [`JobResult`]: states, virtual states and
+//!   results with flux-core's names, letters and bit values.
+//! - [`Job`]: the record `apply(&Event)` moves; [`replay`] folds a whole
+//!   eventlog through the same `apply`, so recovery has no second path.
+//! - [`Action`]: what the job manager owes the job next
+//!   ([`Job::pending_actions`]).
+
+mod action;
+mod context;
+mod record;
+mod state;
+
+pub use action::{Action, ActionGuards};
+pub use record::{Job, JobException, JobFlags, ReplayError, TransitionError, replay};
+pub use state::{JobResult, JobState, JobStateError, StateMask, WaitStatus};
