@@ -1,17 +1,403 @@
 //! RFC 29 hostlists: ordered lists of host names with a compact string form.
+//!
+//! A list is kept as runs (`prefix` + zero-padded numbers `lo..=hi` [+ suffix]),
+//! the way flux-core's libhostlist keeps host ranges, so `node[0-99999]` is one
+//! run and `len`, `nth` and `find` walk runs rather than host names.
+//!
+//! Behaviour follows flux-core, which is what users' scripts see:
+//!
+//! * **Zero padding is per range.** The width of `lo-hi` is the number of
+//!   characters of `lo` as written, so `[005,4,11-13]` expands to
+//!   `005,4,11,12,13`. RFC 29 says the first element's padding applies to the
+//!   whole bracket (`005,004,011,...`); flux-core does not do that.
+//! * Encode walks the list in order, merging consecutive numbers of the same
+//!   prefix into ranges and adjacent ranges of one prefix into one bracket.
+//! * Hosts with a suffix after the bracket (`foo[1-2]-eth0`) stand alone: they
+//!   are never re-compressed on encode.
+//! * Host lookup (`find`, `delete`, set operations) is exact string equality:
+//!   in `i[0-5]`, `i00` is not a member; in `i[00-05]` it is.
+//!
+//! Deliberately stricter than flux-core (which accepts these by accident):
+//! `foo[0-]` (dangling hyphen), more than one bracket group in one expression
+//! (`a[1-2]b[3-4]`, which flux-core expands to literal `a1b[3-4]`), `]` in a
+//! prefix, and control characters in names are all rejected. A host whose
+//! trailing digits overflow 64 bits is kept verbatim instead of being dropped.
 
-/// Why a hostlist string could not be decoded.
+use std::cmp::Ordering;
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+use std::str::FromStr;
+use std::sync::Arc;
+
+use crate::idset::IdSet;
+
+/// Largest number of hosts one `lo-hi` range may hold (flux-core MAX_RANGE).
+pub const MAX_RANGE_HOSTS: u64 = 1 << 20;
+
+/// Largest number of comma-separated ranges in one bracket (flux-core MAX_RANGES).
+pub const MAX_RANGES: usize = 10240;
+
+/// Why a hostlist string or host name could not be decoded.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum HostlistError {
-    /// Placeholder until the module is written.
+    /// The string breaks the RFC 29 grammar; `reason` says what and where.
     #[error("invalid hostlist {input:?}: {reason}")]
-    Invalid { input: String, reason: String },
+    Invalid {
+        /// The whole string that was being decoded.
+        input: String,
+        /// What is wrong, naming the offending text and its byte position.
+        reason: String,
+    },
+    /// A single host name is not valid.
+    #[error("invalid host name {host:?}: {reason}")]
+    InvalidHost {
+        /// The rejected name.
+        host: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+}
+
+fn invalid(input: &str, reason: impl Into<String>) -> HostlistError {
+    HostlistError::Invalid {
+        input: input.to_string(),
+        reason: reason.into(),
+    }
+}
+
+/// A host name split as flux-core splits it: prefix, trailing number, width.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HostnameParts<'a> {
+    /// Everything before the trailing digits (the whole name when there are none).
+    pub prefix: &'a str,
+    /// The trailing decimal number, if any.
+    pub number: Option<u64>,
+    /// Characters of the trailing digits, leading zeros included (0 if none).
+    pub width: usize,
+}
+
+/// Characters that may not appear in a host name, and why.
+fn bad_host_char(c: char) -> Option<&'static str> {
+    match c {
+        ',' => Some("',' separates hosts"),
+        '[' | ']' => Some("brackets belong to range expressions"),
+        c if c.is_whitespace() => Some("whitespace separates hosts"),
+        c if c.is_control() => Some("control characters are not allowed"),
+        _ => None,
+    }
+}
+
+/// Split one host name into prefix, trailing number and its width.
+///
+/// `foo` → (`foo`, none, 0); `foo001` → (`foo`, 1, 3); `foo01bar` has no
+/// trailing digits, so it cannot be ranged. Names that are empty or contain
+/// blanks, commas or brackets are rejected. A number too large for 64 bits is
+/// not treated as a number (the whole name becomes the prefix).
+pub fn hostname(host: &str) -> Result<HostnameParts<'_>, HostlistError> {
+    if host.is_empty() {
+        return Err(HostlistError::InvalidHost {
+            host: String::new(),
+            reason: "a host name cannot be empty".into(),
+        });
+    }
+    if let Some((i, c, why)) = host
+        .char_indices()
+        .find_map(|(i, c)| bad_host_char(c).map(|w| (i, c, w)))
+    {
+        return Err(HostlistError::InvalidHost {
+            host: host.to_string(),
+            reason: format!("character {c:?} at position {i}: {why}"),
+        });
+    }
+    let start = host.trim_end_matches(|c: char| c.is_ascii_digit()).len();
+    let digits = &host[start..];
+    match digits.parse::<u64>() {
+        Ok(n) if !digits.is_empty() => Ok(HostnameParts {
+            prefix: &host[..start],
+            number: Some(n),
+            width: digits.len(),
+        }),
+        _ => Ok(HostnameParts {
+            prefix: host,
+            number: None,
+            width: 0,
+        }),
+    }
+}
+
+fn digits(mut n: u64) -> usize {
+    let mut d = 1;
+    while n >= 10 {
+        n /= 10;
+        d += 1;
+    }
+    d
+}
+
+/// Zero characters `width` adds in front of `n`.
+fn zero_pad(n: u64, width: usize) -> usize {
+    width.saturating_sub(digits(n))
+}
+
+/// flux-core's width compatibility test for joining `n` (width `wn`) with `m`
+/// (width `wm`): `Some(width)` for the joined range, `None` when the two
+/// cannot share a width without changing how a number prints.
+fn combine_width(n: u64, wn: usize, m: u64, wm: usize) -> Option<usize> {
+    let n_same = zero_pad(n, wn) == zero_pad(n, wm);
+    let m_same = zero_pad(m, wm) == zero_pad(m, wn);
+    if n_same {
+        Some(wm)
+    } else if m_same {
+        Some(wn)
+    } else {
+        None
+    }
+}
+
+/// Does `digits` (all ASCII digits) print number `n` at width `width`?
+fn prints_as(text: &str, n: u64, width: usize) -> bool {
+    text.len() == width.max(digits(n))
+}
+
+/// One run of hosts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Run {
+    /// A host without a number that can be ranged, kept verbatim.
+    Single(Arc<str>),
+    /// `prefix` + each of `lo..=hi` zero-padded to `width`.
+    Range {
+        prefix: Arc<str>,
+        lo: u64,
+        hi: u64,
+        width: usize,
+    },
+    /// `prefix` + padded number + `suffix`: each host stands alone, as
+    /// flux-core makes every expanded host with a suffix a single host.
+    Suffixed {
+        prefix: Arc<str>,
+        lo: u64,
+        hi: u64,
+        width: usize,
+        suffix: Arc<str>,
+    },
+}
+
+impl Run {
+    fn count(&self) -> usize {
+        match self {
+            Run::Single(_) => 1,
+            Run::Range { lo, hi, .. } | Run::Suffixed { lo, hi, .. } => (hi - lo + 1) as usize,
+        }
+    }
+
+    fn host(&self, k: usize) -> String {
+        match self {
+            Run::Single(name) => name.to_string(),
+            Run::Range {
+                prefix, lo, width, ..
+            } => format!("{prefix}{:0width$}", lo + k as u64),
+            Run::Suffixed {
+                prefix,
+                lo,
+                width,
+                suffix,
+                ..
+            } => format!("{prefix}{:0width$}{suffix}", lo + k as u64),
+        }
+    }
+
+    /// Position of `host` in this run by exact name.
+    fn position(&self, host: &str) -> Option<usize> {
+        let (text, lo, hi, width) = match self {
+            Run::Single(name) => return (**name == *host).then_some(0),
+            Run::Range {
+                prefix,
+                lo,
+                hi,
+                width,
+            } => (host.strip_prefix(&**prefix)?, *lo, *hi, *width),
+            Run::Suffixed {
+                prefix,
+                lo,
+                hi,
+                width,
+                suffix,
+            } => (
+                host.strip_prefix(&**prefix)?.strip_suffix(&**suffix)?,
+                *lo,
+                *hi,
+                *width,
+            ),
+        };
+        if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        let n = text.parse::<u64>().ok()?;
+        (lo <= n && n <= hi && prints_as(text, n, width)).then(|| (n - lo) as usize)
+    }
+
+    /// The same run restricted to members `a..b` (by position).
+    fn slice(&self, a: usize, b: usize) -> Run {
+        let mut r = self.clone();
+        if let Run::Range { lo, hi, .. } | Run::Suffixed { lo, hi, .. } = &mut r {
+            let base = *lo;
+            *lo = base + a as u64;
+            *hi = base + b as u64 - 1;
+        }
+        r
+    }
+
+    /// The runs flux-core would hold: a suffixed run is many single hosts.
+    fn into_flux_ranges(self, out: &mut Vec<Run>) {
+        match &self {
+            Run::Suffixed { .. } => {
+                for k in 0..self.count() {
+                    out.push(Run::Single(self.host(k).into()));
+                }
+            }
+            _ => out.push(self),
+        }
+    }
+
+    /// flux-core's `hostrange_within_range`: may share one bracket.
+    fn same_bracket(&self, other: &Run) -> bool {
+        matches!((self, other), (Run::Range { prefix: a, .. }, Run::Range { prefix: b, .. }) if a == b)
+    }
+
+    /// The sort order of flux-core's `hostrange_cmp`, made total: prefix (a
+    /// single host first), then the printed length of `lo`, then `lo`.
+    fn sort_cmp(&self, other: &Run) -> Ordering {
+        fn key(r: &Run) -> (&str, bool, usize, u64) {
+            match r {
+                Run::Single(name) => (name, false, 0, 0),
+                Run::Range {
+                    prefix, lo, width, ..
+                } => (prefix, true, (*width).max(digits(*lo)), *lo),
+                // Not present while sorting (expanded to singles first).
+                Run::Suffixed {
+                    prefix, lo, width, ..
+                } => (prefix, true, (*width).max(digits(*lo)), *lo),
+            }
+        }
+        let (a, b) = (key(self), key(other));
+        a.0.as_bytes()
+            .cmp(b.0.as_bytes())
+            .then(a.1.cmp(&b.1))
+            .then(a.2.cmp(&b.2))
+            .then(a.3.cmp(&b.3))
+    }
 }
 
 /// An ordered list of host names (duplicates allowed), kept compressed.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default)]
 pub struct Hostlist {
-    // representation is the implementer's choice: runs of prefix/number/width/suffix
+    runs: Vec<Run>,
+    len: usize,
+}
+
+impl PartialEq for Hostlist {
+    /// Equal when the expanded host names are equal, in order.
+    fn eq(&self, other: &Self) -> bool {
+        self.runs == other.runs || (self.len == other.len && self.iter().eq(other.iter()))
+    }
+}
+
+impl Eq for Hostlist {}
+
+/// Parse one `lo`, `lo-hi` element of a bracket.
+fn parse_range(input: &str, text: &str, pos: usize) -> Result<(u64, u64, usize), HostlistError> {
+    let number = |s: &str, at: usize| -> Result<u64, HostlistError> {
+        if s.is_empty() {
+            return Err(invalid(input, format!("missing number at position {at}")));
+        }
+        if let Some((i, c)) = s.char_indices().find(|(_, c)| !c.is_ascii_digit()) {
+            let why = if c == '-' {
+                "negative numbers and extra '-' are not allowed"
+            } else {
+                "only digits, ',' and '-' may appear in brackets"
+            };
+            return Err(invalid(
+                input,
+                format!("unexpected character {c:?} at position {}: {why}", at + i),
+            ));
+        }
+        s.parse::<u64>()
+            .map_err(|_| invalid(input, format!("number {s} at position {at} is too large")))
+    };
+    let (lo_text, hi) = match text.split_once('-') {
+        None => (text, None),
+        Some((a, b)) => (a, Some((b, pos + a.len() + 1))),
+    };
+    let lo = number(lo_text, pos)?;
+    let hi = match hi {
+        None => lo,
+        Some((b, at)) => number(b, at)?,
+    };
+    if hi < lo {
+        return Err(invalid(
+            input,
+            format!("range {text:?} at position {pos}: range end is less than its start"),
+        ));
+    }
+    if hi - lo + 1 > MAX_RANGE_HOSTS {
+        return Err(invalid(
+            input,
+            format!(
+                "range {text:?} at position {pos} holds {} hosts, more than the limit of {MAX_RANGE_HOSTS}",
+                hi - lo + 1
+            ),
+        ));
+    }
+    Ok((lo, hi, lo_text.len()))
+}
+
+fn check_text(input: &str, text: &str, pos: usize, what: &str) -> Result<(), HostlistError> {
+    if let Some((i, c)) = text
+        .char_indices()
+        .find(|&(_, c)| c == '[' || c == ']' || c.is_control())
+    {
+        let why = if c.is_control() {
+            "control characters are not allowed".to_string()
+        } else {
+            format!("unmatched {c:?} in {what} (one bracket group per host expression)")
+        };
+        return Err(invalid(
+            input,
+            format!("character {c:?} at position {}: {why}", pos + i),
+        ));
+    }
+    Ok(())
+}
+
+fn is_sep(b: u8) -> bool {
+    matches!(b, b',' | b' ' | b'\t')
+}
+
+/// Split a hostlist string into expressions at separators outside brackets.
+fn tokens(s: &str) -> Vec<(usize, &str)> {
+    let b = s.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        while i < b.len() && is_sep(b[i]) {
+            i += 1;
+        }
+        if i == b.len() {
+            break;
+        }
+        let start = i;
+        let mut level = 0i64;
+        while i < b.len() && (level != 0 || !is_sep(b[i])) {
+            match b[i] {
+                b'[' => level += 1,
+                b']' => level -= 1,
+                _ => {}
+            }
+            i += 1;
+        }
+        out.push((start, &s[start..i]));
+    }
+    out
 }
 
 impl Hostlist {
@@ -19,67 +405,690 @@ impl Hostlist {
     pub fn new() -> Self {
         Self::default()
     }
+
     /// Decode an RFC 29 string.
-    pub fn parse(_s: &str) -> Result<Self, HostlistError> {
-        unimplemented!()
+    pub fn parse(s: &str) -> Result<Self, HostlistError> {
+        let mut hl = Hostlist::new();
+        for (pos, tok) in tokens(s) {
+            hl.parse_expr(s, tok, pos)?;
+        }
+        Ok(hl)
     }
+
+    fn parse_expr(&mut self, input: &str, tok: &str, pos: usize) -> Result<(), HostlistError> {
+        let Some(open) = tok.find('[') else {
+            if let Some(i) = tok.find(']') {
+                return Err(invalid(
+                    input,
+                    format!("unmatched ']' at position {}", pos + i),
+                ));
+            }
+            return match hostname(tok) {
+                Ok(parts) => {
+                    self.push_run(run_of(tok, parts));
+                    Ok(())
+                }
+                Err(e) => Err(invalid(input, format!("at position {pos}: {e}"))),
+            };
+        };
+        let prefix = &tok[..open];
+        check_text(input, prefix, pos, "prefix")?;
+        let rest = &tok[open + 1..];
+        let Some(close) = rest.find(']') else {
+            return Err(invalid(
+                input,
+                format!("'[' at position {} is never closed", pos + open),
+            ));
+        };
+        let inner = &rest[..close];
+        let suffix = &rest[close + 1..];
+        let inner_pos = pos + open + 1;
+        check_text(input, suffix, inner_pos + close + 1, "suffix")?;
+        if inner.is_empty() {
+            return Err(invalid(
+                input,
+                format!("empty brackets at position {}", pos + open),
+            ));
+        }
+        let prefix: Arc<str> = prefix.into();
+        let suffix: Option<Arc<str>> = (!suffix.is_empty()).then(|| suffix.into());
+        let mut at = inner_pos;
+        for (n, elem) in inner.split(',').enumerate() {
+            if n == MAX_RANGES {
+                return Err(invalid(
+                    input,
+                    format!(
+                        "more than {MAX_RANGES} ranges in the brackets at position {}",
+                        pos + open
+                    ),
+                ));
+            }
+            let (lo, hi, width) = parse_range(input, elem, at)?;
+            at += elem.len() + 1;
+            self.push_run(match &suffix {
+                None => Run::Range {
+                    prefix: prefix.clone(),
+                    lo,
+                    hi,
+                    width,
+                },
+                Some(suffix) => Run::Suffixed {
+                    prefix: prefix.clone(),
+                    lo,
+                    hi,
+                    width,
+                    suffix: suffix.clone(),
+                },
+            });
+        }
+        Ok(())
+    }
+
+    /// Append a run, joining it to the last one where flux-core would.
+    fn push_run(&mut self, run: Run) {
+        self.len += run.count();
+        if let Some(tail) = self.runs.last_mut() {
+            match (tail, &run) {
+                (
+                    Run::Range {
+                        prefix: p1,
+                        lo: l1,
+                        hi: h1,
+                        width: w1,
+                    },
+                    Run::Range {
+                        prefix: p2,
+                        lo: l2,
+                        hi: h2,
+                        width: w2,
+                    },
+                ) if p1 == p2 && h1.checked_add(1) == Some(*l2) => {
+                    if let Some(w) = combine_width(*l1, *w1, *l2, *w2) {
+                        *h1 = *h2;
+                        *w1 = w;
+                        return;
+                    }
+                }
+                // Suffixed hosts print one by one, so joining them only
+                // saves memory; widths must agree exactly.
+                (
+                    Run::Suffixed {
+                        prefix: p1,
+                        hi: h1,
+                        width: w1,
+                        suffix: s1,
+                        ..
+                    },
+                    Run::Suffixed {
+                        prefix: p2,
+                        lo: l2,
+                        hi: h2,
+                        width: w2,
+                        suffix: s2,
+                    },
+                ) if p1 == p2 && s1 == s2 && w1 == w2 && h1.checked_add(1) == Some(*l2) => {
+                    *h1 = *h2;
+                    return;
+                }
+                _ => {}
+            }
+        }
+        self.runs.push(run);
+    }
+
+    /// Append a run with no joining (pieces left by a deletion stay apart).
+    fn push_run_raw(&mut self, run: Run) {
+        self.len += run.count();
+        self.runs.push(run);
+    }
+
     /// Encode compressed, in list order, as flux-core does.
     pub fn encode(&self) -> String {
-        unimplemented!()
+        use std::fmt::Write as _;
+        let mut out = String::new();
+        let runs = &self.runs;
+        let mut i = 0;
+        while i < runs.len() {
+            if i > 0 {
+                out.push(',');
+            }
+            match &runs[i] {
+                Run::Single(name) => {
+                    out.push_str(name);
+                    i += 1;
+                }
+                r @ Run::Suffixed { .. } => {
+                    for k in 0..r.count() {
+                        if k > 0 {
+                            out.push(',');
+                        }
+                        out.push_str(&r.host(k));
+                    }
+                    i += 1;
+                }
+                Run::Range { prefix, .. } => {
+                    let bracket = runs[i].count() > 1
+                        || runs.get(i + 1).is_some_and(|n| runs[i].same_bracket(n));
+                    out.push_str(prefix);
+                    if bracket {
+                        out.push('[');
+                    }
+                    loop {
+                        if let Run::Range { lo, hi, width, .. } = &runs[i] {
+                            // Writing to a String cannot fail.
+                            let _ = write!(out, "{lo:0width$}");
+                            if lo < hi {
+                                let _ = write!(out, "-{hi:0width$}");
+                            }
+                        }
+                        i += 1;
+                        if i >= runs.len() || !runs[i].same_bracket(&runs[i - 1]) {
+                            break;
+                        }
+                        out.push(',');
+                    }
+                    if bracket {
+                        out.push(']');
+                    }
+                }
+            }
+        }
+        out
     }
+
     /// Number of hosts (with duplicates).
     pub fn len(&self) -> usize {
-        unimplemented!()
+        self.len
     }
+
     /// True when the list is empty.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+
     /// The host at index `i`.
-    pub fn nth(&self, _i: usize) -> Option<String> {
-        unimplemented!()
+    pub fn nth(&self, i: usize) -> Option<String> {
+        let mut i = i;
+        for run in &self.runs {
+            let n = run.count();
+            if i < n {
+                return Some(run.host(i));
+            }
+            i -= n;
+        }
+        None
     }
+
+    /// The first host.
+    pub fn first(&self) -> Option<String> {
+        self.runs.first().map(|r| r.host(0))
+    }
+
+    /// The last host.
+    pub fn last(&self) -> Option<String> {
+        self.runs.last().map(|r| r.host(r.count() - 1))
+    }
+
     /// Index of the first occurrence of `host`.
-    pub fn find(&self, _host: &str) -> Option<usize> {
-        unimplemented!()
+    pub fn find(&self, host: &str) -> Option<usize> {
+        let mut base = 0;
+        for run in &self.runs {
+            if let Some(k) = run.position(host) {
+                return Some(base + k);
+            }
+            base += run.count();
+        }
+        None
     }
+
+    /// Is `host` in the list.
+    pub fn contains(&self, host: &str) -> bool {
+        self.find(host).is_some()
+    }
+
     /// Append one host name (validated).
-    pub fn push(&mut self, _host: &str) -> Result<(), HostlistError> {
-        unimplemented!()
+    pub fn push(&mut self, host: &str) -> Result<(), HostlistError> {
+        let parts = hostname(host)?;
+        self.push_run(run_of(host, parts));
+        Ok(())
     }
+
     /// Append every host of `other`, in order.
-    pub fn append(&mut self, _other: &Hostlist) {
-        unimplemented!()
+    pub fn append(&mut self, other: &Hostlist) {
+        for run in &other.runs {
+            self.push_run(run.clone());
+        }
     }
+
+    /// Remove one occurrence (the first) of each host of `other`, as
+    /// flux-core's `hostlist_delete`; returns how many were removed. A host
+    /// listed twice in `other` removes two occurrences.
+    pub fn delete(&mut self, other: &Hostlist) -> usize {
+        if other.is_empty() || self.is_empty() {
+            return 0;
+        }
+        let mut want: HashMap<String, usize> = HashMap::new();
+        for host in other.iter() {
+            *want.entry(host).or_default() += 1;
+        }
+        let mut removed = 0;
+        let mut out = Hostlist::new();
+        for run in std::mem::take(&mut self.runs) {
+            // Keep maximal stretches of surviving hosts as pieces of the run.
+            let n = run.count();
+            let mut start = 0;
+            for k in 0..n {
+                let hit = match want.get_mut(&run.host(k)) {
+                    Some(c) if *c > 0 => {
+                        *c -= 1;
+                        true
+                    }
+                    _ => false,
+                };
+                if hit {
+                    if start < k {
+                        out.push_run_raw(run.slice(start, k));
+                    }
+                    start = k + 1;
+                    removed += 1;
+                }
+            }
+            if start == 0 {
+                out.push_run_raw(run);
+            } else if start < n {
+                out.push_run_raw(run.slice(start, n));
+            }
+        }
+        *self = out;
+        removed
+    }
+
     /// Remove every occurrence of each host of `other`; returns how many were removed.
-    pub fn delete(&mut self, _other: &Hostlist) -> usize {
-        unimplemented!()
+    pub fn delete_all(&mut self, other: &Hostlist) -> usize {
+        let mut total = 0;
+        loop {
+            let n = self.delete(other);
+            total += n;
+            if n == 0 {
+                return total;
+            }
+        }
     }
+
     /// Hosts in order, expanded.
     pub fn iter(&self) -> impl Iterator<Item = String> + '_ {
-        std::iter::empty()
+        self.runs
+            .iter()
+            .flat_map(|run| (0..run.count()).map(move |k| run.host(k)))
     }
-    /// Sort by prefix then number.
+
+    /// Hosts at positions `start..end` (clamped to the list).
+    pub fn slice(&self, start: usize, end: usize) -> Hostlist {
+        let end = end.min(self.len);
+        let mut out = Hostlist::new();
+        let mut base = 0;
+        for run in &self.runs {
+            let n = run.count();
+            let (a, b) = (start.max(base), end.min(base + n));
+            if a < b {
+                out.push_run(run.slice(a - base, b - base));
+            }
+            base += n;
+            if base >= end {
+                break;
+            }
+        }
+        out
+    }
+
+    /// Hosts at the positions in `indices`, ascending; `Err(i)` names the
+    /// first position that is past the end.
+    pub fn select(&self, indices: &IdSet) -> Result<Hostlist, u64> {
+        if let Some(last) = indices.last()
+            && u64::from(last) >= self.len as u64
+        {
+            return Err(u64::from(last));
+        }
+        let mut out = Hostlist::new();
+        let mut r = 0;
+        let mut base = 0usize;
+        for &(lo, hi) in indices.ranges() {
+            let (mut lo, hi) = (lo as usize, hi as usize + 1);
+            while lo < hi {
+                while base + self.runs[r].count() <= lo {
+                    base += self.runs[r].count();
+                    r += 1;
+                }
+                let run = &self.runs[r];
+                let end = hi.min(base + run.count());
+                out.push_run(run.slice(lo - base, end - base));
+                lo = end;
+            }
+        }
+        Ok(out)
+    }
+
+    /// Sort by prefix then number, as flux-core's `hostlist_sort` (which can
+    /// leave overlapping ranges such as `[0-12,12-15,15-20]`).
     pub fn sort(&mut self) {
-        unimplemented!()
+        let mut runs = self.flux_ranges();
+        if runs.len() <= 1 {
+            self.runs = runs;
+            return;
+        }
+        runs.sort_by(Run::sort_cmp);
+        coalesce(&mut runs);
+        self.runs = runs;
     }
+
     /// Sort and remove duplicates.
     pub fn uniq(&mut self) {
-        unimplemented!()
+        let mut runs = self.flux_ranges();
+        if runs.len() <= 1 {
+            self.runs = runs;
+            return;
+        }
+        runs.sort_by(Run::sort_cmp);
+        let mut out: Vec<Run> = Vec::with_capacity(runs.len());
+        for run in runs {
+            if let Some(prev) = out.last_mut()
+                && join(prev, &run)
+            {
+                continue;
+            }
+            out.push(run);
+        }
+        self.len = out.iter().map(Run::count).sum();
+        self.runs = out;
     }
+
+    fn flux_ranges(&mut self) -> Vec<Run> {
+        let mut runs = Vec::with_capacity(self.runs.len());
+        for run in std::mem::take(&mut self.runs) {
+            run.into_flux_ranges(&mut runs);
+        }
+        runs
+    }
+
     /// Hosts in either list, sorted and unique.
-    pub fn union(&self, _other: &Hostlist) -> Hostlist {
-        unimplemented!()
+    pub fn union(&self, other: &Hostlist) -> Hostlist {
+        let mut out = self.clone();
+        out.append(other);
+        out.uniq();
+        out
     }
+
     /// Hosts in both lists, sorted and unique.
-    pub fn intersect(&self, _other: &Hostlist) -> Hostlist {
-        unimplemented!()
+    pub fn intersect(&self, other: &Hostlist) -> Hostlist {
+        let names = other.name_set();
+        let mut out = self.filtered(|h| names.contains(h));
+        out.uniq();
+        out
     }
+
     /// Hosts of `self` not in `other`, order kept.
-    pub fn minus(&self, _other: &Hostlist) -> Hostlist {
-        unimplemented!()
+    pub fn minus(&self, other: &Hostlist) -> Hostlist {
+        let names = other.name_set();
+        self.filtered(|h| !names.contains(h))
+    }
+
+    /// Hosts in exactly one of the lists, sorted and unique.
+    pub fn xor(&self, other: &Hostlist) -> Hostlist {
+        let mut out = self.minus(other);
+        out.append(&other.minus(self));
+        out.uniq();
+        out
+    }
+
+    fn name_set(&self) -> HashSet<String> {
+        self.iter().collect()
+    }
+
+    /// Hosts passing `keep`, each re-appended by name as flux-core's tool
+    /// builds its results (so runs are re-split by trailing digits).
+    fn filtered(&self, mut keep: impl FnMut(&str) -> bool) -> Hostlist {
+        let mut out = Hostlist::new();
+        for host in self.iter() {
+            if keep(&host)
+                && let Ok(parts) = hostname(&host)
+            {
+                out.push_run(run_of(&host, parts));
+            }
+        }
+        out
     }
 }
 
-// Also to provide: Display (= encode), FromStr, FromIterator of names,
-// serde as the string form.
+/// The run for one validated host name.
+fn run_of(host: &str, parts: HostnameParts<'_>) -> Run {
+    match parts.number {
+        Some(n) => Run::Range {
+            prefix: parts.prefix.into(),
+            lo: n,
+            hi: n,
+            width: parts.width,
+        },
+        None => Run::Single(host.into()),
+    }
+}
+
+/// flux-core's `hostrange_join`: fold `next` into `prev` when they share a
+/// prefix and overlap or touch; true when `next` is absorbed.
+fn join(prev: &mut Run, next: &Run) -> bool {
+    match (prev, next) {
+        (Run::Single(a), Run::Single(b)) => a == b,
+        (
+            Run::Range {
+                prefix: p1,
+                lo: l1,
+                hi: h1,
+                width: w1,
+            },
+            Run::Range {
+                prefix: p2,
+                lo: l2,
+                hi: h2,
+                width: w2,
+            },
+        ) if p1 == p2 => {
+            let Some(w) = combine_width(*l1, *w1, *l2, *w2) else {
+                return false;
+            };
+            if h1.checked_add(1) == Some(*l2) || *h1 >= *l2 {
+                *h1 = (*h1).max(*h2);
+                *w1 = w;
+                true
+            } else {
+                false
+            }
+        }
+        _ => false,
+    }
+}
+
+/// flux-core's `hostlist_coalesce` after sorting: split overlapping ranges
+/// so duplicates sit next to each other, then join touching ranges.
+fn coalesce(runs: &mut Vec<Run>) {
+    let mut i = runs.len().saturating_sub(1);
+    while i > 0 {
+        let overlap = match (&runs[i - 1], &runs[i]) {
+            (
+                Run::Range {
+                    prefix: p1,
+                    lo: l1,
+                    hi: h1,
+                    width: w1,
+                },
+                Run::Range {
+                    prefix: p2,
+                    lo: l2,
+                    hi: h2,
+                    width: w2,
+                },
+            ) if p1 == p2 && h1 > l2 && combine_width(*l1, *w1, *l2, *w2).is_some() => {
+                Some((p1.clone(), *l2, (*h2).min(*h1), *w1, *h1))
+            }
+            _ => None,
+        };
+        let Some((prefix, dup_lo, dup_hi, width, prev_hi)) = overlap else {
+            i -= 1;
+            continue;
+        };
+        // Shape as flux-core: prev ends at the first duplicate, next starts
+        // at the last one, and each duplicate in between appears twice.
+        if let Run::Range { hi, .. } = &mut runs[i - 1] {
+            *hi = dup_lo;
+        }
+        let next_lo = dup_hi;
+        if let Run::Range { lo, hi, .. } = &mut runs[i] {
+            if dup_hi < prev_hi {
+                *hi = prev_hi;
+            }
+            *lo = next_lo;
+        }
+        let mut inserts = Vec::new();
+        for x in dup_lo..=dup_hi {
+            let one = Run::Range {
+                prefix: prefix.clone(),
+                lo: x,
+                hi: x,
+                width,
+            };
+            if x > dup_lo {
+                inserts.push(one.clone());
+            }
+            if x < next_lo {
+                inserts.push(one);
+            }
+        }
+        runs.splice(i..i, inserts);
+        i = runs.len() - 1;
+    }
+    // hostlist_collapse: join exactly touching neighbours, from the end.
+    let mut i = runs.len().saturating_sub(1);
+    while i > 0 {
+        let touching = match (&runs[i - 1], &runs[i]) {
+            (
+                Run::Range {
+                    prefix: p1,
+                    lo: l1,
+                    hi: h1,
+                    width: w1,
+                },
+                Run::Range {
+                    prefix: p2,
+                    lo: l2,
+                    hi: h2,
+                    width: w2,
+                },
+            ) if p1 == p2 && h1.checked_add(1) == Some(*l2) => {
+                combine_width(*l1, *w1, *l2, *w2).map(|w| (*h2, w))
+            }
+            _ => None,
+        };
+        if let Some((new_hi, w)) = touching {
+            if let Run::Range { hi, width, .. } = &mut runs[i - 1] {
+                *hi = new_hi;
+                *width = w;
+            }
+            runs.remove(i);
+        }
+        i -= 1;
+    }
+}
+
+impl fmt::Display for Hostlist {
+    /// The compressed form, as [`Hostlist::encode`].
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.encode())
+    }
+}
+
+impl FromStr for Hostlist {
+    type Err = HostlistError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Hostlist::parse(s)
+    }
+}
+
+impl FromIterator<Hostlist> for Hostlist {
+    /// Concatenate lists in order.
+    fn from_iter<T: IntoIterator<Item = Hostlist>>(iter: T) -> Self {
+        let mut out = Hostlist::new();
+        for hl in iter {
+            out.append(&hl);
+        }
+        out
+    }
+}
+
+impl serde::Serialize for Hostlist {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.encode())
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Hostlist {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl serde::de::Visitor<'_> for Visitor {
+            type Value = Hostlist;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an RFC 29 hostlist string such as \"node[0-3]\"")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Hostlist, E> {
+                Hostlist::parse(v).map_err(E::custom)
+            }
+        }
+        deserializer.deserialize_str(Visitor)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hl(s: &str) -> Hostlist {
+        Hostlist::parse(s).unwrap()
+    }
+
+    #[test]
+    fn runs_stay_compressed() {
+        let h = hl("node[0-99999]");
+        assert_eq!(h.runs.len(), 1);
+        assert_eq!(h.len(), 100_000);
+        assert_eq!(h.nth(99_999).as_deref(), Some("node99999"));
+        assert_eq!(h.find("node54321"), Some(54321));
+        let s = hl("n[0-9999]-eth0");
+        assert_eq!(s.runs.len(), 1);
+        assert_eq!(s.find("n10-eth0"), Some(10));
+    }
+
+    #[test]
+    fn errors_say_where() {
+        let e = Hostlist::parse("a,foo[1,3").unwrap_err().to_string();
+        assert!(e.contains("'[' at position 5 is never closed"), "{e}");
+        let e = Hostlist::parse("foo[3-1]").unwrap_err().to_string();
+        assert!(e.contains("range end is less than its start"), "{e}");
+        let e = Hostlist::parse("foo[0-1048576]").unwrap_err().to_string();
+        assert!(e.contains("more than the limit of 1048576"), "{e}");
+    }
+
+    #[test]
+    fn width_combine_matches_flux_core() {
+        assert_eq!(combine_width(9, 1, 10, 2), Some(1));
+        assert_eq!(combine_width(1, 2, 2, 1), None);
+        assert_eq!(combine_width(9, 2, 10, 2), Some(2));
+    }
+
+    #[test]
+    fn select_and_slice() {
+        let h = hl("a[0-4],b,c[7-9]");
+        let ids = IdSet::parse("1-2,5,7").unwrap();
+        assert_eq!(h.select(&ids).unwrap().encode(), "a[1-2],b,c8");
+        assert_eq!(h.select(&IdSet::from_range(9, 9)), Err(9));
+        assert_eq!(h.slice(3, 7).encode(), "a[3-4],b,c7");
+        assert_eq!(h.slice(7, 100).encode(), "c[8-9]");
+    }
+}
