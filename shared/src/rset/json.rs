@@ -43,7 +43,7 @@ fn parse_time(key: &str, v: &Value) -> Result<f64, RsetError> {
     let t = v
         .as_f64()
         .ok_or_else(|| invalid(key, format!("must be a number, not {}", describe(v))))?;
-    if !(t >= 0.0) || !t.is_finite() {
+    if t.is_nan() || t < 0.0 || t.is_infinite() {
         return Err(invalid(
             key,
             format!("{t} is not a time (seconds since the epoch, >= 0)"),
@@ -197,6 +197,12 @@ impl ResourceSet {
                 firstc = false;
                 let _ = write!(out, "\"{name}\"{colon}\"{}\"", range_str(ids));
             }
+            if firstc {
+                // A rank with nothing still needs RFC 20's required `core`
+                // so that it reads back (flux-core would drop it here but
+                // keep its hostname, producing R it cannot read).
+                let _ = write!(out, "\"core\"{colon}\"\"");
+            }
             out.push_str("}}");
         }
         out.push(']');
@@ -282,13 +288,8 @@ fn parse_entry(rs: &mut ResourceSet, i: usize, entry: &Value) -> Result<(), Rset
         }
     }
     // RFC 20 calls `core` REQUIRED, but flux-core omits it when a rank has
-    // only gpus, so a missing `core` is read as no cores.
-    if cores.is_empty() && gpus.is_empty() {
-        return Err(invalid(
-            format!("{key}.children"),
-            format!("ranks {} have no core and no gpu", range_str(&ranks)),
-        ));
-    }
+    // only gpus, so a missing `core` is read as no cores. A rank with
+    // nothing at all is kept, as flux-core keeps it (it still takes a host).
     for rank in ranks.iter() {
         rs.add_node(Node::new(rank, None, cores.clone(), gpus.clone()))
             .map_err(|e| match e {
@@ -318,6 +319,10 @@ fn assign_nodelist(rs: &mut ResourceSet, nl: &Value) -> Result<(), RsetError> {
                 format!("must be a string, not {}", describe(v)),
             )
         })?;
+        if s.is_empty() {
+            // flux-core writes `[""]` for a set with no nodes.
+            continue;
+        }
         let part = Hostlist::parse(s).map_err(|e| invalid(format!("{key}[{i}]"), e.to_string()))?;
         hl.append(&part);
     }

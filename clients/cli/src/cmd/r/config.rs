@@ -17,7 +17,7 @@ pub fn parse_config(path: &str) -> anyhow::Result<ResourceSet> {
     let p = Path::new(path);
     let conf = if p.is_dir() {
         let mut files: Vec<_> = std::fs::read_dir(p)
-            .with_context(|| format!("{path}"))?
+            .with_context(|| path.to_owned())?
             .filter_map(Result::ok)
             .map(|e| e.path())
             .filter(|f| f.extension().is_some_and(|x| x == "toml"))
