@@ -424,3 +424,20 @@ impl<'de> serde::Deserialize<'de> for ResourceSet {
         ResourceSet::from_json(&v).map_err(serde::de::Error::custom)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::format_real;
+
+    #[test]
+    fn reals_print_as_jansson() {
+        assert_eq!(format_real(0.0), "0.0");
+        assert_eq!(format_real(100.0), "100.0");
+        assert_eq!(format_real(1.5), "1.5");
+        assert_eq!(format_real(1.1), "1.1000000000000001");
+        assert_eq!(format_real(1795326931.5230341), "1795326931.5230341");
+        assert_eq!(format_real(1e20), "1e20");
+        assert_eq!(format_real(1.5e-7), "1.4999999999999999e-7");
+        assert_eq!(format_real(0.001), "0.001");
+    }
+}
