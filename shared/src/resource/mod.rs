@@ -1,0 +1,18 @@
+//! RFC 44 resource events and the node-level state they describe.
+//!
+//! - [`ResourceEvent`]: typed events, from and to [`crate::Event`].
+//! - [`ResourceState`]: online, torpid and drained targets folded from the
+//!   events; [`replay`] rebuilds it after a restart, remapping drained
+//!   targets by hostname.
+//! - drain/undrain request checks ([`ResourceState::plan_drain`]), RFC 28
+//!   acquire deltas ([`AcquireDelta`]) and `flux resource status` groups.
+
+mod acquire;
+mod event;
+mod request;
+mod state;
+
+pub use acquire::{AcquireDelta, StatusGroups, acquire_initial};
+pub use event::{Overwrite, ResourceEvent, ResourceEventError};
+pub use request::{DrainError, DrainMode};
+pub use state::{DrainGroup, ResourceReplayError, ResourceState, replay, replay_into};
