@@ -56,7 +56,13 @@ impl ResourceSet {
     /// Decode R from JSON text.
     pub fn parse(s: &str) -> Result<Self, RsetError> {
         let v: Value = serde_json::from_str(s).map_err(|e| RsetError::Json(e.to_string()))?;
-        Self::from_json(&v)
+        let mut rs = Self::from_json(&v)?;
+        // serde_json's default float parser may be one ulp off, which shows
+        // in the 17 digits flux writes; re-read the times from the text with
+        // the exactly-rounding std parser.
+        rs.starttime = exact_real(s, "starttime", rs.starttime);
+        rs.expiration = exact_real(s, "expiration", rs.expiration);
+        Ok(rs)
     }
 
     /// Decode R from a JSON value, strictly.
@@ -340,6 +346,31 @@ fn assign_nodelist(rs: &mut ResourceSet, nl: &Value) -> Result<(), RsetError> {
         node.hostname = Some(host);
     }
     Ok(())
+}
+
+/// The number written after `"key":` in `text`, parsed exactly, when it is
+/// `approx` up to rounding; `approx` otherwise.
+fn exact_real(text: &str, key: &str, approx: f64) -> f64 {
+    if approx == 0.0 {
+        return approx;
+    }
+    let pat = format!("\"{key}\"");
+    for (at, _) in text.match_indices(&pat) {
+        let rest = text[at + pat.len()..].trim_start();
+        let Some(rest) = rest.strip_prefix(':') else {
+            continue;
+        };
+        let rest = rest.trim_start();
+        let end = rest
+            .find(|c: char| !(c.is_ascii_digit() || matches!(c, '-' | '+' | '.' | 'e' | 'E')))
+            .unwrap_or(rest.len());
+        if let Ok(x) = rest[..end].parse::<f64>()
+            && (x - approx).abs() <= approx.abs() * 1e-12
+        {
+            return x;
+        }
+    }
+    approx
 }
 
 /// A JSON string literal.
