@@ -1,12 +1,259 @@
-//! Placeholder: to be written.
+//! `fluxgate hostlist`: combine and print RFC 29 hostlists, as flux-hostlist(1).
+//!
+//! Options, order of operations and output follow flux-core's
+//! `flux-hostlist`: sources are concatenated (or intersected, subtracted,
+//! xor-ed), then `--exclude`, `--sort`, `--union`, `--limit`, `--nth` are
+//! applied in that order, and the result is printed as indices (`--find`), a
+//! count, an expanded list or the compressed form. Like flux-core, hosts
+//! picked by index are re-appended by name.
 
+use std::io::{BufRead, Write};
 use std::process::ExitCode;
+
+use anyhow::{Context, bail};
+use fluxgate_shared::hostlist::Hostlist;
+use fluxgate_shared::idset::IdSet;
+use fluxgate_shared::jobid::JobId;
+
+const SOURCES: &str = "\
+SOURCES may include:
+instance     hosts from the broker 'hostlist' attribute.
+jobid        hosts assigned to a job
+local        hosts assigned to current job if FLUX_JOB_ID is set, otherwise
+             returns the 'instance' hostlist
+avail[able]  instance hostlist minus those nodes down or drained
+stdin, '-'   read a list of hosts on stdin
+hosts        literal list of hosts
+
+The default when no SOURCES are supplied is 'stdin', unless the -l, --local
+option is used, in which case the default is 'local'.
+
+instance, local, avail and job ids need a running instance; without one they
+are errors (use --fallback to read a job-id-like argument such as 'foo1' as a
+host name).";
 
 /// Arguments.
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+#[command(after_help = SOURCES)]
+pub struct Args {
+    /// Expand hostlist using defined output delimiter
+    #[arg(short = 'e', long, conflicts_with = "count")]
+    expand: bool,
+    /// Set output delimiter for expanded hostlist (default=' ')
+    #[arg(short = 'd', long, value_name = "S", default_value = " ")]
+    delimiter: String,
+    /// Print the total number of hosts
+    #[arg(short = 'c', long)]
+    count: bool,
+    /// Output hosts at indices in idset IDS (-IDS to index from end)
+    #[arg(short = 'n', long, value_name = "[-]IDS", allow_hyphen_values = true)]
+    nth: Option<String>,
+    /// Output indices of HOSTS in target in hostlist. Fails if any host is not found.
+    #[arg(short = 'F', long, value_name = "HOSTS")]
+    find: Option<Hostlist>,
+    /// Output at most N hosts (-N for the last N hosts)
+    #[arg(short = 'L', long, value_name = "N", allow_negative_numbers = true)]
+    limit: Option<i64>,
+    /// Return sorted result
+    #[arg(short = 'S', long)]
+    sort: bool,
+    /// Exclude all occurrences of HOSTS or indices from final result
+    #[arg(short = 'x', long, value_name = "IDS|HOSTS")]
+    exclude: Option<Hostlist>,
+    /// Return only unique hosts in the final hostlist. Without other options,
+    /// this is the same as the union of all hostlist args (default mode is append).
+    #[arg(short = 'u', long, visible_alias = "unique")]
+    union: bool,
+    /// Return the intersection of all hostlists
+    #[arg(short = 'i', long, conflicts_with_all = ["minus", "xor"])]
+    intersect: bool,
+    /// Subtract all hostlist args from first argument
+    #[arg(short = 'm', long, conflicts_with = "xor")]
+    minus: bool,
+    /// Return the symmetric difference of all hostlists
+    #[arg(short = 'X', long)]
+    xor: bool,
+    /// Fallback to treating jobids that are not found as hostnames
+    /// (for hostnames that are also valid jobids e.g. f1, fuzz100, etc)
+    #[arg(short = 'f', long)]
+    fallback: bool,
+    /// Set the default source to 'local' instead of 'stdin'
+    #[arg(short = 'l', long)]
+    local: bool,
+    /// No output. Exit with nonzero exit status if hostlist is empty
+    #[arg(short = 'q', long)]
+    quiet: bool,
+    /// (optional) One or more hostlist sources
+    #[arg(value_name = "SOURCES")]
+    sources: Vec<String>,
+}
+
+/// Read one source into a hostlist.
+fn resolve(arg: &str, fallback: bool) -> anyhow::Result<Hostlist> {
+    match arg {
+        "stdin" | "-" => {
+            let mut hl = Hostlist::new();
+            for line in std::io::stdin().lock().lines() {
+                let line = line.context("reading hosts from stdin")?;
+                hl.append(&Hostlist::parse(line.trim_end())?);
+            }
+            Ok(hl)
+        }
+        "instance" | "local" | "avail" | "available" => {
+            bail!("source '{arg}' needs a running instance")
+        }
+        _ if JobId::parse(arg).is_ok() => {
+            if fallback {
+                Hostlist::parse(arg).with_context(|| format!("Invalid jobid or hostlist {arg}"))
+            } else {
+                bail!(
+                    "job {arg}: looking up a job needs a running instance \
+                     (use --fallback to treat it as a host name)"
+                )
+            }
+        }
+        _ => Hostlist::parse(arg).with_context(|| format!("Invalid jobid or hostlist {arg}")),
+    }
+}
+
+/// Hosts re-appended one by one by name, as flux-core builds picked results.
+fn by_name(hosts: impl Iterator<Item = String>) -> anyhow::Result<Hostlist> {
+    let mut hl = Hostlist::new();
+    for host in hosts {
+        hl.push(&host)?;
+    }
+    Ok(hl)
+}
+
+/// The hosts at `spec` (an idset, or `-IDS` counting from the end).
+fn nth(hl: &Hostlist, spec: &str) -> anyhow::Result<Hostlist> {
+    let len = hl.len() as u64;
+    let out_of_range = |i: u64| anyhow::anyhow!("index {i} is out of range for {len} hosts");
+    if let Some(rest) = spec.strip_prefix('-') {
+        let ids = IdSet::parse(rest)?;
+        // Largest offset first, so the result keeps the list order; -0 is
+        // the first host, as Python's hl[-0].
+        let mut picked = IdSet::new();
+        let mut zero = false;
+        for x in ids.iter().collect::<Vec<_>>().into_iter().rev() {
+            let x = u64::from(x);
+            if x > len || len == 0 {
+                return Err(out_of_range(x));
+            }
+            if x == 0 {
+                zero = true;
+            } else {
+                picked.insert((len - x) as u32);
+            }
+        }
+        let mut names: Vec<String> = hl.select(&picked).map_err(out_of_range)?.iter().collect();
+        if zero && let Some(first) = hl.first() {
+            names.push(first);
+        }
+        return by_name(names.into_iter());
+    }
+    let ids = IdSet::parse(spec)?;
+    let picked = hl.select(&ids).map_err(out_of_range)?;
+    by_name(picked.iter())
+}
 
 /// Run the command.
-pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("not implemented yet")
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let sources = if args.sources.is_empty() {
+        vec![if args.local { "local" } else { "stdin" }.to_string()]
+    } else {
+        args.sources.clone()
+    };
+    let mut lists = sources
+        .iter()
+        .map(|s| resolve(s, args.fallback))
+        .collect::<anyhow::Result<Vec<_>>>()?
+        .into_iter();
+
+    let mut hl = if args.intersect {
+        let first = lists.next().unwrap_or_default();
+        lists.fold(first, |acc, x| acc.intersect(&x))
+    } else if args.xor {
+        let first = lists.next().unwrap_or_default();
+        lists.fold(first, |acc, x| acc.xor(&x))
+    } else if args.minus {
+        let mut acc = lists.next().unwrap_or_default();
+        for x in lists {
+            acc.delete(&x);
+        }
+        acc
+    } else {
+        lists.collect()
+    };
+
+    if let Some(exclude) = args.exclude.as_ref().filter(|x| !x.is_empty()) {
+        let count = hl.len();
+        hl.delete_all(exclude);
+        if hl.len() == count {
+            // Nothing matched by name: try the argument as an idset of indices.
+            if let Ok(ids) = IdSet::parse(&exclude.encode()) {
+                let kept = hl
+                    .iter()
+                    .enumerate()
+                    .filter(|&(i, _)| !u32::try_from(i).is_ok_and(|i| ids.contains(i)))
+                    .map(|(_, h)| h);
+                hl = by_name(kept)?;
+            }
+        }
+    }
+
+    if args.sort {
+        hl.sort();
+    }
+    if args.union {
+        hl.uniq();
+    }
+    if let Some(limit) = args.limit.filter(|&l| l != 0) {
+        let n = usize::try_from(limit.unsigned_abs()).unwrap_or(usize::MAX);
+        let len = hl.len();
+        let (a, b) = if limit > 0 {
+            (0, n.min(len))
+        } else {
+            (len.saturating_sub(n), len)
+        };
+        hl = by_name(hl.slice(a, b).iter())?;
+    }
+    if let Some(spec) = &args.nth {
+        hl = nth(&hl, spec)?;
+    }
+
+    let line = if let Some(find) = &args.find {
+        let mut ids = Vec::new();
+        let mut missing = Hostlist::new();
+        for host in find.iter() {
+            match hl.find(&host) {
+                Some(i) => ids.push(i.to_string()),
+                None => missing.push(&host)?,
+            }
+        }
+        if !missing.is_empty() {
+            let s = if missing.len() > 1 { "s" } else { "" };
+            bail!("host{s} '{missing}' not found");
+        }
+        Some(ids.join(" "))
+    } else if args.count {
+        Some(hl.len().to_string())
+    } else if hl.is_empty() {
+        None
+    } else if args.expand {
+        let delim = args.delimiter.replace("\\n", "\n");
+        Some(hl.iter().collect::<Vec<_>>().join(&delim))
+    } else {
+        Some(hl.encode())
+    };
+    if let Some(line) = line
+        && !args.quiet
+    {
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "{line}").context("writing to stdout")?;
+    }
+    if args.quiet && hl.is_empty() {
+        return Ok(ExitCode::FAILURE);
+    }
+    Ok(ExitCode::SUCCESS)
 }
