@@ -75,5 +75,5 @@ fn alloc_free(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, alloc_free, parse_count);
+criterion_group!(benches, parse_count, alloc_free);
 criterion_main!(benches);

@@ -466,7 +466,7 @@ mod tests {
         assert_eq!(format_real(100.0), "100.0");
         assert_eq!(format_real(1.5), "1.5");
         assert_eq!(format_real(1.1), "1.1000000000000001");
-        assert_eq!(format_real(1795326931.5230341), "1795326931.5230341");
+        assert_eq!(format_real(1_795_326_931.523_034), "1795326931.5230341");
         assert_eq!(format_real(1e20), "1e20");
         assert_eq!(format_real(1.5e-7), "1.4999999999999999e-7");
         assert_eq!(format_real(0.001), "0.001");
