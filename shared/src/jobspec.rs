@@ -1,5 +1,0 @@
-//! Placeholder: to be written.
-
-/// Placeholder.
-#[derive(Debug)]
-pub struct Jobspec;

@@ -1,0 +1,390 @@
+//! Build version 1 jobspecs the way `flux run` / `flux submit` do, key for
+//! key and in the same key order (flux-core `JobspecV1.from_command` then
+//! the CLI's `--dependency`, `-S`, `-o` handling).
+
+use std::collections::BTreeMap;
+
+use serde_json::{Map, Value, json};
+
+use super::attributes::{DurationError, parse_fsd};
+use super::dependency::Dependency;
+use super::error::JobspecError;
+use super::{Jobspec, Limits, input};
+
+/// Why the builder could not make a jobspec from its options.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum BuildError {
+    /// No command was given.
+    #[error("job command and arguments are missing")]
+    NoCommand,
+    /// A count option is zero.
+    #[error("{0} must be an integer >= 1")]
+    ZeroCount(&'static str),
+    /// `-x` without `-N`.
+    #[error("exclusive can only be set with a node count")]
+    ExclusiveWithoutNodes,
+    /// More nodes than tasks.
+    #[error("node count must not be greater than task count")]
+    MoreNodesThanTasks,
+    /// `-t` value unreadable.
+    #[error(transparent)]
+    Duration(#[from] DurationError),
+    /// A `-S`/`-o` key that does not fit the jobspec tree.
+    #[error("cannot set {key}: {reason}")]
+    SetAttr {
+        /// The key as given.
+        key: String,
+        /// Why not.
+        reason: String,
+    },
+    /// The result is not a valid version 1 jobspec.
+    #[error(transparent)]
+    Invalid(#[from] JobspecError),
+}
+
+/// Options of `flux run`/`flux submit` that shape the jobspec.
+#[derive(Debug, Clone, Default)]
+pub struct JobspecBuilder {
+    command: Vec<String>,
+    nnodes: Option<u64>,
+    ntasks: Option<u64>,
+    cores_per_task: Option<u64>,
+    gpus_per_task: Option<u64>,
+    exclusive: Option<bool>,
+    duration: Option<f64>,
+    environment: Option<BTreeMap<String, String>>,
+    cwd: Option<String>,
+    rlimits: Option<Map<String, Value>>,
+    name: Option<String>,
+    input: Option<String>,
+    output: Option<String>,
+    error: Option<String>,
+    queue: Option<String>,
+    bank: Option<String>,
+    dependencies: Vec<Dependency>,
+    setattrs: Vec<(String, Value)>,
+    setopts: Vec<(String, Value)>,
+}
+
+impl JobspecBuilder {
+    /// Start from the command and its arguments.
+    pub fn new<I, S>(command: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        JobspecBuilder {
+            command: command.into_iter().map(Into::into).collect(),
+            ..Self::default()
+        }
+    }
+
+    /// `-N`: number of nodes.
+    pub fn nodes(mut self, n: u64) -> Self {
+        self.nnodes = Some(n);
+        self
+    }
+
+    /// `-n`: number of tasks.
+    pub fn ntasks(mut self, n: u64) -> Self {
+        self.ntasks = Some(n);
+        self
+    }
+
+    /// `-c`: cores per task.
+    pub fn cores_per_task(mut self, n: u64) -> Self {
+        self.cores_per_task = Some(n);
+        self
+    }
+
+    /// `-g`: GPUs per task.
+    pub fn gpus_per_task(mut self, n: u64) -> Self {
+        self.gpus_per_task = Some(n);
+        self
+    }
+
+    /// `-x` (or an explicit no: `-N` alone implies exclusive).
+    pub fn exclusive(mut self, yes: bool) -> Self {
+        self.exclusive = Some(yes);
+        self
+    }
+
+    /// `-t` in seconds.
+    pub fn duration_secs(mut self, secs: f64) -> Self {
+        self.duration = Some(secs);
+        self
+    }
+
+    /// `-t` as a Flux Standard Duration (`"2s"`, `"1.5h"`).
+    pub fn duration(mut self, fsd: &str) -> Result<Self, BuildError> {
+        self.duration = Some(parse_fsd(fsd)?);
+        Ok(self)
+    }
+
+    /// The environment of the tasks (omitted from the jobspec when unset).
+    pub fn environment(mut self, env: BTreeMap<String, String>) -> Self {
+        self.environment = Some(env);
+        self
+    }
+
+    /// Working directory.
+    pub fn cwd(mut self, cwd: impl Into<String>) -> Self {
+        self.cwd = Some(cwd.into());
+        self
+    }
+
+    /// Resource limits to propagate (`shell.options.rlimit`).
+    pub fn rlimits(mut self, rlimits: Map<String, Value>) -> Self {
+        self.rlimits = Some(rlimits);
+        self
+    }
+
+    /// `--job-name`.
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(name.into());
+        self
+    }
+
+    /// `--input` file.
+    pub fn input(mut self, path: impl Into<String>) -> Self {
+        self.input = Some(path.into());
+        self
+    }
+
+    /// `--output` file.
+    pub fn output(mut self, path: impl Into<String>) -> Self {
+        self.output = Some(path.into());
+        self
+    }
+
+    /// `--error` file.
+    pub fn error(mut self, path: impl Into<String>) -> Self {
+        self.error = Some(path.into());
+        self
+    }
+
+    /// `-q`: queue.
+    pub fn queue(mut self, queue: impl Into<String>) -> Self {
+        self.queue = Some(queue.into());
+        self
+    }
+
+    /// `-B`: bank.
+    pub fn bank(mut self, bank: impl Into<String>) -> Self {
+        self.bank = Some(bank.into());
+        self
+    }
+
+    /// `--dependency`.
+    pub fn dependency(mut self, dep: Dependency) -> Self {
+        self.dependencies.push(dep);
+        self
+    }
+
+    /// `-S key=value` with a JSON value; keys without `attributes.`,
+    /// `system.` or `user.` go under `attributes.system`.
+    pub fn setattr(mut self, key: impl Into<String>, value: Value) -> Self {
+        self.setattrs.push((key.into(), value));
+        self
+    }
+
+    /// `-S KEY[=VAL]` as typed on the command line.
+    pub fn setattr_kv(self, kv: &str) -> Self {
+        let (k, v) = parse_keyval(kv);
+        self.setattr(k, v)
+    }
+
+    /// `-o KEY[=VAL]`: a job shell option.
+    pub fn setopt(mut self, key: impl Into<String>, value: Value) -> Self {
+        self.setopts.push((key.into(), value));
+        self
+    }
+
+    /// `-o KEY[=VAL]` as typed on the command line.
+    pub fn setopt_kv(self, kv: &str) -> Self {
+        let (k, v) = parse_keyval(kv);
+        self.setopt(k, v)
+    }
+
+    /// The jobspec JSON, not yet validated.
+    pub fn to_value(&self) -> Result<Value, BuildError> {
+        if self.command.is_empty() {
+            return Err(BuildError::NoCommand);
+        }
+        for (what, v) in [
+            ("node count", self.nnodes),
+            ("task count", self.ntasks),
+            ("cores per task", self.cores_per_task),
+        ] {
+            if v == Some(0) {
+                return Err(BuildError::ZeroCount(what));
+            }
+        }
+        // `-N` without `-n`: one task per node, nodes exclusive (flux CLI).
+        let (ntasks, exclusive) = match (self.ntasks, self.nnodes) {
+            (Some(n), _) => (n, self.exclusive.unwrap_or(false)),
+            (None, Some(nodes)) => (nodes, self.exclusive.unwrap_or(true)),
+            (None, None) => (1, self.exclusive.unwrap_or(false)),
+        };
+        if exclusive && self.nnodes.is_none() {
+            return Err(BuildError::ExclusiveWithoutNodes);
+        }
+        let mut slot_with =
+            vec![json!({"type": "core", "count": self.cores_per_task.unwrap_or(1)})];
+        if let Some(g) = self.gpus_per_task.filter(|g| *g > 0) {
+            slot_with.push(json!({"type": "gpu", "count": g}));
+        }
+        let (resource, count) = match self.nnodes {
+            Some(nodes) => {
+                if nodes > ntasks {
+                    return Err(BuildError::MoreNodesThanTasks);
+                }
+                let count = if ntasks % nodes == 0 {
+                    json!({"per_slot": 1})
+                } else {
+                    // Uneven spread: some slots stay empty, as in flux-core.
+                    json!({"total": ntasks})
+                };
+                let mut node = Map::new();
+                node.insert("type".into(), json!("node"));
+                node.insert("count".into(), json!(nodes));
+                if exclusive {
+                    node.insert("exclusive".into(), json!(true));
+                }
+                node.insert(
+                    "with".into(),
+                    json!([slot(ntasks.div_ceil(nodes), slot_with)]),
+                );
+                (Value::Object(node), count)
+            }
+            None => (slot(ntasks, slot_with), json!({"per_slot": 1})),
+        };
+        let mut root = Map::new();
+        root.insert("resources".into(), json!([resource]));
+        root.insert(
+            "tasks".into(),
+            json!([{"command": self.command, "slot": "task", "count": count}]),
+        );
+        let duration = match self.duration {
+            Some(d) => json!(d),
+            None => json!(0),
+        };
+        root.insert(
+            "attributes".into(),
+            json!({"system": {"duration": duration}}),
+        );
+        root.insert("version".into(), json!(1));
+        let mut root = Value::Object(root);
+
+        let mut set = |key: &str, value: Value| set_path(&mut root, key, value);
+        if let Some(env) = &self.environment {
+            set("attributes.system.environment", json!(env))?;
+        }
+        if let Some(cwd) = &self.cwd {
+            set("attributes.system.cwd", json!(cwd))?;
+        }
+        if let Some(r) = &self.rlimits {
+            set(
+                "attributes.system.shell.options.rlimit",
+                Value::Object(r.clone()),
+            )?;
+        }
+        if let Some(name) = &self.name {
+            set("attributes.system.job.name", json!(name))?;
+        }
+        let stdio = [
+            ("input.stdin", &self.input),
+            ("output.stdout", &self.output),
+            ("output.stderr", &self.error),
+        ];
+        for (stream, path) in stdio {
+            // "kvs" and "none" mean the default: no file.
+            if let Some(p) = path.as_ref().filter(|p| *p != "kvs" && *p != "none") {
+                set(
+                    &format!("attributes.system.shell.options.{stream}"),
+                    json!({"type": "file", "path": p}),
+                )?;
+            }
+        }
+        if let Some(q) = &self.queue {
+            set("attributes.system.queue", json!(q))?;
+        }
+        if let Some(b) = &self.bank {
+            set("attributes.system.bank", json!(b))?;
+        }
+        if !self.dependencies.is_empty() {
+            let deps: Vec<Value> = self.dependencies.iter().map(Dependency::to_value).collect();
+            set("attributes.system.dependencies", Value::Array(deps))?;
+        }
+        for (key, value) in &self.setattrs {
+            set(&attr_key(key), value.clone())?;
+        }
+        for (key, value) in &self.setopts {
+            set(
+                &format!("attributes.system.shell.options.{key}"),
+                value.clone(),
+            )?;
+        }
+        Ok(root)
+    }
+
+    /// Build and validate the jobspec.
+    pub fn build(&self) -> Result<Jobspec, BuildError> {
+        let value = self.to_value()?;
+        input::check_depth(&value, &Limits::default())?;
+        Ok(Jobspec::from_value(value)?)
+    }
+}
+
+fn slot(count: u64, with: Vec<Value>) -> Value {
+    // Key order as flux-core's `_create_slot` writes it: label last.
+    json!({"type": "slot", "count": count, "with": with, "label": "task"})
+}
+
+/// flux-core's `_attr_key_prepend`.
+fn attr_key(key: &str) -> String {
+    if key.starts_with("attributes.") {
+        key.to_string()
+    } else if key.starts_with("user.") || key.starts_with("system.") {
+        format!("attributes.{key}")
+    } else {
+        format!("attributes.system.{key}")
+    }
+}
+
+/// `KEY[=VAL]`: VAL is JSON when it parses as JSON, else a string; no VAL
+/// means 1 (flux-core's `parse_jobspec_keyval` and `-o` handling).
+fn parse_keyval(kv: &str) -> (String, Value) {
+    match kv.split_once('=') {
+        Some((k, v)) => (
+            k.to_string(),
+            serde_json::from_str(v).unwrap_or_else(|_| Value::String(v.to_string())),
+        ),
+        None => (kv.to_string(), json!(1)),
+    }
+}
+
+/// Set a dotted path, creating objects on the way (flux `set_treedict`).
+fn set_path(root: &mut Value, key: &str, value: Value) -> Result<(), BuildError> {
+    let err = |reason: &str| BuildError::SetAttr {
+        key: key.to_string(),
+        reason: reason.to_string(),
+    };
+    let parts: Vec<&str> = key.split('.').collect();
+    if parts.iter().any(|p| p.is_empty()) {
+        return Err(err("empty component in the dotted key"));
+    }
+    let (last, dirs) = parts.split_last().ok_or_else(|| err("empty key"))?;
+    let mut cur = root;
+    for dir in dirs {
+        let obj = cur
+            .as_object_mut()
+            .ok_or_else(|| err(&format!("{dir:?} is inside a value that is not an object")))?;
+        cur = obj.entry(dir.to_string()).or_insert_with(|| json!({}));
+    }
+    let obj = cur
+        .as_object_mut()
+        .ok_or_else(|| err("its parent is a value that is not an object"))?;
+    obj.insert(last.to_string(), value);
+    Ok(())
+}
