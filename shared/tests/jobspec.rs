@@ -448,6 +448,23 @@ fn job_name_defaults_to_the_command_basename() {
 
 #[test]
 fn dependencies_typed_and_checked() {
+    let err = JobspecBuilder::new(["a"])
+        .setattr("constraints", json!({"color": []}))
+        .build()
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "attributes.system.constraints.color: unknown constraint operator \"color\""
+    );
+    let err = JobspecBuilder::new(["a"])
+        .setattr("constraints", json!({"ranks": ["3-1"]}))
+        .build()
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .starts_with("attributes.system.constraints.ranks[0]: "),
+        "{err}"
+    );
     let d: Dependency = "afterany:f1234?type=out&n=2&n=3".parse().unwrap();
     assert_eq!(d.scheme, DependencyScheme::AfterAny);
     assert_eq!(d.value, "f1234");

@@ -238,48 +238,39 @@ fn check_constraint(v: &Value, path: &str) -> Result<(), JobspecError> {
             .ok_or_else(|| JobspecError::wrong_type(&path, "an object (RFC 31 constraint)", v))?;
         for (op, args) in obj {
             let op_path = join(&path, op);
+            let nested = match op.as_str() {
+                "and" | "or" | "not" => true,
+                "properties" | "hostlist" | "ranks" => false,
+                _ => {
+                    return Err(JobspecError::invalid(
+                        &op_path,
+                        format!("unknown constraint operator {op:?}"),
+                    ));
+                }
+            };
             let args = args
                 .as_array()
                 .ok_or_else(|| JobspecError::wrong_type(&op_path, "an array", args))?;
             for (i, arg) in args.iter().enumerate() {
                 let arg_path = index(&op_path, i);
-                match op.as_str() {
-                    "and" | "or" | "not" => stack.push((arg, arg_path)),
-                    "properties" | "hostlist" | "ranks" => {
-                        let Value::String(s) = arg else {
-                            return Err(JobspecError::wrong_type(&arg_path, "a string", arg));
-                        };
-                        if op == "properties"
-                            && let Some(c) = s.chars().find(|c| "&'\"`|()".contains(*c))
-                        {
-                            return Err(JobspecError::invalid(
-                                &arg_path,
-                                format!("invalid character {c:?} in property {s:?}"),
-                            ));
-                        }
-                        if op == "ranks" {
-                            IdSet::parse(s)
-                                .map_err(|e| JobspecError::invalid(&arg_path, e.to_string()))?;
-                        }
-                    }
-                    _ => {
-                        return Err(JobspecError::invalid(
-                            &op_path,
-                            format!("unknown constraint operator {op:?}"),
-                        ));
-                    }
+                if nested {
+                    stack.push((arg, arg_path));
+                    continue;
                 }
-            }
-            if args.is_empty()
-                && !matches!(
-                    op.as_str(),
-                    "and" | "or" | "not" | "properties" | "hostlist" | "ranks"
-                )
-            {
-                return Err(JobspecError::invalid(
-                    &op_path,
-                    format!("unknown constraint operator {op:?}"),
-                ));
+                let Value::String(s) = arg else {
+                    return Err(JobspecError::wrong_type(&arg_path, "a string", arg));
+                };
+                if op == "properties"
+                    && let Some(c) = s.chars().find(|c| "&'\"`|()".contains(*c))
+                {
+                    return Err(JobspecError::invalid(
+                        &arg_path,
+                        format!("invalid character {c:?} in property {s:?}"),
+                    ));
+                }
+                if op == "ranks" {
+                    IdSet::parse(s).map_err(|e| JobspecError::invalid(&arg_path, e.to_string()))?;
+                }
             }
         }
     }

@@ -6,10 +6,10 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value, json};
 
+use super::Jobspec;
 use super::attributes::{DurationError, parse_fsd};
 use super::dependency::Dependency;
 use super::error::JobspecError;
-use super::{Jobspec, Limits, input};
 
 /// Why the builder could not make a jobspec from its options.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -330,9 +330,7 @@ impl JobspecBuilder {
 
     /// Build and validate the jobspec.
     pub fn build(&self) -> Result<Jobspec, BuildError> {
-        let value = self.to_value()?;
-        input::check_depth(&value, &Limits::default())?;
-        Ok(Jobspec::from_value(value)?)
+        Ok(Jobspec::from_value(self.to_value()?)?)
     }
 }
 

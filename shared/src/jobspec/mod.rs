@@ -122,23 +122,33 @@ impl Jobspec {
 
     /// [`Jobspec::parse`] with explicit limits.
     pub fn parse_with(text: &str, limits: &Limits) -> Result<Self, JobspecError> {
-        Self::from_value(text_to_value(text, limits)?)
+        Self::validated(text_to_value(text, limits)?)
     }
 
     /// Read JSON text only (what the submit API carries).
     pub fn from_json(text: &str) -> Result<Self, JobspecError> {
-        Self::from_value(json_to_value(text, &Limits::default())?)
+        Self::validated(json_to_value(text, &Limits::default())?)
     }
 
     /// Read YAML text only.
     pub fn from_yaml(text: &str) -> Result<Self, JobspecError> {
-        Self::from_value(yaml_to_value(text, &Limits::default())?)
+        Self::validated(yaml_to_value(text, &Limits::default())?)
     }
 
     /// Validate a JSON value already in memory (its depth is checked against
     /// the default limits first, so a deep value is refused, not recursed).
     pub fn from_value(json: Value) -> Result<Self, JobspecError> {
-        input::check_depth(&json, &Limits::default())?;
+        Self::from_value_with(json, &Limits::default())
+    }
+
+    /// [`Jobspec::from_value`] with an explicit depth limit.
+    pub fn from_value_with(json: Value, limits: &Limits) -> Result<Self, JobspecError> {
+        input::check_depth(&json, limits)?;
+        Self::validated(json)
+    }
+
+    /// Validate a value whose depth the reader already bounded.
+    fn validated(json: Value) -> Result<Self, JobspecError> {
         let canonical = validate_any(&json)?;
         let (system, shape, task_count) = v1_check(&json, &canonical)?;
         Ok(Jobspec {
