@@ -28,7 +28,7 @@ pub use attributes::{DurationError, ExecTest, SystemAttributes, parse_fsd};
 pub use builder::{BuildError, JobspecBuilder};
 pub use dependency::{Dependency, DependencyError, DependencyScheme};
 pub use error::JobspecError;
-pub use input::{Limits, json_to_value, text_to_value, yaml_to_value};
+pub use input::{Limits, check_depth, json_to_value, text_to_value, yaml_to_value};
 pub use jj::{JjCounts, JjError, jj_counts};
 pub use resources::{Count, CountOperator, CountRange, ResourceType, Vertex};
 pub use tasks::{Task, TaskCount};
@@ -52,7 +52,7 @@ pub struct CanonicalJobspec {
 
 /// Check a JSON value against RFC 14 (what flux-core's Python `Jobspec`
 /// accepts for any version). The value's depth must already be bounded
-/// (the readers in this module do that; [`input::check_depth`] otherwise).
+/// (the readers in this module do that; [`check_depth`] otherwise).
 pub fn validate_any(value: &Value) -> Result<CanonicalJobspec, JobspecError> {
     let obj = value
         .as_object()
