@@ -1,8 +1,47 @@
-//! Placeholder: to be written.
+//! Hostlist expand/encode at scale: 100,000 hosts, contiguous and fragmented.
+
+use std::hint::black_box;
 
 use criterion::{Criterion, criterion_group, criterion_main};
+use fluxgate_shared::hostlist::Hostlist;
 
-fn placeholder(_c: &mut Criterion) {}
+fn hostlist(c: &mut Criterion) {
+    let contiguous = "node[0-99999]".to_string();
+    // Ten racks of every other number: 100,000 hosts in 100,000 runs
+    // (one bracket holds at most 10,240 ranges).
+    let evens: Vec<String> = (0..10_000).map(|i| (i * 2).to_string()).collect();
+    let fragmented = (0..10)
+        .map(|r| format!("rack{r}n[{}]", evens.join(",")))
+        .collect::<Vec<_>>()
+        .join(",");
+    for (name, text) in [("contiguous", &contiguous), ("fragmented", &fragmented)] {
+        let hl = Hostlist::parse(text).unwrap();
+        c.bench_function(
+            &format!("hostlist/decode {name} ({} hosts)", hl.len()),
+            |b| b.iter(|| Hostlist::parse(black_box(text)).unwrap()),
+        );
+        c.bench_function(&format!("hostlist/expand {name}"), |b| {
+            b.iter(|| black_box(&hl).iter().count())
+        });
+        c.bench_function(&format!("hostlist/encode {name}"), |b| {
+            b.iter(|| black_box(&hl).encode())
+        });
+        let names: Vec<String> = hl.iter().collect();
+        c.bench_function(&format!("hostlist/push+encode {name} from names"), |b| {
+            b.iter(|| {
+                let mut h = Hostlist::new();
+                for n in &names {
+                    h.push(n).unwrap();
+                }
+                h.encode()
+            })
+        });
+        c.bench_function(&format!("hostlist/find last {name}"), |b| {
+            let last = names.last().unwrap();
+            b.iter(|| black_box(&hl).find(black_box(last)))
+        });
+    }
+}
 
-criterion_group!(benches, placeholder);
+criterion_group!(benches, hostlist);
 criterion_main!(benches);
