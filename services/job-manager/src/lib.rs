@@ -1,3 +1,11 @@
 //! The job manager: job pipeline, scheduler, resource module and durable store.
 
+pub mod clock;
+pub mod config;
+pub mod core;
+pub mod error;
+pub mod exec_client;
+pub mod grpc;
+pub mod hub;
+pub mod server;
 pub mod store;

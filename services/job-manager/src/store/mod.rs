@@ -128,10 +128,28 @@ pub struct StoredJob {
     pub eventlog: Vec<String>,
 }
 
+/// The answer to one enqueued batch: resolves once the batch is on disk.
+#[derive(Debug)]
+pub struct Ack(tokio::sync::oneshot::Receiver<Result<(), StoreError>>);
+
+impl Ack {
+    /// Wait until the batch is durable (or failed, leaving nothing of it).
+    pub async fn wait(self) -> Result<(), StoreError> {
+        self.0.await.map_err(|_| StoreError::Closed)?
+    }
+}
+
 /// A durable home for jobs, their eventlogs and the resource eventlog.
 pub trait Store: Send + Sync + 'static {
+    /// Hand `batch` to the writer; resolves once it is queued (in call order),
+    /// giving the [`Ack`] that resolves once it is durable. Waits while the
+    /// writer's queue is full.
+    fn enqueue(&self, batch: Batch) -> impl Future<Output = Result<Ack, StoreError>> + Send;
     /// Make `batch` durable; resolves once it is on disk (or failed, leaving nothing).
-    fn commit(&self, batch: Batch) -> impl Future<Output = Result<(), StoreError>> + Send;
+    fn commit(&self, batch: Batch) -> impl Future<Output = Result<(), StoreError>> + Send {
+        let queued = self.enqueue(batch);
+        async move { queued.await?.wait().await }
+    }
     /// Every line of one job's log, in order; `None` if the job or log does not exist.
     fn read_log(&self, id: u64, log: Log) -> Result<Option<Vec<String>>, StoreError>;
     /// A job's jobspec and R.

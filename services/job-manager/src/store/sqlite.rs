@@ -8,7 +8,7 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 use tokio::sync::{mpsc, oneshot};
 
 use super::writer::{self, Counters, Request, from_sql_id, to_sql_id};
-use super::{Batch, CommitStats, Log, Store, StoreError, StoredJob};
+use super::{Ack, Batch, CommitStats, Log, Store, StoreError, StoredJob};
 
 /// Batches that may wait for the writer before submitters are slowed down.
 const QUEUE_CAPACITY: usize = 65_536;
@@ -92,10 +92,10 @@ impl Drop for SqliteStore {
 }
 
 impl Store for SqliteStore {
-    fn commit(
+    fn enqueue(
         &self,
         batch: Batch,
-    ) -> impl std::future::Future<Output = Result<(), StoreError>> + Send {
+    ) -> impl std::future::Future<Output = Result<Ack, StoreError>> + Send {
         let tx = self.tx.clone();
         async move {
             let tx = tx.ok_or(StoreError::Closed)?;
@@ -103,7 +103,7 @@ impl Store for SqliteStore {
             tx.send(Request { batch, done })
                 .await
                 .map_err(|_| StoreError::Closed)?;
-            answer.await.map_err(|_| StoreError::Closed)?
+            Ok(Ack(answer))
         }
     }
 

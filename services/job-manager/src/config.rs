@@ -1,0 +1,211 @@
+//! Configuration: defaults, then a TOML file, then `FLUXGATE_*` environment,
+//! then flags (applied by the binary). One struct per subsystem.
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+/// The whole job manager configuration.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// Address of the gRPC server (`127.0.0.1:0` picks a free port).
+    pub listen: String,
+    /// Where the store and the URI file live.
+    pub statedir: PathBuf,
+    /// The instance owner's uid (defaults to the job manager's own).
+    pub owner_uid: u32,
+    /// Resources and nodes.
+    pub resource: ResourceConfig,
+    /// Job execution.
+    pub exec: ExecConfig,
+    /// Limits that protect the service from oversized requests.
+    pub limits: LimitsConfig,
+}
+
+/// `[resource]`: where the inventory comes from and how nodes are watched.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ResourceConfig {
+    /// An R file (JSON) holding the inventory (method `configuration`).
+    pub path: Option<PathBuf>,
+    /// Hostnames of the nodes in rank order; their cores and gpus come from the
+    /// exec services when they join (method `dynamic-discovery`).
+    pub nodelist: Option<String>,
+    /// Without `path` or `nodelist`: the number of nodes to wait for; ranks are
+    /// given in join order and kept across restarts.
+    pub size: Option<u32>,
+    /// Seconds between heartbeats asked of exec services.
+    pub heartbeat_interval: f64,
+    /// Seconds of silence before a node is torpid.
+    pub torpid_timeout: f64,
+    /// Events kept in the in-memory journal before it is truncated.
+    pub journal_capacity: usize,
+}
+
+/// `[exec]`: how jobs are run.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ExecConfig {
+    /// Seconds between the first signal and SIGKILL when a job is ended.
+    pub kill_timeout: f64,
+}
+
+/// `[limits]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LimitsConfig {
+    /// Largest jobspec accepted, in bytes.
+    pub max_jobspec_bytes: usize,
+    /// Most jobs in one SubmitMany.
+    pub max_batch: usize,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            listen: "127.0.0.1:0".into(),
+            statedir: PathBuf::from("fluxgate-state"),
+            owner_uid: nix::unistd::getuid().as_raw(),
+            resource: ResourceConfig::default(),
+            exec: ExecConfig::default(),
+            limits: LimitsConfig::default(),
+        }
+    }
+}
+
+impl Default for ResourceConfig {
+    fn default() -> Self {
+        ResourceConfig {
+            path: None,
+            nodelist: None,
+            size: None,
+            heartbeat_interval: 2.0,
+            torpid_timeout: 30.0,
+            journal_capacity: 10_000,
+        }
+    }
+}
+
+impl Default for ExecConfig {
+    fn default() -> Self {
+        ExecConfig { kill_timeout: 5.0 }
+    }
+}
+
+impl Default for LimitsConfig {
+    fn default() -> Self {
+        LimitsConfig {
+            max_jobspec_bytes: 1 << 20,
+            max_batch: 10_000,
+        }
+    }
+}
+
+/// Why a configuration could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read config {path}: {source}")]
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
+    /// The file is not valid TOML for this schema.
+    #[error("config {path}: {message}")]
+    Parse { path: String, message: String },
+    /// An environment variable holds a bad value.
+    #[error("environment variable {name}={value:?}: {message}")]
+    Env {
+        name: String,
+        value: String,
+        message: String,
+    },
+}
+
+impl Config {
+    /// Defaults overlaid with the TOML file at `path`, if any.
+    pub fn load(path: Option<&Path>) -> Result<Config, ConfigError> {
+        let Some(path) = path else {
+            return Ok(Config::default());
+        };
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        toml::from_str(&text).map_err(|e| ConfigError::Parse {
+            path: path.display().to_string(),
+            message: e.to_string(),
+        })
+    }
+
+    /// Overlay `FLUXGATE_*` variables from `env` (e.g. `FLUXGATE_LISTEN`,
+    /// `FLUXGATE_RESOURCE_NODELIST`).
+    pub fn apply_env(
+        &mut self,
+        env: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<(), ConfigError> {
+        for (name, value) in env {
+            let bad = |message: &str| ConfigError::Env {
+                name: name.clone(),
+                value: value.clone(),
+                message: message.to_string(),
+            };
+            let num = |v: &str| v.parse::<f64>().map_err(|_| bad("expected a number"));
+            match name.as_str() {
+                "FLUXGATE_LISTEN" => self.listen = value.clone(),
+                "FLUXGATE_STATEDIR" => self.statedir = PathBuf::from(&value),
+                "FLUXGATE_RESOURCE_PATH" => self.resource.path = Some(PathBuf::from(&value)),
+                "FLUXGATE_RESOURCE_NODELIST" => self.resource.nodelist = Some(value.clone()),
+                "FLUXGATE_RESOURCE_SIZE" => {
+                    self.resource.size =
+                        Some(value.parse().map_err(|_| bad("expected a node count"))?)
+                }
+                "FLUXGATE_RESOURCE_HEARTBEAT_INTERVAL" => {
+                    self.resource.heartbeat_interval = num(&value)?
+                }
+                "FLUXGATE_RESOURCE_TORPID_TIMEOUT" => self.resource.torpid_timeout = num(&value)?,
+                "FLUXGATE_EXEC_KILL_TIMEOUT" => self.exec.kill_timeout = num(&value)?,
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_then_environment() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("jm.toml");
+        std::fs::write(
+            &path,
+            "listen = \"127.0.0.1:7000\"\n[resource]\nnodelist = \"node[0-3]\"\ntorpid_timeout = 5\n",
+        )
+        .unwrap();
+        let mut c = Config::load(Some(&path)).unwrap();
+        assert_eq!(c.listen, "127.0.0.1:7000");
+        assert_eq!(c.resource.nodelist.as_deref(), Some("node[0-3]"));
+        assert_eq!(c.resource.torpid_timeout, 5.0);
+        assert_eq!(c.exec.kill_timeout, 5.0);
+        c.apply_env([("FLUXGATE_LISTEN".to_string(), "0.0.0.0:1".to_string())])
+            .unwrap();
+        assert_eq!(c.listen, "0.0.0.0:1");
+        let err = c
+            .apply_env([("FLUXGATE_EXEC_KILL_TIMEOUT".to_string(), "soon".to_string())])
+            .unwrap_err();
+        assert!(err.to_string().contains("expected a number"), "{err}");
+    }
+
+    #[test]
+    fn unknown_keys_are_refused_by_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("jm.toml");
+        std::fs::write(&path, "[resource]\nnodeslist = \"x\"\n").unwrap();
+        let err = Config::load(Some(&path)).unwrap_err().to_string();
+        assert!(err.contains("nodeslist"), "{err}");
+    }
+}

@@ -1,0 +1,239 @@
+//! The job manager's side of RFC 32: start requests out, responses in.
+//!
+//! `start_exec` runs in the action step and only prepares the request; the
+//! request leaves after the `alloc` (or `flux-restart`) before it is durable.
+//! The exec client (crate::exec_client) turns the response stream into
+//! [`ExecMsg`]s on the core's inbox:
+//!   start -> `start`; release -> `release`; exception -> `exception`;
+//!   finish -> `finish`; exec/output lines -> appended to `exec.eventlog` /
+//!   `output`; a stream that breaks before the final release -> an `exec`
+//!   exception and a final release on the job's behalf, so it can finish.
+
+use std::collections::{BTreeMap, HashMap};
+
+use fluxgate_shared::{Event, JobId, JobState};
+use serde_json::Value;
+
+use super::Core;
+use crate::exec_client::{self, StartJob};
+use crate::store::Log;
+
+/// What an exec start stream said about a job.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ExecMsg {
+    /// The tasks are running.
+    Started { id: JobId },
+    /// Re-attached to running tasks after a restart.
+    Reattached { id: JobId },
+    /// Targets released; `final` is the last response.
+    Release {
+        id: JobId,
+        ranks: String,
+        last: bool,
+    },
+    /// An exception from the exec service.
+    Exception {
+        id: JobId,
+        kind: String,
+        severity: u8,
+        note: String,
+    },
+    /// The tasks ended; the largest wait status.
+    Finish { id: JobId, status: i32 },
+    /// An RFC 50 line for `exec.eventlog`.
+    ExecLine { id: JobId, line: String },
+    /// An RFC 24 line for `output`.
+    OutputLine { id: JobId, line: String },
+    /// The stream ended before the final release.
+    Lost { id: JobId, error: String },
+}
+
+/// Where each rank's exec service listens.
+#[derive(Debug, Default)]
+pub struct ExecLinks {
+    addr: HashMap<u32, String>,
+}
+
+impl ExecLinks {
+    /// `rank` is served at `addr`.
+    pub fn set(&mut self, rank: u32, addr: String) {
+        self.addr.insert(rank, addr);
+    }
+
+    /// `rank` is gone.
+    pub fn remove(&mut self, rank: u32) {
+        self.addr.remove(&rank);
+    }
+
+    /// Where `rank` is served.
+    pub fn get(&self, rank: u32) -> Option<&str> {
+        self.addr.get(&rank).map(String::as_str)
+    }
+}
+
+impl Core {
+    pub(super) fn start_exec(&mut self, id: JobId, reattach: bool) {
+        let Some(active) = self.jobs.get(&id) else {
+            return;
+        };
+        let Some(r) = active.r.clone() else {
+            tracing::error!(job = %id, "start owed but the job holds no resources");
+            return;
+        };
+        let mut peers = BTreeMap::new();
+        let mut missing = Vec::new();
+        for node in r.nodes() {
+            match self.exec.get(node.rank()) {
+                Some(addr) => {
+                    peers.insert(node.rank(), addr.to_string());
+                }
+                None => missing.push(format!(
+                    "rank {} ({})",
+                    node.rank(),
+                    node.hostname().unwrap_or("unknown host")
+                )),
+            }
+        }
+        if !missing.is_empty() {
+            let note = format!("{} not connected to the job manager", missing.join(", "));
+            self.lost(id, &note);
+            return;
+        }
+        let leader = r.nodes().first().map(|n| n.rank()).unwrap_or(0);
+        let Some(leader_addr) = peers.get(&leader).cloned() else {
+            return;
+        };
+        let mut jobspec = active.jobspec.as_value().clone();
+        active.job.apply_jobspec_updates(&mut jobspec);
+        let job = StartJob {
+            id,
+            userid: active.job.userid(),
+            jobspec: jobspec.to_string(),
+            r: r.to_json_string(),
+            reattach,
+            leader: leader_addr,
+            peers,
+        };
+        let inbox = self.self_tx.clone();
+        self.after_commit(move || exec_client::start(job, inbox));
+    }
+
+    /// Forward a fatal exception to the running job's exec service.
+    pub(super) fn exec_exception(&mut self, id: JobId, kind: &str, note: &str) {
+        let Some(addr) = self.leader_addr(id) else {
+            return;
+        };
+        let (kind, note) = (kind.to_string(), note.to_string());
+        self.after_commit(move || exec_client::exception(addr, id, kind, note));
+    }
+
+    /// Signal a running job's tasks.
+    pub(super) fn exec_kill(&mut self, id: JobId, signum: i32) {
+        if let Some(addr) = self.leader_addr(id) {
+            exec_client::kill(addr, id, signum);
+        }
+    }
+
+    fn leader_addr(&self, id: JobId) -> Option<String> {
+        let r = self.jobs.get(&id)?.r.as_ref()?;
+        let leader = r.nodes().first()?.rank();
+        self.exec.get(leader).map(str::to_string)
+    }
+
+    /// The start stream is gone without a final release: end the job.
+    fn lost(&mut self, id: JobId, note: &str) {
+        let Some(active) = self.jobs.get(&id) else {
+            return;
+        };
+        if active.job.fatal_exception().is_none() {
+            let _ = self.raise_quiet(id, "exec", note);
+        }
+        if let Some(active) = self.jobs.get_mut(&id) {
+            active.job.guards.start_pending = false;
+        }
+        if self.jobs.get(&id).is_some_and(|a| {
+            a.job.state() == JobState::Cleanup && !a.job.is_released() && a.job.has_started()
+        }) {
+            self.post(
+                id,
+                "release",
+                Self::context([("ranks", Value::from("all")), ("final", Value::from(true))]),
+            );
+        }
+        self.out.touched.push(id);
+    }
+
+    /// A severity-0 exception that did not come from (and need not go to) exec.
+    fn raise_quiet(&mut self, id: JobId, kind: &str, note: &str) -> bool {
+        let ctx = Self::context([
+            ("type", Value::from(kind)),
+            ("severity", Value::from(0)),
+            ("note", Value::from(note)),
+            ("userid", Value::from(self.config.owner_uid)),
+        ]);
+        self.post(id, "exception", ctx)
+    }
+
+    pub(super) fn exec_msg(&mut self, msg: ExecMsg) {
+        match msg {
+            ExecMsg::Started { id } => {
+                if self.post(id, "start", None) {
+                    if let Some(a) = self.jobs.get_mut(&id) {
+                        a.t_run = Some(crate::clock::now());
+                    }
+                    self.antecedent_changed(id, None);
+                }
+            }
+            ExecMsg::Reattached { id } => {
+                tracing::info!(job = %id, "re-attached to running job");
+            }
+            ExecMsg::Release { id, ranks, last } => {
+                self.post(
+                    id,
+                    "release",
+                    Self::context([("ranks", Value::from(ranks)), ("final", Value::from(last))]),
+                );
+            }
+            ExecMsg::Exception {
+                id,
+                kind,
+                severity,
+                note,
+            } => {
+                if severity == 0 {
+                    self.raise_quiet(id, &kind, &note);
+                } else {
+                    let _ = self.raise(id, &kind, severity, &note, None);
+                }
+            }
+            ExecMsg::Finish { id, status } => {
+                self.post(
+                    id,
+                    "finish",
+                    Self::context([("status", Value::from(status))]),
+                );
+            }
+            ExecMsg::ExecLine { id, line } => self.foreign_line(id, Log::Exec, line),
+            ExecMsg::OutputLine { id, line } => self.foreign_line(id, Log::Output, line),
+            ExecMsg::Lost { id, error } => {
+                if self
+                    .jobs
+                    .get(&id)
+                    .is_some_and(|a| a.job.guards.start_pending)
+                {
+                    self.lost(id, &format!("lost contact with the exec service: {error}"));
+                }
+            }
+        }
+    }
+
+    /// A line made by an exec service: stored only if it is one valid RFC 18 event.
+    fn foreign_line(&mut self, id: JobId, log: Log, line: String) {
+        match Event::parse_line(&line) {
+            Ok(_) => self.append_line(id, log, line),
+            Err(e) => {
+                tracing::warn!(job = %id, log = log.key(), error = %e, "dropping a malformed line from exec");
+            }
+        }
+    }
+}

@@ -1,0 +1,684 @@
+//! The job pipeline: one task owns every job and moves it through RFC 21.
+//!
+//! Protocol of the core loop (as flux-core's job-manager reactor, one thread):
+//! a [`Msg`] arrives, the handler posts events to jobs ([`Core::post`] applies
+//! each through `shared::job::Job::apply`, the same fold replay uses, and
+//! queues its line for the store), then the action step runs for every job
+//! touched until nothing more is owed. At the end of the message the queued
+//! writes go to the store as one batch together with the effects that must
+//! wait for durability (replies, watcher notifications, exec starts, signals);
+//! the committer runs those effects, in order, once the batch is on disk. So a
+//! client or an exec service never sees an event that a crash could lose.
+
+mod commit;
+mod depend;
+mod exec;
+mod list;
+mod nodes;
+mod pipeline;
+mod sched;
+mod submit;
+mod timers;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use fluxgate_shared::job::{Job, JobResult, JobState};
+use fluxgate_shared::jobid::FluidGenerator;
+use fluxgate_shared::{Event, JobId, Jobspec, ResourceSet};
+use serde_json::{Map, Value};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::clock;
+use crate::config::Config;
+use crate::error::Error;
+use crate::hub::{Hub, Published};
+use crate::store::{Log, SqliteStore, Write};
+
+pub use commit::Committer;
+pub use exec::ExecMsg;
+pub use list::{JobInfo, ListFilter};
+pub use nodes::{NodeInfo, NodeMsg, Nodes};
+pub use submit::SubmitArgs;
+
+/// Capacity of the core's inbox: callers wait when the core is this far behind.
+pub const INBOX_CAPACITY: usize = 16_384;
+
+/// A request to the core.
+#[derive(Debug)]
+pub enum Msg {
+    /// Enqueue validated jobs.
+    Submit {
+        jobs: Vec<SubmitArgs>,
+        reply: oneshot::Sender<Vec<Result<JobId, Error>>>,
+    },
+    /// Raise an exception (cancel is type `cancel`, severity 0).
+    Raise {
+        id: JobId,
+        kind: String,
+        severity: u8,
+        note: String,
+        userid: u32,
+        reply: oneshot::Sender<Result<(), Error>>,
+    },
+    /// Signal a running job's tasks.
+    Kill {
+        id: JobId,
+        signum: i32,
+        reply: oneshot::Sender<Result<(), Error>>,
+    },
+    /// Change a pending job's urgency; answers the old one.
+    Urgency {
+        id: JobId,
+        urgency: u8,
+        userid: u32,
+        reply: oneshot::Sender<Result<u8, Error>>,
+    },
+    /// Set or clear memo keys.
+    Memo {
+        id: JobId,
+        memo: Map<String, Value>,
+        reply: oneshot::Sender<Result<(), Error>>,
+    },
+    /// List jobs.
+    List {
+        filter: ListFilter,
+        reply: oneshot::Sender<Vec<JobInfo>>,
+    },
+    /// Is the job known, and is it still active?
+    Lookup {
+        id: JobId,
+        reply: oneshot::Sender<Option<bool>>,
+    },
+    /// Wait for a waitable job (any when `None`).
+    Wait {
+        id: Option<JobId>,
+        reply: oneshot::Sender<Result<WaitResult, Error>>,
+    },
+    /// Queue control.
+    Queue {
+        action: QueueAction,
+        reason: String,
+        reply: oneshot::Sender<Result<QueueStatus, Error>>,
+    },
+    /// Something from an exec start stream.
+    Exec(ExecMsg),
+    /// Something from a node join stream.
+    Node(NodeMsg),
+}
+
+/// Where a `Wait` answer goes.
+type WaitReply = oneshot::Sender<Result<WaitResult, Error>>;
+
+/// What `Wait` answers.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WaitResult {
+    /// The job waited for.
+    pub id: JobId,
+    /// True when it completed successfully.
+    pub success: bool,
+    /// Why not, as `flux job wait` prints it.
+    pub error: String,
+}
+
+/// Queue actions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QueueAction {
+    /// Report only.
+    Status,
+    /// Stop taking new jobs.
+    Stop,
+    /// Take new jobs again.
+    Start,
+}
+
+/// The queue's state.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QueueStatus {
+    /// Submissions are accepted.
+    pub started: bool,
+    /// Why it was stopped.
+    pub reason: String,
+}
+
+/// An active job: its fold plus what the pipeline needs to act.
+#[derive(Debug)]
+pub struct Active {
+    /// The RFC 21 fold of its eventlog.
+    pub job: Job,
+    /// The validated jobspec.
+    pub jobspec: Arc<Jobspec>,
+    /// Allocated resources, from `alloc` until `free`.
+    pub r: Option<Arc<ResourceSet>>,
+    /// Lines in each log so far (eventlog, exec.eventlog, output).
+    pub seq: [u64; 3],
+    /// Start time (the `start` event), for listing.
+    pub t_run: Option<f64>,
+    /// Nodes allocated (kept after free, for listing).
+    pub nodelist: String,
+}
+
+/// What is kept in memory of an inactive job: enough to list and wait on it.
+#[derive(Debug, Clone)]
+pub struct Inactive {
+    /// Owner.
+    pub userid: u32,
+    /// Job name.
+    pub name: Box<str>,
+    /// How it ended.
+    pub result: JobResult,
+    /// Largest wait status, when it ran.
+    pub waitstatus: Option<i32>,
+    /// Submit, run and inactive times.
+    pub t_submit: f64,
+    /// Start time, if it started.
+    pub t_run: Option<f64>,
+    /// Inactive time.
+    pub t_inactive: f64,
+    /// Tasks and nodes it asked for.
+    pub ntasks: u32,
+    /// Nodes it asked for (or got).
+    pub nnodes: u32,
+    /// Nodes it ran on.
+    pub nodelist: Box<str>,
+    /// First fatal exception: type and note.
+    pub exception: Option<Box<(String, String)>>,
+    /// Not yet reaped by `Wait`.
+    pub waitable: bool,
+}
+
+/// Writes and after-commit effects gathered while one message is handled.
+#[derive(Default)]
+struct Outbox {
+    writes: Vec<Write>,
+    effects: Vec<commit::Effect>,
+    touched: Vec<JobId>,
+    /// Something changed that may let the head of the queue run.
+    resched: bool,
+}
+
+/// The job pipeline's state; owned by one task.
+pub struct Core {
+    store: Arc<SqliteStore>,
+    config: Arc<Config>,
+    hub: Hub,
+    jobs: HashMap<JobId, Active>,
+    inactive: BTreeMap<JobId, Inactive>,
+    ids: FluidGenerator,
+    out: Outbox,
+    sched: sched::Sched,
+    deps: depend::Depends,
+    timers: timers::Timers,
+    exec: exec::ExecLinks,
+    nodes: Nodes,
+    queue: QueueStatus,
+    waiters: Vec<(Option<JobId>, WaitReply)>,
+    self_tx: mpsc::Sender<Msg>,
+}
+
+impl std::fmt::Debug for Core {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Core")
+            .field("active", &self.jobs.len())
+            .field("inactive", &self.inactive.len())
+            .finish()
+    }
+}
+
+impl Core {
+    /// A core over `store` with the given inventory; `self_tx` feeds its own inbox.
+    pub fn new(
+        store: Arc<SqliteStore>,
+        config: Arc<Config>,
+        hub: Hub,
+        inventory: Option<ResourceSet>,
+        nodes: Nodes,
+        self_tx: mpsc::Sender<Msg>,
+    ) -> Result<Self, Error> {
+        let ids = FluidGenerator::new(0, clock::now_ms())
+            .map_err(|e| Error::Invalid(format!("job id generator: {e}")))?;
+        let mut sched = sched::Sched::new();
+        if let Some(inventory) = inventory {
+            // Configured targets are down until their exec service joins.
+            sched.define(inventory);
+        }
+        Ok(Core {
+            store,
+            config,
+            hub,
+            jobs: HashMap::new(),
+            inactive: BTreeMap::new(),
+            ids,
+            out: Outbox::default(),
+            sched,
+            deps: depend::Depends::default(),
+            timers: timers::Timers::default(),
+            exec: exec::ExecLinks::default(),
+            nodes,
+            queue: QueueStatus {
+                started: true,
+                reason: String::new(),
+            },
+            waiters: Vec::new(),
+            self_tx,
+        })
+    }
+
+    /// Run until the inbox closes; batches go to `committer` in order.
+    pub async fn run(mut self, mut inbox: mpsc::Receiver<Msg>, committer: Committer) {
+        loop {
+            let msg = tokio::select! {
+                msg = inbox.recv() => match msg {
+                    Some(msg) => Some(msg),
+                    None => break,
+                },
+                _ = self.timers.next_deadline() => None,
+            };
+            match msg {
+                Some(msg) => self.handle(msg),
+                None => self.fire_timers(),
+            }
+            // Take whatever else is already waiting into the same batch: fewer,
+            // larger commits under load, no added latency when idle.
+            let mut extra = 0;
+            while extra < 1024 {
+                match inbox.try_recv() {
+                    Ok(msg) => self.handle(msg),
+                    Err(_) => break,
+                }
+                extra += 1;
+            }
+            self.flush(&committer).await;
+        }
+        self.flush(&committer).await;
+    }
+
+    fn handle(&mut self, msg: Msg) {
+        match msg {
+            Msg::Submit { jobs, reply } => {
+                let results = jobs.into_iter().map(|j| self.submit(j)).collect();
+                self.after_commit(move || {
+                    let _ = reply.send(results);
+                });
+            }
+            Msg::Raise {
+                id,
+                kind,
+                severity,
+                note,
+                userid,
+                reply,
+            } => {
+                let r = self.raise(id, &kind, severity, &note, Some(userid));
+                self.after_commit(move || {
+                    let _ = reply.send(r);
+                });
+            }
+            Msg::Kill { id, signum, reply } => {
+                let r = self.kill(id, signum);
+                let _ = reply.send(r);
+            }
+            Msg::Urgency {
+                id,
+                urgency,
+                userid,
+                reply,
+            } => {
+                let r = self.set_urgency(id, urgency, userid);
+                self.after_commit(move || {
+                    let _ = reply.send(r);
+                });
+            }
+            Msg::Memo { id, memo, reply } => {
+                let r = self.memo(id, memo);
+                self.after_commit(move || {
+                    let _ = reply.send(r);
+                });
+            }
+            Msg::List { filter, reply } => {
+                let _ = reply.send(self.list(&filter));
+            }
+            Msg::Lookup { id, reply } => {
+                let known = if self.jobs.contains_key(&id) {
+                    Some(true)
+                } else if self.inactive.contains_key(&id) {
+                    Some(false)
+                } else {
+                    None
+                };
+                let _ = reply.send(known);
+            }
+            Msg::Wait { id, reply } => self.wait(id, reply),
+            Msg::Queue {
+                action,
+                reason,
+                reply,
+            } => {
+                match action {
+                    QueueAction::Status => {}
+                    QueueAction::Stop => {
+                        self.queue = QueueStatus {
+                            started: false,
+                            reason,
+                        };
+                    }
+                    QueueAction::Start => {
+                        self.queue = QueueStatus {
+                            started: true,
+                            reason: String::new(),
+                        };
+                    }
+                }
+                let _ = reply.send(Ok(self.queue.clone()));
+            }
+            Msg::Exec(m) => self.exec_msg(m),
+            Msg::Node(m) => self.node_msg(m),
+        }
+        self.run_actions();
+    }
+
+    /// Queue an effect to run once everything posted so far is durable.
+    fn after_commit(&mut self, f: impl FnOnce() + Send + 'static) {
+        self.out.effects.push(Box::new(f));
+    }
+
+    /// Append an event to a job's log: apply it (main log), queue the write and
+    /// the notification. An event the fold rejects is a bug in the pipeline: it
+    /// is logged and dropped, never stored.
+    fn post(&mut self, id: JobId, name: &str, context: Option<Map<String, Value>>) -> bool {
+        let event = Event {
+            timestamp: clock::now(),
+            name: name.to_string(),
+            context,
+        };
+        let Some(active) = self.jobs.get_mut(&id) else {
+            tracing::error!(job = %id, event = name, "event for a job that is not active");
+            return false;
+        };
+        if let Err(e) = active.job.apply(&event) {
+            tracing::error!(job = %id, error = %e, "event rejected by the state machine");
+            return false;
+        }
+        let line = event.to_line();
+        Self::queue_line(&mut self.out, &self.hub, active, id, Log::Main, line);
+        self.out.touched.push(id);
+        true
+    }
+
+    /// Append a line the exec service produced to the exec or output log.
+    fn append_line(&mut self, id: JobId, log: Log, line: String) {
+        let Some(active) = self.jobs.get_mut(&id) else {
+            return;
+        };
+        Self::queue_line(&mut self.out, &self.hub, active, id, log, line);
+    }
+
+    fn queue_line(
+        out: &mut Outbox,
+        hub: &Hub,
+        active: &mut Active,
+        id: JobId,
+        log: Log,
+        line: String,
+    ) {
+        let slot = match log {
+            Log::Main => 0,
+            Log::Exec => 1,
+            Log::Output => 2,
+        };
+        let seq = active.seq[slot];
+        active.seq[slot] += 1;
+        let line: Arc<str> = Arc::from(line);
+        out.writes.push(Write::Append {
+            id: id.into(),
+            log,
+            line: line.to_string(),
+        });
+        let hub = hub.clone();
+        out.effects.push(Box::new(move || {
+            hub.publish(Published::Line { id, log, seq, line });
+        }));
+    }
+
+    async fn flush(&mut self, committer: &Committer) {
+        if self.out.writes.is_empty() && self.out.effects.is_empty() {
+            return;
+        }
+        let out = std::mem::take(&mut self.out);
+        committer.send(&self.store, out.writes, out.effects).await;
+    }
+
+    fn context(
+        pairs: impl IntoIterator<Item = (&'static str, Value)>,
+    ) -> Option<Map<String, Value>> {
+        Some(pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect())
+    }
+
+    fn active(&self, id: JobId) -> Result<&Active, Error> {
+        self.jobs.get(&id).ok_or_else(|| {
+            if self.inactive.contains_key(&id) {
+                Error::WrongState(format!("job {id} is inactive"))
+            } else {
+                Error::UnknownJob(id)
+            }
+        })
+    }
+
+    /// Post an exception; severity 0 ends the job (RFC 21).
+    fn raise(
+        &mut self,
+        id: JobId,
+        kind: &str,
+        severity: u8,
+        note: &str,
+        userid: Option<u32>,
+    ) -> Result<(), Error> {
+        if kind.is_empty() || kind.chars().any(|c| c.is_whitespace()) {
+            return Err(Error::Invalid(format!(
+                "exception type {kind:?} must be a non-empty word"
+            )));
+        }
+        if severity > 7 {
+            return Err(Error::Invalid(format!(
+                "exception severity {severity} is out of range 0-7"
+            )));
+        }
+        // In CLEANUP a further exception is recorded only, as flux-core does.
+        let state = self.active(id)?.job.state();
+        let mut ctx = Map::new();
+        ctx.insert("type".into(), Value::from(kind));
+        ctx.insert("severity".into(), Value::from(severity));
+        ctx.insert("note".into(), Value::from(note));
+        ctx.insert(
+            "userid".into(),
+            Value::from(userid.unwrap_or(self.config.owner_uid)),
+        );
+        let running = state == JobState::Run;
+        if self.post(id, "exception", Some(ctx)) && severity == 0 && running {
+            self.exec_exception(id, kind, note);
+        }
+        Ok(())
+    }
+
+    fn kill(&mut self, id: JobId, signum: i32) -> Result<(), Error> {
+        if !(1..65).contains(&signum) {
+            return Err(Error::Invalid(format!(
+                "signal {signum} is not a valid signal number"
+            )));
+        }
+        let active = self.active(id)?;
+        if active.job.state() != JobState::Run {
+            return Err(Error::WrongState(format!(
+                "job {id} is not running (state {})",
+                active.job.state()
+            )));
+        }
+        self.exec_kill(id, signum);
+        Ok(())
+    }
+
+    fn set_urgency(&mut self, id: JobId, urgency: u8, userid: u32) -> Result<u8, Error> {
+        if urgency > 31 {
+            return Err(Error::Invalid(format!(
+                "urgency {urgency} is out of range 0-31"
+            )));
+        }
+        let active = self.active(id)?;
+        if !active.job.state().is_pending() {
+            return Err(Error::WrongState(format!(
+                "job {id} is not pending; urgency can only change before it runs"
+            )));
+        }
+        let old = active.job.urgency();
+        self.post(
+            id,
+            "urgency",
+            Self::context([
+                ("userid", Value::from(userid)),
+                ("urgency", Value::from(urgency)),
+            ]),
+        );
+        self.reprioritize(id);
+        Ok(old)
+    }
+
+    fn memo(&mut self, id: JobId, memo: Map<String, Value>) -> Result<(), Error> {
+        self.active(id)?;
+        if memo.is_empty() {
+            return Err(Error::Invalid("memo must have at least one key".into()));
+        }
+        self.post(id, "memo", Some(memo));
+        Ok(())
+    }
+
+    fn wait(&mut self, id: Option<JobId>, reply: oneshot::Sender<Result<WaitResult, Error>>) {
+        match id {
+            Some(id) => {
+                if let Some(inactive) = self.inactive.get_mut(&id) {
+                    if !inactive.waitable {
+                        let _ = reply.send(Err(Error::WrongState(format!(
+                            "job {id} is not waitable (submit it with the waitable flag) or was already waited for"
+                        ))));
+                        return;
+                    }
+                    inactive.waitable = false;
+                    let _ = reply.send(Ok(wait_result(id, inactive)));
+                    return;
+                }
+                match self.jobs.get(&id) {
+                    None => {
+                        let _ = reply.send(Err(Error::UnknownJob(id)));
+                    }
+                    Some(a) if !a.job.flags().waitable => {
+                        let _ = reply.send(Err(Error::WrongState(format!(
+                            "job {id} is not waitable (submit it with the waitable flag)"
+                        ))));
+                    }
+                    Some(_) => self.waiters.push((Some(id), reply)),
+                }
+            }
+            None => {
+                let found = self
+                    .inactive
+                    .iter_mut()
+                    .find(|(_, j)| j.waitable)
+                    .map(|(id, j)| {
+                        j.waitable = false;
+                        wait_result(*id, j)
+                    });
+                match found {
+                    Some(r) => {
+                        let _ = reply.send(Ok(r));
+                    }
+                    None if self.jobs.values().any(|a| a.job.flags().waitable) => {
+                        self.waiters.push((None, reply));
+                    }
+                    None => {
+                        let _ =
+                            reply.send(Err(Error::WrongState("there are no waitable jobs".into())));
+                    }
+                }
+            }
+        }
+    }
+
+    /// A job reached INACTIVE: keep its summary, answer waiters, tell watchers.
+    fn retire(&mut self, id: JobId) {
+        let Some(active) = self.jobs.remove(&id) else {
+            return;
+        };
+        self.sched.forget(id);
+        self.timers.cancel(id);
+        let job = &active.job;
+        let counts = active.jobspec.jj_counts();
+        let mut inactive = Inactive {
+            userid: job.userid(),
+            name: active.jobspec.job_name().into(),
+            result: job.result().unwrap_or(JobResult::Failed),
+            waitstatus: job.wait_status().map(|w| w.0),
+            t_submit: job.t_submit().unwrap_or_default(),
+            t_run: active.t_run,
+            t_inactive: job.entered(JobState::Inactive).unwrap_or_else(clock::now),
+            ntasks: u32::try_from(active.jobspec.ntasks()).unwrap_or(u32::MAX),
+            nnodes: u32::try_from(counts.nnodes).unwrap_or(u32::MAX),
+            nodelist: active.nodelist.clone().into(),
+            exception: job
+                .fatal_exception()
+                .map(|e| Box::new((e.kind.clone(), e.note.clone()))),
+            waitable: job.flags().waitable,
+        };
+        if inactive.waitable
+            && let Some(pos) = self
+                .waiters
+                .iter()
+                .position(|(w, _)| w.is_none_or(|w| w == id))
+        {
+            let (_, reply) = self.waiters.swap_remove(pos);
+            inactive.waitable = false;
+            let result = wait_result(id, &inactive);
+            self.after_commit(move || {
+                let _ = reply.send(Ok(result));
+            });
+        }
+        // Any-waiters left with nothing to wait for get an answer now.
+        if !self.jobs.values().any(|a| a.job.flags().waitable) {
+            let mut keep = Vec::new();
+            for (w, reply) in self.waiters.drain(..) {
+                if w.is_none() {
+                    let _ = reply.send(Err(Error::WrongState("there are no waitable jobs".into())));
+                } else {
+                    keep.push((w, reply));
+                }
+            }
+            self.waiters = keep;
+        }
+        let result = inactive.result;
+        self.inactive.insert(id, inactive);
+        self.antecedent_changed(id, Some(result));
+        let hub = self.hub.clone();
+        self.after_commit(move || hub.publish(Published::Inactive { id }));
+    }
+}
+
+fn wait_result(id: JobId, j: &Inactive) -> WaitResult {
+    let success = j.result == JobResult::Completed;
+    let error = if success {
+        String::new()
+    } else if let Some(e) = &j.exception {
+        if e.1.is_empty() {
+            format!("Fatal exception type={}", e.0)
+        } else {
+            format!("Fatal exception type={} {}", e.0, e.1)
+        }
+    } else if let Some(ws) = j.waitstatus {
+        let ws = fluxgate_shared::job::WaitStatus(ws);
+        match (ws.exit_code(), ws.signal()) {
+            (Some(code), _) => format!("task(s) exited with exit code {code}"),
+            (_, Some(sig)) => format!("task(s) terminated by signal {sig}"),
+            _ => "job failed".into(),
+        }
+    } else {
+        "job failed".into()
+    };
+    WaitResult { id, success, error }
+}

@@ -1,0 +1,265 @@
+//! Node membership: exec services join, heartbeat and leave; the inventory is
+//! defined from configuration or from what the nodes report.
+//!
+//! Protocol (the Node.Join stream, see proto/fluxgate/v1/exec.proto): an exec
+//! process sends Hello with the nodes it serves and its own address; the core
+//! maps each hostname to a rank (R file or nodelist order, or join order when
+//! only a size is configured), answers Welcome with the ranks, and marks them
+//! up. A broken stream marks them down.
+
+use std::collections::{BTreeMap, HashMap};
+
+use fluxgate_shared::rset::Node;
+use fluxgate_shared::{Hostlist, IdSet, JobState, ResourceSet};
+use tokio::sync::oneshot;
+
+use super::Core;
+
+/// One node an exec process serves.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeInfo {
+    /// Its hostname.
+    pub hostname: String,
+    /// Core ids it found.
+    pub cores: IdSet,
+    /// Gpu ids it found.
+    pub gpus: IdSet,
+}
+
+/// Messages from the join streams.
+#[derive(Debug)]
+pub enum NodeMsg {
+    /// A join stream said hello; answer the ranks or why not.
+    Hello {
+        session: u64,
+        nodes: Vec<NodeInfo>,
+        addr: String,
+        reply: oneshot::Sender<Result<Vec<u32>, String>>,
+    },
+    /// A heartbeat on a join stream.
+    Heartbeat { session: u64 },
+    /// The join stream ended.
+    Gone { session: u64 },
+}
+
+/// Where ranks come from.
+#[derive(Debug)]
+enum Source {
+    /// The inventory is known: hostnames map to its ranks.
+    Fixed,
+    /// Hostnames in rank order; resources come from the nodes.
+    Nodelist(Vec<String>),
+    /// This many nodes, ranked in join order.
+    Size(u32),
+}
+
+/// Membership state.
+#[derive(Debug)]
+pub struct Nodes {
+    source: Source,
+    rank_of_host: HashMap<String, u32>,
+    discovered: BTreeMap<u32, NodeInfo>,
+    sessions: HashMap<u64, Vec<u32>>,
+    session_of_rank: HashMap<u32, u64>,
+    online: IdSet,
+}
+
+impl Nodes {
+    /// Membership for a known inventory.
+    pub fn fixed(inventory: &ResourceSet) -> Self {
+        let rank_of_host = inventory
+            .nodes()
+            .iter()
+            .filter_map(|n| n.hostname().map(|h| (h.to_string(), n.rank())))
+            .collect();
+        Self::with(Source::Fixed, rank_of_host)
+    }
+
+    /// Membership for a nodelist whose resources are discovered.
+    pub fn nodelist(hosts: &Hostlist) -> Self {
+        let names: Vec<String> = hosts.iter().collect();
+        let rank_of_host = names
+            .iter()
+            .enumerate()
+            .map(|(i, h)| (h.clone(), i as u32))
+            .collect();
+        Self::with(Source::Nodelist(names), rank_of_host)
+    }
+
+    /// Membership for `size` nodes in join order.
+    pub fn size(size: u32) -> Self {
+        Self::with(Source::Size(size), HashMap::new())
+    }
+
+    fn with(source: Source, rank_of_host: HashMap<String, u32>) -> Self {
+        Nodes {
+            source,
+            rank_of_host,
+            discovered: BTreeMap::new(),
+            sessions: HashMap::new(),
+            session_of_rank: HashMap::new(),
+            online: IdSet::new(),
+        }
+    }
+
+    /// Ranks whose exec service is connected.
+    pub fn online(&self) -> &IdSet {
+        &self.online
+    }
+
+    fn rank_for(&mut self, host: &str) -> Result<u32, String> {
+        if let Some(r) = self.rank_of_host.get(host) {
+            return Ok(*r);
+        }
+        match self.source {
+            Source::Size(n) if (self.rank_of_host.len() as u32) < n => {
+                let r = self.rank_of_host.len() as u32;
+                self.rank_of_host.insert(host.to_string(), r);
+                Ok(r)
+            }
+            Source::Size(n) => Err(format!(
+                "host {host} cannot join: the instance already has its {n} nodes"
+            )),
+            _ => Err(format!(
+                "host {host} is not in this instance's resource inventory"
+            )),
+        }
+    }
+
+    /// The inventory, once every expected node has reported (discovery only).
+    fn discovered_inventory(&self) -> Option<ResourceSet> {
+        let expected = match &self.source {
+            Source::Fixed => return None,
+            Source::Nodelist(names) => names.len(),
+            Source::Size(n) => *n as usize,
+        };
+        if self.discovered.len() < expected {
+            return None;
+        }
+        let nodes = self
+            .discovered
+            .iter()
+            .map(|(rank, n)| Node::new(*rank, Some(&n.hostname), n.cores.clone(), n.gpus.clone()));
+        match ResourceSet::from_nodes(nodes) {
+            Ok(r) => Some(r),
+            Err(e) => {
+                tracing::error!(error = %e, "discovered resources do not form an R");
+                None
+            }
+        }
+    }
+}
+
+impl Core {
+    pub(super) fn node_msg(&mut self, msg: NodeMsg) {
+        match msg {
+            NodeMsg::Hello {
+                session,
+                nodes,
+                addr,
+                reply,
+            } => {
+                let r = self.node_hello(session, nodes, addr);
+                let _ = reply.send(r);
+            }
+            NodeMsg::Heartbeat { session: _ } => {}
+            NodeMsg::Gone { session } => self.node_gone(session),
+        }
+    }
+
+    fn node_hello(
+        &mut self,
+        session: u64,
+        nodes: Vec<NodeInfo>,
+        addr: String,
+    ) -> Result<Vec<u32>, String> {
+        if nodes.is_empty() {
+            return Err("hello names no node".into());
+        }
+        let mut ranks = Vec::with_capacity(nodes.len());
+        for n in &nodes {
+            ranks.push(self.nodes.rank_for(&n.hostname)?);
+        }
+        let defined_before = self.sched.pool().is_some();
+        for (rank, info) in ranks.iter().zip(nodes) {
+            // A node that re-joins replaces its previous stream.
+            if let Some(old) = self.nodes.session_of_rank.insert(*rank, session)
+                && old != session
+                && let Some(list) = self.nodes.sessions.get_mut(&old)
+            {
+                list.retain(|r| r != rank);
+            }
+            self.nodes.discovered.insert(*rank, info);
+            self.exec.set(*rank, addr.clone());
+            self.nodes.online.insert(*rank);
+        }
+        self.nodes
+            .sessions
+            .entry(session)
+            .or_default()
+            .extend(ranks.iter().copied());
+        if !defined_before && let Some(inventory) = self.nodes.discovered_inventory() {
+            tracing::info!(nodes = inventory.nnodes(), "resources defined by discovery");
+            self.sched.define(inventory);
+            let online = self.nodes.online.clone();
+            self.sched.set_up(&online, true);
+        } else if defined_before {
+            let up: IdSet = ranks.iter().copied().collect();
+            self.sched.set_up(&up, true);
+        }
+        tracing::info!(?ranks, addr, "nodes joined");
+        self.out.resched = true;
+        Ok(ranks)
+    }
+
+    fn node_gone(&mut self, session: u64) {
+        let Some(ranks) = self.nodes.sessions.remove(&session) else {
+            return;
+        };
+        let mut down = IdSet::new();
+        for rank in ranks {
+            if self.nodes.session_of_rank.get(&rank) == Some(&session) {
+                self.nodes.session_of_rank.remove(&rank);
+                self.exec.remove(rank);
+                self.nodes.online.remove(rank);
+                down.insert(rank);
+            }
+        }
+        if down.is_empty() {
+            return;
+        }
+        tracing::warn!(ranks = %down, "nodes left");
+        self.sched.set_up(&down, false);
+        // Jobs running there lose their tasks (flux-core: a severity-0 exception
+        // naming the host, then the job's resources are freed).
+        let hit: Vec<_> = self
+            .jobs
+            .iter()
+            .filter(|(_, a)| {
+                a.job.state() == JobState::Run
+                    && a.r
+                        .as_ref()
+                        .is_some_and(|r| r.nodes().iter().any(|n| down.contains(n.rank())))
+            })
+            .map(|(id, a)| {
+                let hosts: Vec<String> =
+                    a.r.iter()
+                        .flat_map(|r| r.nodes())
+                        .filter(|n| down.contains(n.rank()))
+                        .map(|n| {
+                            format!(
+                                "rank {} ({})",
+                                n.rank(),
+                                n.hostname().unwrap_or("unknown host")
+                            )
+                        })
+                        .collect();
+                (*id, hosts.join(", "))
+            })
+            .collect();
+        for (id, hosts) in hit {
+            let note = format!("lost contact with {hosts}");
+            let _ = self.raise(id, "node-failure", 0, &note, None);
+        }
+    }
+}

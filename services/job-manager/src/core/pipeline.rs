@@ -1,0 +1,118 @@
+//! The action step (flux-core's `event_job_action`): after events are posted,
+//! do what each touched job's new state asks for, until nothing more is owed.
+
+use fluxgate_shared::JobId;
+use fluxgate_shared::job::{Action, JobState};
+use serde_json::Value;
+
+use super::Core;
+
+/// flux-core's priority for urgency 31 (expedite).
+pub const PRIORITY_MAX: u32 = u32::MAX;
+
+/// The default priority plugin: 0 holds, 31 expedites, otherwise the urgency.
+pub fn priority_of(urgency: u8) -> u32 {
+    match urgency {
+        0 => 0,
+        31 => PRIORITY_MAX,
+        u => u32::from(u),
+    }
+}
+
+impl Core {
+    /// Run owed actions for every job touched since the last call.
+    pub(super) fn run_actions(&mut self) {
+        // Posting events touches more jobs (dependents, the scheduler's picks), so
+        // loop until the work list is empty. Each job's owed actions are bounded by
+        // its state machine, so this ends.
+        loop {
+            while let Some(id) = self.out.touched.pop() {
+                if self.act(id) {
+                    self.out.resched = true;
+                }
+            }
+            if !std::mem::take(&mut self.out.resched) {
+                break;
+            }
+            self.schedule();
+        }
+    }
+
+    /// Take `id`'s owed actions; true if the scheduler should run.
+    fn act(&mut self, id: JobId) -> bool {
+        let mut resched = false;
+        loop {
+            let Some(active) = self.jobs.get_mut(&id) else {
+                return resched;
+            };
+            let actions = active.job.pending_actions();
+            if actions.is_empty() {
+                if active.job.state() == JobState::Inactive {
+                    self.retire(id);
+                }
+                return resched;
+            }
+            for action in actions {
+                if let Some(active) = self.jobs.get_mut(&id) {
+                    active.job.mark(action);
+                }
+                match action {
+                    Action::PostDepend => {
+                        self.post(id, "depend", None);
+                    }
+                    Action::RequestPriority => {
+                        let urgency = self.jobs.get(&id).map_or(16, |a| a.job.urgency());
+                        self.post(
+                            id,
+                            "priority",
+                            Self::context([("priority", Value::from(priority_of(urgency)))]),
+                        );
+                    }
+                    Action::RequestAlloc => {
+                        self.request_alloc(id);
+                        resched = true;
+                    }
+                    Action::CancelAlloc => self.cancel_alloc(id),
+                    Action::StartExec { reattach } => self.start_exec(id, reattach),
+                    Action::FreeResources => {
+                        self.free_resources(id);
+                        resched = true;
+                    }
+                    Action::PostClean => {
+                        self.post(id, "clean", None);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Urgency changed: recompute the priority (a new `priority` event while
+    /// SCHED, as flux-core's reprioritize does) and requeue.
+    pub(super) fn reprioritize(&mut self, id: JobId) {
+        let Some(active) = self.jobs.get(&id) else {
+            return;
+        };
+        if active.job.state() != JobState::Sched {
+            return;
+        }
+        let priority = priority_of(active.job.urgency());
+        if active.job.priority() == Some(priority) {
+            return;
+        }
+        self.post(
+            id,
+            "priority",
+            Self::context([("priority", Value::from(priority))]),
+        );
+        if priority == 0 {
+            self.cancel_alloc(id);
+            if let Some(a) = self.jobs.get_mut(&id) {
+                a.job.mark(Action::CancelAlloc);
+            }
+        } else {
+            self.requeue(id);
+            self.out.resched = true;
+        }
+        self.out.touched.push(id);
+    }
+}

@@ -1,0 +1,211 @@
+//! The scheduler: pending jobs by priority then submit order, allocated first
+//! fit from the pool (RFC 27's sched-simple policy, in process).
+//!
+//! Strict order: when the job at the head cannot get resources now, nothing
+//! behind it is tried, so a large job is not starved by small ones. Each pass
+//! does work only at the head of the queue: no O(queue) scan per event.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+
+use fluxgate_shared::rset::{AllocError, AllocRequest, Constraint, Pool};
+use fluxgate_shared::{IdSet, JobId, JobState, Jobspec, ResourceSet};
+use serde_json::{Map, Value};
+
+use super::Core;
+use super::timers::Timer;
+use crate::clock;
+
+/// The queue of jobs asking for resources and the pool they come from.
+#[derive(Debug)]
+pub struct Sched {
+    queue: BTreeSet<(Reverse<u32>, JobId)>,
+    priority: HashMap<JobId, u32>,
+    pool: Option<Pool>,
+}
+
+impl Sched {
+    /// A scheduler with no inventory yet: jobs wait until it is defined.
+    pub fn new() -> Self {
+        Sched {
+            queue: BTreeSet::new(),
+            priority: HashMap::new(),
+            pool: None,
+        }
+    }
+
+    /// The pool, once the inventory is known.
+    pub fn pool(&self) -> Option<&Pool> {
+        self.pool.as_ref()
+    }
+
+    /// Replace the inventory (resource-define); everything starts free and down.
+    pub fn define(&mut self, inventory: ResourceSet) {
+        let mut pool = Pool::new(inventory);
+        let all = pool.inventory().ranks();
+        pool.set_up(&all, false);
+        self.pool = Some(pool);
+    }
+
+    /// Mark targets up or down.
+    pub fn set_up(&mut self, ranks: &IdSet, up: bool) {
+        if let Some(pool) = &mut self.pool {
+            pool.set_up(ranks, up);
+        }
+    }
+
+    fn enqueue(&mut self, id: JobId, priority: u32) {
+        if let Some(old) = self.priority.insert(id, priority) {
+            self.queue.remove(&(Reverse(old), id));
+        }
+        self.queue.insert((Reverse(priority), id));
+    }
+
+    fn dequeue(&mut self, id: JobId) -> bool {
+        match self.priority.remove(&id) {
+            Some(p) => self.queue.remove(&(Reverse(p), id)),
+            None => false,
+        }
+    }
+
+    /// The job is gone: drop any request it had.
+    pub fn forget(&mut self, id: JobId) {
+        self.dequeue(id);
+    }
+
+    fn head(&self) -> Option<JobId> {
+        self.queue.first().map(|(_, id)| *id)
+    }
+}
+
+/// What a jobspec asks of the pool.
+pub fn request(jobspec: &Jobspec) -> Result<AllocRequest, String> {
+    let to_u32 =
+        |v: u64, what: &str| u32::try_from(v).map_err(|_| format!("{what} {v} is too large"));
+    let mut req = AllocRequest::slots(
+        to_u32(jobspec.nslots(), "slot count")?,
+        to_u32(jobspec.cores_per_slot().max(1), "cores per slot")?,
+    );
+    req.nnodes = to_u32(jobspec.nnodes(), "node count")?;
+    req.gpus_per_slot = to_u32(jobspec.gpus_per_slot(), "gpus per slot")?;
+    req.exclusive = jobspec.exclusive();
+    if let Some(c) = jobspec.constraints() {
+        req.constraint = Some(
+            Constraint::from_json(&Value::Object(c.clone()))
+                .map_err(|e| format!("constraints: {e}"))?,
+        );
+    }
+    Ok(req)
+}
+
+impl Core {
+    /// The job's priority is known: queue it for resources.
+    pub(super) fn request_alloc(&mut self, id: JobId) {
+        let Some(active) = self.jobs.get(&id) else {
+            return;
+        };
+        let priority = active.job.priority().unwrap_or(0);
+        self.sched.enqueue(id, priority);
+    }
+
+    /// The job no longer wants resources (exception, urgency 0 while queued).
+    pub(super) fn cancel_alloc(&mut self, id: JobId) {
+        self.sched.dequeue(id);
+    }
+
+    /// Priority changed while queued: re-sort it.
+    pub(super) fn requeue(&mut self, id: JobId) {
+        if let Some(p) = self.jobs.get(&id).and_then(|a| a.job.priority())
+            && self.sched.priority.contains_key(&id)
+        {
+            self.sched.enqueue(id, p);
+        }
+    }
+
+    /// Allocate to the head of the queue until it does not fit.
+    pub(super) fn schedule(&mut self) {
+        if self.sched.pool.is_none() {
+            return;
+        }
+        while let Some(id) = self.sched.head() {
+            let Some(active) = self.jobs.get(&id) else {
+                self.sched.dequeue(id);
+                continue;
+            };
+            if active.job.state() != JobState::Sched {
+                self.sched.dequeue(id);
+                continue;
+            }
+            let req = match request(&active.jobspec) {
+                Ok(r) => r,
+                Err(e) => {
+                    self.sched.dequeue(id);
+                    self.alloc_exception(id, &e);
+                    continue;
+                }
+            };
+            let duration = active.jobspec.duration();
+            let Some(pool) = self.sched.pool.as_mut() else {
+                return;
+            };
+            match pool.alloc(&req) {
+                Ok(mut r) => {
+                    self.sched.dequeue(id);
+                    let now = clock::now();
+                    r.set_starttime(Some(now));
+                    let expiration = (duration > 0.0).then_some(now + duration);
+                    r.set_expiration(Some(expiration.unwrap_or(0.0)));
+                    self.grant(id, r, expiration);
+                }
+                Err(AllocError::Busy) => break,
+                Err(e) => {
+                    self.sched.dequeue(id);
+                    self.alloc_exception(id, &e.to_string());
+                }
+            }
+        }
+    }
+
+    fn grant(&mut self, id: JobId, r: ResourceSet, expiration: Option<f64>) {
+        let summary = r.dumps();
+        let json = r.to_json_string();
+        let mut sched = Map::new();
+        sched.insert("resource_summary".into(), Value::from(summary));
+        let mut annotations = Map::new();
+        annotations.insert("sched".into(), Value::Object(sched));
+        self.out.writes.push(crate::store::Write::SetR {
+            id: id.into(),
+            r: json,
+        });
+        if let Some(active) = self.jobs.get_mut(&id) {
+            active.nodelist = r.nodelist().map(|h| h.encode()).unwrap_or_default();
+            active.r = Some(Arc::new(r));
+        }
+        if self.post(
+            id,
+            "alloc",
+            Self::context([("annotations", Value::Object(annotations))]),
+        ) && let Some(t) = expiration
+        {
+            self.timers.add(t, id, Timer::Expiration);
+        }
+    }
+
+    fn alloc_exception(&mut self, id: JobId, why: &str) {
+        let note = format!("alloc denied due to type=\"unsatisfiable\": {why}");
+        let _ = self.raise(id, "alloc", 0, &note, None);
+    }
+
+    /// Return a job's resources to the pool.
+    pub(super) fn free_resources(&mut self, id: JobId) {
+        let r = self.jobs.get_mut(&id).and_then(|a| a.r.take());
+        if let (Some(r), Some(pool)) = (r, self.sched.pool.as_mut())
+            && let Err(e) = pool.free_tolerant(&r)
+        {
+            tracing::error!(job = %id, error = %e, "free of resources the pool does not hold");
+        }
+        self.timers.cancel_kind(id, &Timer::Expiration);
+        self.post(id, "free", None);
+    }
+}

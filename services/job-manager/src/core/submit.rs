@@ -1,0 +1,88 @@
+//! Submission: a validated jobspec becomes a job with `submit`, any
+//! `dependency-add`, and `validate` (the order flux-core writes them).
+
+use std::sync::Arc;
+
+use fluxgate_shared::job::Job;
+use fluxgate_shared::{JobId, Jobspec};
+use serde_json::Value;
+
+use super::{Active, Core};
+use crate::clock;
+use crate::error::Error;
+use crate::store::Write;
+
+/// One job to submit, parsed and validated at the edge.
+#[derive(Debug, Clone)]
+pub struct SubmitArgs {
+    /// The validated jobspec.
+    pub jobspec: Arc<Jobspec>,
+    /// Its JSON text as stored.
+    pub jobspec_json: String,
+    /// 0..31.
+    pub urgency: u8,
+    /// FLUX_JOB_* flags mask.
+    pub flags: i64,
+    /// The submitting user.
+    pub userid: u32,
+}
+
+impl Core {
+    pub(super) fn submit(&mut self, args: SubmitArgs) -> Result<JobId, Error> {
+        if !self.queue.started {
+            let why = if self.queue.reason.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", self.queue.reason)
+            };
+            return Err(Error::Unavailable(format!(
+                "job submission is disabled{why}"
+            )));
+        }
+        if args.urgency > 31 {
+            return Err(Error::Invalid(format!(
+                "urgency {} is out of range 0-31",
+                args.urgency
+            )));
+        }
+        // Dependencies are checked before anything is stored, so a refused job
+        // leaves no trace.
+        let deps = self.resolve_dependencies(&args.jobspec, args.userid)?;
+        let id = self
+            .ids
+            .next(clock::now_ms())
+            .map_err(|e| Error::Unavailable(format!("cannot issue a job id: {e}")))?;
+        let _span = tracing::info_span!("submit", job = %id).entered();
+        self.out.writes.push(Write::NewJob {
+            id: id.into(),
+            userid: args.userid,
+            jobspec: args.jobspec_json,
+        });
+        self.jobs.insert(
+            id,
+            Active {
+                job: Job::new(),
+                jobspec: Arc::clone(&args.jobspec),
+                r: None,
+                seq: [0; 3],
+                t_run: None,
+                nodelist: String::new(),
+            },
+        );
+        self.post(
+            id,
+            "submit",
+            Self::context([
+                ("userid", Value::from(args.userid)),
+                ("urgency", Value::from(args.urgency)),
+                ("flags", Value::from(args.flags)),
+                ("version", Value::from(1)),
+            ]),
+        );
+        for dep in deps {
+            self.add_dependency(id, dep);
+        }
+        self.post(id, "validate", None);
+        Ok(id)
+    }
+}

@@ -1,0 +1,43 @@
+//! The job manager's errors, mapped once to gRPC status at the edge.
+
+use fluxgate_shared::JobId;
+
+use crate::store::StoreError;
+
+/// Why a request failed.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum Error {
+    /// The request is malformed; the message says what to fix.
+    #[error("{0}")]
+    Invalid(String),
+    /// No such job.
+    #[error("job {0} not found")]
+    UnknownJob(JobId),
+    /// The job exists but is not in a state that allows the request.
+    #[error("{0}")]
+    WrongState(String),
+    /// The caller may not do this.
+    #[error("{0}")]
+    Denied(String),
+    /// The instance cannot take the request now (shutting down, queue stopped).
+    #[error("{0}")]
+    Unavailable(String),
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl From<Error> for tonic::Status {
+    fn from(e: Error) -> Self {
+        let msg = e.to_string();
+        match e {
+            Error::Invalid(_) => tonic::Status::invalid_argument(msg),
+            Error::UnknownJob(_) => tonic::Status::not_found(msg),
+            Error::WrongState(_) => tonic::Status::failed_precondition(msg),
+            Error::Denied(_) => tonic::Status::permission_denied(msg),
+            Error::Unavailable(_) => tonic::Status::unavailable(msg),
+            Error::Store(StoreError::Closed) => tonic::Status::unavailable(msg),
+            Error::Store(_) => tonic::Status::internal(msg),
+        }
+    }
+}

@@ -1,0 +1,164 @@
+//! The gRPC edge toward exec services: start streams in, kills and exceptions out.
+//! Proto messages stop here; the core sees [`ExecMsg`]s.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Mutex, OnceLock};
+
+use fluxgate_proto::v1 as pb;
+use fluxgate_proto::v1::exec_client::ExecClient;
+use fluxgate_proto::v1::start_response::Response;
+use fluxgate_shared::JobId;
+use tokio::sync::mpsc;
+use tonic::transport::{Channel, Endpoint};
+
+use crate::core::{ExecMsg, Msg};
+
+/// A start request, ready to send.
+#[derive(Debug, Clone)]
+pub struct StartJob {
+    pub id: JobId,
+    pub userid: u32,
+    pub jobspec: String,
+    pub r: String,
+    pub reattach: bool,
+    pub leader: String,
+    pub peers: BTreeMap<u32, String>,
+}
+
+/// One multiplexed connection per exec address, made on first use.
+fn channel(addr: &str) -> Result<Channel, String> {
+    static CHANNELS: OnceLock<Mutex<HashMap<String, Channel>>> = OnceLock::new();
+    let map = CHANNELS.get_or_init(Default::default);
+    let mut map = map
+        .lock()
+        .map_err(|_| "channel cache poisoned".to_string())?;
+    if let Some(c) = map.get(addr) {
+        return Ok(c.clone());
+    }
+    let c = Endpoint::from_shared(addr.to_string())
+        .map_err(|e| format!("bad exec address {addr:?}: {e}"))?
+        .connect_timeout(std::time::Duration::from_secs(5))
+        .tcp_nodelay(true)
+        .connect_lazy();
+    map.insert(addr.to_string(), c.clone());
+    Ok(c)
+}
+
+/// Send the start request and feed every response to the core.
+pub fn start(job: StartJob, inbox: mpsc::Sender<Msg>) {
+    tokio::spawn(async move {
+        let id = job.id;
+        let lost = |error: String| ExecMsg::Lost { id, error };
+        let outcome = run_start(job, &inbox).await;
+        if let Err(error) = outcome {
+            let _ = inbox.send(Msg::Exec(lost(error))).await;
+        }
+    });
+}
+
+async fn run_start(job: StartJob, inbox: &mpsc::Sender<Msg>) -> Result<(), String> {
+    let id = job.id;
+    let mut client = ExecClient::new(channel(&job.leader)?);
+    let req = pb::StartRequest {
+        id: job.id.into(),
+        userid: job.userid,
+        jobspec: job.jobspec,
+        r: job.r,
+        reattach: job.reattach,
+        ranks: String::new(),
+        peers: job.peers.into_iter().collect(),
+    };
+    let mut stream = client
+        .start(req)
+        .await
+        .map_err(|s| format!("{}: {}", job.leader, s.message()))?
+        .into_inner();
+    loop {
+        let resp = match stream.message().await {
+            Ok(Some(r)) => r,
+            Ok(None) => return Err("the start stream ended before the final release".into()),
+            Err(s) => return Err(s.message().to_string()),
+        };
+        let Some(resp) = resp.response else {
+            continue;
+        };
+        let (msg, last) = match resp {
+            Response::Start(_) => (ExecMsg::Started { id }, false),
+            Response::Reattached(_) => (ExecMsg::Reattached { id }, false),
+            Response::Release(r) => (
+                ExecMsg::Release {
+                    id,
+                    ranks: r.ranks,
+                    last: r.r#final,
+                },
+                r.r#final,
+            ),
+            Response::Exception(e) => (
+                ExecMsg::Exception {
+                    id,
+                    kind: e.r#type,
+                    severity: u8::try_from(e.severity.min(7)).unwrap_or(7),
+                    note: e.note,
+                },
+                false,
+            ),
+            Response::Finish(f) => (
+                ExecMsg::Finish {
+                    id,
+                    status: f.status,
+                },
+                false,
+            ),
+            Response::ExecEvent(line) => (ExecMsg::ExecLine { id, line }, false),
+            Response::OutputEvent(line) => (ExecMsg::OutputLine { id, line }, false),
+        };
+        if inbox.send(Msg::Exec(msg)).await.is_err() {
+            return Ok(());
+        }
+        if last {
+            return Ok(());
+        }
+    }
+}
+
+/// Deliver a fatal exception to the job's leader exec service.
+pub fn exception(addr: String, id: JobId, kind: String, note: String) {
+    tokio::spawn(async move {
+        let result = async {
+            let mut client = ExecClient::new(channel(&addr)?);
+            client
+                .exception(pb::ExecExceptionRequest {
+                    id: id.into(),
+                    r#type: kind,
+                    severity: 0,
+                    note,
+                })
+                .await
+                .map_err(|s| s.message().to_string())
+        }
+        .await;
+        if let Err(e) = result {
+            tracing::warn!(job = %id, error = %e, "cannot deliver exception to exec");
+        }
+    });
+}
+
+/// Signal the job's tasks through its leader exec service.
+pub fn kill(addr: String, id: JobId, signum: i32) {
+    tokio::spawn(async move {
+        let result = async {
+            let mut client = ExecClient::new(channel(&addr)?);
+            client
+                .kill(pb::ExecKillRequest {
+                    id: id.into(),
+                    signum,
+                })
+                .await
+                .map_err(|s| s.message().to_string())
+        }
+        .await;
+        if let Err(e) = result {
+            tracing::warn!(job = %id, error = %e, "cannot deliver signal to exec");
+        }
+    });
+}

@@ -1,0 +1,507 @@
+//! `fluxgate.v1.JobManager`: submit, control, list, wait and watch jobs.
+
+use std::pin::Pin;
+use std::sync::Arc;
+
+use fluxgate_proto::v1 as pb;
+use fluxgate_proto::v1::job_manager_server::JobManager;
+use fluxgate_shared::job::{JobResult, StateMask};
+use fluxgate_shared::{JobId, Jobspec};
+use serde_json::{Map, Value};
+use tokio::sync::{broadcast, mpsc};
+use tokio_stream::Stream;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Request, Response, Status};
+
+use super::ask;
+use crate::config::Config;
+use crate::core::{ListFilter, Msg, QueueAction, SubmitArgs};
+use crate::error::Error;
+use crate::hub::{Hub, Published};
+use crate::store::{Log, SqliteStore, Store};
+
+/// Lines buffered per watcher before the watcher's stream is back-pressured.
+const WATCH_BUFFER: usize = 256;
+
+/// The JobManager service.
+#[derive(Debug, Clone)]
+pub struct JobManagerService {
+    inbox: mpsc::Sender<Msg>,
+    store: Arc<SqliteStore>,
+    hub: Hub,
+    config: Arc<Config>,
+}
+
+impl JobManagerService {
+    /// A service over the core's inbox, the store (reads) and the hub (watchers).
+    pub fn new(
+        inbox: mpsc::Sender<Msg>,
+        store: Arc<SqliteStore>,
+        hub: Hub,
+        config: Arc<Config>,
+    ) -> Self {
+        JobManagerService {
+            inbox,
+            store,
+            hub,
+            config,
+        }
+    }
+
+    /// The caller's user id. Until authentication exists every caller is the
+    /// instance owner, as in a single-user Flux instance.
+    fn userid(&self) -> u32 {
+        self.config.owner_uid
+    }
+
+    fn parse_submit(&self, req: pb::SubmitRequest) -> Result<SubmitArgs, Error> {
+        let max = self.config.limits.max_jobspec_bytes;
+        if req.jobspec.len() > max {
+            return Err(Error::Invalid(format!(
+                "jobspec is {} bytes, over the limit of {max} bytes",
+                req.jobspec.len()
+            )));
+        }
+        let jobspec =
+            Jobspec::parse(&req.jobspec).map_err(|e| Error::Invalid(format!("jobspec: {e}")))?;
+        let urgency = req.urgency.unwrap_or(16);
+        let urgency = u8::try_from(urgency)
+            .ok()
+            .filter(|u| *u <= 31)
+            .ok_or_else(|| Error::Invalid(format!("urgency {urgency} is out of range 0-31")))?;
+        const KNOWN: u32 = 2 | 4 | 8;
+        if req.flags & !KNOWN != 0 {
+            return Err(Error::Invalid(format!(
+                "unknown submit flags {:#x}",
+                req.flags & !KNOWN
+            )));
+        }
+        Ok(SubmitArgs {
+            jobspec_json: jobspec.to_json(),
+            jobspec: Arc::new(jobspec),
+            urgency,
+            flags: i64::from(req.flags),
+            userid: self.userid(),
+        })
+    }
+
+    async fn raise(&self, id: u64, kind: &str, severity: u32, note: String) -> Result<(), Error> {
+        let severity = u8::try_from(severity)
+            .ok()
+            .filter(|s| *s <= 7)
+            .ok_or_else(|| Error::Invalid(format!("severity {severity} is out of range 0-7")))?;
+        let userid = self.userid();
+        ask(&self.inbox, |reply| Msg::Raise {
+            id: JobId::from(id),
+            kind: kind.to_string(),
+            severity,
+            note,
+            userid,
+            reply,
+        })
+        .await?
+    }
+}
+
+type LineStream = Pin<Box<dyn Stream<Item = Result<pb::EventlogLine, Status>> + Send>>;
+
+#[tonic::async_trait]
+impl JobManager for JobManagerService {
+    async fn submit(
+        &self,
+        request: Request<pb::SubmitRequest>,
+    ) -> Result<Response<pb::SubmitResponse>, Status> {
+        let args = self.parse_submit(request.into_inner())?;
+        let mut results = ask(&self.inbox, |reply| Msg::Submit {
+            jobs: vec![args],
+            reply,
+        })
+        .await?;
+        let id = results
+            .pop()
+            .ok_or_else(|| Status::internal("no submit result"))??;
+        Ok(Response::new(pb::SubmitResponse { id: id.into() }))
+    }
+
+    async fn submit_many(
+        &self,
+        request: Request<pb::SubmitManyRequest>,
+    ) -> Result<Response<pb::SubmitManyResponse>, Status> {
+        let jobs = request.into_inner().jobs;
+        let max = self.config.limits.max_batch;
+        if jobs.len() > max {
+            return Err(Status::invalid_argument(format!(
+                "{} jobs in one request, over the limit of {max}",
+                jobs.len()
+            )));
+        }
+        // Parse every jobspec here, off the core; bad ones are answered alone.
+        let parsed: Vec<Result<SubmitArgs, Error>> =
+            jobs.into_iter().map(|j| self.parse_submit(j)).collect();
+        let good: Vec<SubmitArgs> = parsed
+            .iter()
+            .filter_map(|r| r.as_ref().ok().cloned())
+            .collect();
+        let mut answers = if good.is_empty() {
+            Vec::new()
+        } else {
+            ask(&self.inbox, |reply| Msg::Submit { jobs: good, reply }).await?
+        }
+        .into_iter();
+        let results = parsed
+            .into_iter()
+            .map(|p| {
+                let r = match p {
+                    Err(e) => Err(e),
+                    Ok(_) => answers
+                        .next()
+                        .unwrap_or_else(|| Err(Error::Unavailable("no answer".into()))),
+                };
+                pb::SubmitResult {
+                    result: Some(match r {
+                        Ok(id) => pb::submit_result::Result::Id(id.into()),
+                        Err(e) => pb::submit_result::Result::Error(e.to_string()),
+                    }),
+                }
+            })
+            .collect();
+        Ok(Response::new(pb::SubmitManyResponse { results }))
+    }
+
+    async fn cancel(
+        &self,
+        request: Request<pb::CancelRequest>,
+    ) -> Result<Response<pb::CancelResponse>, Status> {
+        let req = request.into_inner();
+        self.raise(req.id, "cancel", 0, req.note).await?;
+        Ok(Response::new(pb::CancelResponse {}))
+    }
+
+    async fn raise_exception(
+        &self,
+        request: Request<pb::RaiseExceptionRequest>,
+    ) -> Result<Response<pb::RaiseExceptionResponse>, Status> {
+        let req = request.into_inner();
+        self.raise(req.id, &req.r#type, req.severity, req.note)
+            .await?;
+        Ok(Response::new(pb::RaiseExceptionResponse {}))
+    }
+
+    async fn kill(
+        &self,
+        request: Request<pb::KillRequest>,
+    ) -> Result<Response<pb::KillResponse>, Status> {
+        let req = request.into_inner();
+        ask(&self.inbox, |reply| Msg::Kill {
+            id: JobId::from(req.id),
+            signum: req.signum,
+            reply,
+        })
+        .await??;
+        Ok(Response::new(pb::KillResponse {}))
+    }
+
+    async fn set_urgency(
+        &self,
+        request: Request<pb::SetUrgencyRequest>,
+    ) -> Result<Response<pb::SetUrgencyResponse>, Status> {
+        let req = request.into_inner();
+        let urgency = u8::try_from(req.urgency)
+            .ok()
+            .filter(|u| *u <= 31)
+            .ok_or_else(|| {
+                Status::invalid_argument(format!("urgency {} is out of range 0-31", req.urgency))
+            })?;
+        let userid = self.userid();
+        let old = ask(&self.inbox, |reply| Msg::Urgency {
+            id: JobId::from(req.id),
+            urgency,
+            userid,
+            reply,
+        })
+        .await??;
+        Ok(Response::new(pb::SetUrgencyResponse {
+            old_urgency: u32::from(old),
+        }))
+    }
+
+    async fn memo(
+        &self,
+        request: Request<pb::MemoRequest>,
+    ) -> Result<Response<pb::MemoResponse>, Status> {
+        let req = request.into_inner();
+        let memo: Map<String, Value> = match serde_json::from_str(&req.memo) {
+            Ok(Value::Object(m)) => m,
+            _ => {
+                return Err(Status::invalid_argument(
+                    "memo must be a JSON object, e.g. {\"key\": \"value\"}",
+                ));
+            }
+        };
+        ask(&self.inbox, |reply| Msg::Memo {
+            id: JobId::from(req.id),
+            memo,
+            reply,
+        })
+        .await??;
+        Ok(Response::new(pb::MemoResponse {}))
+    }
+
+    async fn info(
+        &self,
+        request: Request<pb::InfoRequest>,
+    ) -> Result<Response<pb::InfoResponse>, Status> {
+        let req = request.into_inner();
+        let id = JobId::from(req.id);
+        let store = Arc::clone(&self.store);
+        let values = tokio::task::spawn_blocking(move || -> Result<_, Error> {
+            let job = store.read_job(id.into())?.ok_or(Error::UnknownJob(id))?;
+            let mut values = std::collections::HashMap::new();
+            for key in req.keys {
+                let value = match key.as_str() {
+                    "jobspec" => job.jobspec.clone(),
+                    "R" => job.r.clone().ok_or_else(|| {
+                        Error::WrongState(format!("job {id} has no R (it was never allocated)"))
+                    })?,
+                    other => {
+                        let log = Log::from_key(other).ok_or_else(|| {
+                            Error::Invalid(format!(
+                                "unknown key {other:?}: expected jobspec, R, eventlog, exec.eventlog or output"
+                            ))
+                        })?;
+                        let lines = store.read_log(id.into(), log)?.ok_or_else(|| {
+                            Error::WrongState(format!("job {id} has no {other}"))
+                        })?;
+                        let mut text = lines.join("\n");
+                        text.push('\n');
+                        text
+                    }
+                };
+                values.insert(key, value);
+            }
+            Ok(values)
+        })
+        .await
+        .map_err(|e| Status::internal(e.to_string()))??;
+        Ok(Response::new(pb::InfoResponse { values }))
+    }
+
+    async fn list(
+        &self,
+        request: Request<pb::ListRequest>,
+    ) -> Result<Response<pb::ListResponse>, Status> {
+        let req = request.into_inner();
+        let states = if req.states == 0 {
+            None
+        } else {
+            Some(StateMask::from_bits(req.states).ok_or_else(|| {
+                Status::invalid_argument(format!("state mask {:#x} has unknown bits", req.states))
+            })?)
+        };
+        let results = req
+            .results
+            .iter()
+            .map(|r| {
+                r.parse::<JobResult>()
+                    .map_err(|e| Status::invalid_argument(e.to_string()))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let filter = ListFilter {
+            states,
+            userid: req.userid,
+            name: req.name,
+            since: req.since,
+            results,
+            max: req.max_entries as usize,
+        };
+        let jobs = ask(&self.inbox, |reply| Msg::List { filter, reply }).await?;
+        let jobs = jobs
+            .into_iter()
+            .map(|j| pb::JobSummary {
+                id: j.id.into(),
+                userid: j.userid,
+                name: j.name,
+                queue: String::new(),
+                state: j.state.name().to_string(),
+                result: j.result.map(|r| r.name().to_string()).unwrap_or_default(),
+                urgency: u32::from(j.urgency),
+                priority: u64::from(j.priority.unwrap_or(0)),
+                ntasks: j.ntasks,
+                nnodes: j.nnodes,
+                nodelist: j.nodelist,
+                t_submit: j.t_submit,
+                t_run: j.t_run.unwrap_or_default(),
+                t_inactive: j.t_inactive.unwrap_or_default(),
+                waitstatus: j.waitstatus,
+                exception_type: j
+                    .exception
+                    .as_ref()
+                    .map(|e| e.0.clone())
+                    .unwrap_or_default(),
+                exception_note: j.exception.map(|e| e.1).unwrap_or_default(),
+                annotations: j.annotations.unwrap_or_default(),
+            })
+            .collect();
+        Ok(Response::new(pb::ListResponse { jobs }))
+    }
+
+    async fn wait(
+        &self,
+        request: Request<pb::WaitRequest>,
+    ) -> Result<Response<pb::WaitResponse>, Status> {
+        let req = request.into_inner();
+        let id = (req.id != 0).then(|| JobId::from(req.id));
+        let r = ask(&self.inbox, |reply| Msg::Wait { id, reply }).await??;
+        Ok(Response::new(pb::WaitResponse {
+            id: r.id.into(),
+            success: r.success,
+            error: r.error,
+        }))
+    }
+
+    type WatchEventlogStream = LineStream;
+
+    async fn watch_eventlog(
+        &self,
+        request: Request<pb::WatchEventlogRequest>,
+    ) -> Result<Response<Self::WatchEventlogStream>, Status> {
+        let req = request.into_inner();
+        let id = JobId::from(req.id);
+        let log = Log::from_key(&req.name).ok_or_else(|| {
+            Status::invalid_argument(format!(
+                "unknown eventlog {:?}: expected eventlog, exec.eventlog or output",
+                req.name
+            ))
+        })?;
+        // Subscribe before the first read, so nothing falls between them.
+        let rx = self.hub.subscribe();
+        let active = ask(&self.inbox, |reply| Msg::Lookup { id, reply })
+            .await?
+            .ok_or(Error::UnknownJob(id))?;
+        let store = Arc::clone(&self.store);
+        let first = read_from(&store, id, log, 0).await?;
+        if first.is_none() && !(req.wait_create && active) {
+            return Err(Status::not_found(format!("job {id} has no {}", log.key())));
+        }
+        let (tx, out) = mpsc::channel(WATCH_BUFFER);
+        let follow = req.follow && active;
+        tokio::spawn(async move {
+            let mut next = 0u64;
+            for line in first.unwrap_or_default() {
+                next += 1;
+                if tx.send(Ok(pb::EventlogLine { line })).await.is_err() {
+                    return;
+                }
+            }
+            if follow {
+                follow_log(rx, store, id, log, next, tx).await;
+            }
+        });
+        Ok(Response::new(
+            Box::pin(ReceiverStream::new(out)) as LineStream
+        ))
+    }
+
+    async fn queue(
+        &self,
+        request: Request<pb::QueueRequest>,
+    ) -> Result<Response<pb::QueueResponse>, Status> {
+        let req = request.into_inner();
+        let action = match pb::QueueAction::try_from(req.action) {
+            Ok(pb::QueueAction::Stop) => QueueAction::Stop,
+            Ok(pb::QueueAction::Start) => QueueAction::Start,
+            Ok(pb::QueueAction::Status) | Ok(pb::QueueAction::Unspecified) => QueueAction::Status,
+            Ok(other) => {
+                return Err(Status::unimplemented(format!(
+                    "queue action {other:?} is not supported yet"
+                )));
+            }
+            Err(_) => return Err(Status::invalid_argument("unknown queue action")),
+        };
+        let status = ask(&self.inbox, |reply| Msg::Queue {
+            action,
+            reason: req.reason,
+            reply,
+        })
+        .await??;
+        Ok(Response::new(pb::QueueResponse {
+            started: status.started,
+            reason: status.reason,
+        }))
+    }
+}
+
+/// Stored lines of a log from line `from` on; `None` if the log does not exist.
+async fn read_from(
+    store: &Arc<SqliteStore>,
+    id: JobId,
+    log: Log,
+    from: u64,
+) -> Result<Option<Vec<String>>, Status> {
+    let store = Arc::clone(store);
+    let lines = tokio::task::spawn_blocking(move || store.read_log(id.into(), log))
+        .await
+        .map_err(|e| Status::internal(e.to_string()))?
+        .map_err(Error::from)?;
+    Ok(lines.map(|l| l.into_iter().skip(from as usize).collect()))
+}
+
+/// Stream published lines from position `next` until the job is inactive.
+async fn follow_log(
+    mut rx: broadcast::Receiver<Published>,
+    store: Arc<SqliteStore>,
+    id: JobId,
+    log: Log,
+    mut next: u64,
+    tx: mpsc::Sender<Result<pb::EventlogLine, Status>>,
+) {
+    loop {
+        let msg = match rx.recv().await {
+            Ok(m) => m,
+            Err(broadcast::error::RecvError::Lagged(_)) => {
+                // Fell behind the hub: catch up from the store, then go on.
+                match read_from(&store, id, log, next).await {
+                    Ok(Some(lines)) => {
+                        for line in lines {
+                            next += 1;
+                            if tx.send(Ok(pb::EventlogLine { line })).await.is_err() {
+                                return;
+                            }
+                        }
+                    }
+                    Ok(None) => {}
+                    Err(e) => {
+                        let _ = tx.send(Err(e)).await;
+                        return;
+                    }
+                }
+                continue;
+            }
+            Err(broadcast::error::RecvError::Closed) => return,
+        };
+        match msg {
+            Published::Line {
+                id: lid,
+                log: llog,
+                seq,
+                line,
+            } if lid == id && llog == log => {
+                if seq < next {
+                    continue;
+                }
+                next = seq + 1;
+                if tx
+                    .send(Ok(pb::EventlogLine {
+                        line: line.to_string(),
+                    }))
+                    .await
+                    .is_err()
+                {
+                    return;
+                }
+            }
+            Published::Inactive { id: lid } if lid == id => return,
+            _ => {}
+        }
+    }
+}

@@ -1,0 +1,123 @@
+//! `fluxgate.v1.Node`: the join stream each exec service holds open.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use fluxgate_proto::v1 as pb;
+use fluxgate_proto::v1::node_server::Node;
+use fluxgate_shared::IdSet;
+use tokio::sync::mpsc;
+use tokio_stream::Stream;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Request, Response, Status, Streaming};
+
+use super::ask;
+use crate::config::Config;
+use crate::core::{Msg, NodeInfo, NodeMsg};
+
+/// The Node service.
+#[derive(Debug, Clone)]
+pub struct NodeService {
+    inbox: mpsc::Sender<Msg>,
+    config: Arc<Config>,
+    sessions: Arc<AtomicU64>,
+}
+
+impl NodeService {
+    /// A service feeding the core's inbox.
+    pub fn new(inbox: mpsc::Sender<Msg>, config: Arc<Config>) -> Self {
+        NodeService {
+            inbox,
+            config,
+            sessions: Arc::new(AtomicU64::new(1)),
+        }
+    }
+}
+
+type ReplyStream = Pin<Box<dyn Stream<Item = Result<pb::JoinReply, Status>> + Send>>;
+
+fn parse_hello(hello: pb::Hello) -> Result<(Vec<NodeInfo>, String), String> {
+    let mut nodes = Vec::with_capacity(hello.nodes.len());
+    for n in hello.nodes {
+        let cores =
+            IdSet::parse(&n.cores).map_err(|e| format!("node {}: cores: {e}", n.hostname))?;
+        let gpus = IdSet::parse(&n.gpus).map_err(|e| format!("node {}: gpus: {e}", n.hostname))?;
+        if n.hostname.is_empty() || n.hostname.contains([',', '[', ']', ' ']) {
+            return Err(format!("{:?} is not a valid hostname", n.hostname));
+        }
+        nodes.push(NodeInfo {
+            hostname: n.hostname,
+            cores,
+            gpus,
+        });
+    }
+    if !(hello.exec_address.starts_with("http://") || hello.exec_address.starts_with("https://")) {
+        return Err(format!(
+            "exec address {:?} must be a URI such as http://127.0.0.1:7001",
+            hello.exec_address
+        ));
+    }
+    Ok((nodes, hello.exec_address))
+}
+
+#[tonic::async_trait]
+impl Node for NodeService {
+    type JoinStream = ReplyStream;
+
+    async fn join(
+        &self,
+        request: Request<Streaming<pb::JoinMessage>>,
+    ) -> Result<Response<Self::JoinStream>, Status> {
+        let mut incoming = request.into_inner();
+        let first = incoming
+            .message()
+            .await?
+            .ok_or_else(|| Status::invalid_argument("join stream closed before hello"))?;
+        let Some(pb::join_message::Message::Hello(hello)) = first.message else {
+            return Err(Status::invalid_argument(
+                "the first join message must be hello",
+            ));
+        };
+        let (nodes, addr) = parse_hello(hello).map_err(Status::invalid_argument)?;
+        let session = self.sessions.fetch_add(1, Ordering::Relaxed);
+        let ranks = ask(&self.inbox, |reply| {
+            Msg::Node(NodeMsg::Hello {
+                session,
+                nodes,
+                addr,
+                reply,
+            })
+        })
+        .await?
+        .map_err(Status::failed_precondition)?;
+        let (tx, rx) = mpsc::channel(4);
+        let welcome = pb::JoinReply {
+            reply: Some(pb::join_reply::Reply::Welcome(pb::Welcome {
+                ranks,
+                heartbeat_interval: self.config.resource.heartbeat_interval,
+            })),
+        };
+        let _ = tx.send(Ok(welcome)).await;
+        let inbox = self.inbox.clone();
+        tokio::spawn(async move {
+            // Heartbeats until the stream ends or errs; then the nodes are gone.
+            while let Ok(Some(msg)) = incoming.message().await {
+                if let Some(pb::join_message::Message::Heartbeat(_)) = msg.message
+                    && inbox
+                        .send(Msg::Node(NodeMsg::Heartbeat { session }))
+                        .await
+                        .is_err()
+                {
+                    break;
+                }
+            }
+            let _ = inbox.send(Msg::Node(NodeMsg::Gone { session })).await;
+            // Keep the reply stream open until the client is gone.
+            drop(tx);
+        });
+        Ok(Response::new(
+            Box::pin(ReceiverStream::new(rx)) as ReplyStream
+        ))
+    }
+}

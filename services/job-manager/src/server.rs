@@ -1,0 +1,175 @@
+//! Assembly: open the store, build the core, serve gRPC until told to stop.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use fluxgate_proto::v1::job_manager_server::JobManagerServer;
+use fluxgate_proto::v1::node_server::NodeServer;
+use fluxgate_shared::{Hostlist, ResourceSet};
+use tokio::net::TcpListener;
+use tokio::sync::{mpsc, watch};
+use tokio_stream::wrappers::TcpListenerStream;
+
+use crate::config::Config;
+use crate::core::{self, Committer, Core, Nodes};
+use crate::grpc::jobs::JobManagerService;
+use crate::grpc::node::NodeService;
+use crate::hub::Hub;
+use crate::store::SqliteStore;
+
+/// Why the job manager could not start or had to stop.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// Bad configuration.
+    #[error("{0}")]
+    Config(String),
+    /// The store cannot be used.
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
+    /// Network or file system.
+    #[error("{what}: {source}")]
+    Io {
+        what: String,
+        source: std::io::Error,
+    },
+    /// The store failed while running: stopped so that a restart replays what is durable.
+    #[error("store failure: {0}")]
+    Fatal(String),
+    /// The gRPC server failed.
+    #[error("gRPC server: {0}")]
+    Transport(#[from] tonic::transport::Error),
+}
+
+/// Where the store file lives in the state directory.
+pub fn store_path(statedir: &std::path::Path) -> PathBuf {
+    statedir.join("fluxgate.db")
+}
+
+/// Where the URI of a running instance is written.
+pub fn uri_path(statedir: &std::path::Path) -> PathBuf {
+    statedir.join("uri")
+}
+
+fn inventory(config: &Config) -> Result<(Option<ResourceSet>, Nodes), ServeError> {
+    let r = &config.resource;
+    if let Some(path) = &r.path {
+        let text = std::fs::read_to_string(path).map_err(|source| ServeError::Io {
+            what: format!("cannot read resource.path {}", path.display()),
+            source,
+        })?;
+        let inv = ResourceSet::parse(&text)
+            .map_err(|e| ServeError::Config(format!("resource.path {}: {e}", path.display())))?;
+        let nodes = Nodes::fixed(&inv);
+        return Ok((Some(inv), nodes));
+    }
+    if let Some(list) = &r.nodelist {
+        let hosts = Hostlist::parse(list)
+            .map_err(|e| ServeError::Config(format!("resource.nodelist: {e}")))?;
+        if hosts.is_empty() {
+            return Err(ServeError::Config("resource.nodelist is empty".into()));
+        }
+        return Ok((None, Nodes::nodelist(&hosts)));
+    }
+    match r.size {
+        Some(n) if n > 0 => Ok((None, Nodes::size(n))),
+        _ => Err(ServeError::Config(
+            "no resources configured: set resource.path (an R file), resource.nodelist \
+             (hostnames whose exec services report their cores) or resource.size"
+                .into(),
+        )),
+    }
+}
+
+/// Run the job manager until `shutdown` resolves; `ready` hears the bound address.
+pub async fn serve(
+    config: Config,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+    ready: impl FnOnce(SocketAddr) + Send,
+) -> Result<(), ServeError> {
+    let config = Arc::new(config);
+    std::fs::create_dir_all(&config.statedir).map_err(|source| ServeError::Io {
+        what: format!("cannot create statedir {}", config.statedir.display()),
+        source,
+    })?;
+    let (inventory, nodes) = inventory(&config)?;
+    let store = Arc::new(SqliteStore::open(&store_path(&config.statedir))?);
+    let hub = Hub::default();
+    let (inbox_tx, inbox_rx) = mpsc::channel(core::INBOX_CAPACITY);
+    let core = Core::new(
+        Arc::clone(&store),
+        Arc::clone(&config),
+        hub.clone(),
+        inventory,
+        nodes,
+        inbox_tx.clone(),
+    )
+    .map_err(|e| ServeError::Config(e.to_string()))?;
+
+    let (fatal_tx, fatal_rx) = watch::channel(None::<String>);
+    let committer = Committer::spawn(move |e| {
+        let _ = fatal_tx.send(Some(e));
+    });
+    let core_task = tokio::spawn(core.run(inbox_rx, committer));
+
+    let listener = TcpListener::bind(&config.listen)
+        .await
+        .map_err(|source| ServeError::Io {
+            what: format!("cannot listen on {}", config.listen),
+            source,
+        })?;
+    let addr = listener.local_addr().map_err(|source| ServeError::Io {
+        what: "cannot read the bound address".into(),
+        source,
+    })?;
+
+    let (health_reporter, health_service) = tonic_health::server::health_reporter();
+    health_reporter
+        .set_serving::<JobManagerServer<JobManagerService>>()
+        .await;
+    let reflection = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(fluxgate_proto::FILE_DESCRIPTOR_SET)
+        .build_v1()
+        .map_err(|e| ServeError::Config(format!("reflection: {e}")))?;
+
+    let jobs = JobManagerService::new(
+        inbox_tx.clone(),
+        Arc::clone(&store),
+        hub.clone(),
+        Arc::clone(&config),
+    );
+    let node = NodeService::new(inbox_tx.clone(), Arc::clone(&config));
+    drop(inbox_tx);
+
+    let stop = {
+        let health = health_reporter.clone();
+        let mut fatal_rx = fatal_rx.clone();
+        async move {
+            tokio::select! {
+                _ = shutdown => {}
+                _ = fatal_rx.changed() => {}
+            }
+            health
+                .set_not_serving::<JobManagerServer<JobManagerService>>()
+                .await;
+        }
+    };
+    tracing::info!(%addr, statedir = %config.statedir.display(), "job manager serving");
+    ready(addr);
+    tonic::transport::Server::builder()
+        .tcp_nodelay(true)
+        .add_service(health_service)
+        .add_service(reflection)
+        .add_service(JobManagerServer::new(jobs))
+        .add_service(NodeServer::new(node))
+        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), stop)
+        .await?;
+    // Every service handle is gone with the server: the core drains its inbox,
+    // flushes, and ends.
+    let _ = core_task.await;
+    if let Some(e) = fatal_rx.borrow().clone() {
+        return Err(ServeError::Fatal(e));
+    }
+    Ok(())
+}
