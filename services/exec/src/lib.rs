@@ -1,4 +1,16 @@
-//! The exec service: runs the tasks of jobs on the node(s) it serves.
+//! The exec service: runs the tasks of jobs on the node(s) it serves, speaks
+//! `fluxgate.v1.Exec` (RFC 32 shaped) and writes RFC 50 exec eventlog and RFC
+//! 24 output lines on the start stream.
 
+pub mod cli;
+pub mod config;
+pub mod error;
+pub mod event;
+pub mod job;
+pub mod join;
+pub mod layout;
+pub mod output;
+pub mod server;
+pub mod service;
 pub mod status;
 pub mod task;

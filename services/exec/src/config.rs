@@ -1,0 +1,283 @@
+//! Configuration: flags, each with a `FLUXGATE_*` environment equivalent,
+//! parsed at the edge into [`Config`].
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use clap::Parser;
+use fluxgate_shared::IdSet;
+use nix::sched::{CpuSet, sched_getaffinity};
+use nix::unistd::Pid;
+
+/// What the command line or environment got wrong.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// An idset flag did not parse.
+    #[error("--{flag} {value:?} is not an idset (e.g. 0-3,7): {reason}")]
+    IdSet {
+        /// The flag name.
+        flag: &'static str,
+        /// What was given.
+        value: String,
+        /// Why it was refused.
+        reason: String,
+    },
+    /// A number of seconds is out of range.
+    #[error("--{flag} {value} must be a positive number of seconds")]
+    Seconds {
+        /// The flag name.
+        flag: &'static str,
+        /// What was given.
+        value: f64,
+    },
+    /// `--virtual 0`.
+    #[error("--virtual must be at least 1")]
+    NoVirtualNodes,
+    /// The machine's hostname could not be read and none was given.
+    #[error("cannot read this machine's hostname ({0}); pass --hostname")]
+    Hostname(String),
+}
+
+/// Command line of `fluxgate-exec`.
+#[derive(Debug, Clone, Parser)]
+#[command(
+    name = "fluxgate-exec",
+    version,
+    about = "Run the tasks of fluxgate jobs on this node (or on virtual nodes)"
+)]
+pub struct Args {
+    /// Job manager address to join, e.g. http://10.0.0.1:7000.
+    #[arg(long, env = "FLUXGATE_JOB_MANAGER", value_name = "URI")]
+    pub job_manager: String,
+    /// Address to serve the Exec API on (port 0 picks a free port).
+    #[arg(
+        long,
+        env = "FLUXGATE_LISTEN",
+        value_name = "ADDR",
+        default_value = "127.0.0.1:0"
+    )]
+    pub listen: SocketAddr,
+    /// Hostname to announce (default: this machine's).
+    #[arg(long, env = "FLUXGATE_HOSTNAME", value_name = "NAME")]
+    pub hostname: Option<String>,
+    /// Core ids to offer, as an idset (default: the CPUs this process may use).
+    #[arg(
+        long,
+        env = "FLUXGATE_CORES",
+        value_name = "IDSET",
+        conflicts_with = "cores_count"
+    )]
+    pub cores: Option<String>,
+    /// Offer cores 0..N-1.
+    #[arg(long, env = "FLUXGATE_CORES_COUNT", value_name = "N")]
+    pub cores_count: Option<u32>,
+    /// GPU ids to offer, as an idset (default: none).
+    #[arg(long, env = "FLUXGATE_GPUS", value_name = "IDSET")]
+    pub gpus: Option<String>,
+    /// Serve N virtual nodes named <hostname>-v0 .. <hostname>-v(N-1), each with the given cores and gpus.
+    #[arg(long = "virtual", env = "FLUXGATE_VIRTUAL", value_name = "N")]
+    pub virtual_nodes: Option<u32>,
+    /// Seconds between SIGTERM (or SIGALRM) and SIGKILL when a job is torn down.
+    #[arg(
+        long,
+        env = "FLUXGATE_KILL_TIMEOUT",
+        value_name = "SECS",
+        default_value_t = 5.0
+    )]
+    pub kill_timeout: f64,
+    /// Heartbeat interval in seconds (default: what the job manager asks for).
+    #[arg(long, env = "FLUXGATE_HEARTBEAT", value_name = "SECS")]
+    pub heartbeat: Option<f64>,
+    /// On SIGTERM/SIGINT leave running tasks alone (default: terminate them and report).
+    #[arg(long, env = "FLUXGATE_LEAVE_RUNNING")]
+    pub leave_running: bool,
+}
+
+/// One node this process serves.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeConfig {
+    /// Hostname announced to the job manager.
+    pub hostname: String,
+    /// Core ids.
+    pub cores: IdSet,
+    /// GPU ids.
+    pub gpus: IdSet,
+}
+
+/// The effective configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Job manager address.
+    pub job_manager: String,
+    /// Listen address.
+    pub listen: SocketAddr,
+    /// Nodes served, in hello order.
+    pub nodes: Vec<NodeConfig>,
+    /// Grace between the first signal and SIGKILL.
+    pub kill_timeout: Duration,
+    /// Heartbeat override.
+    pub heartbeat: Option<Duration>,
+    /// Leave tasks running at shutdown.
+    pub leave_running: bool,
+}
+
+impl Config {
+    /// Validate the arguments and fill in defaults from this machine.
+    pub fn from_args(args: Args) -> Result<Config, ConfigError> {
+        let hostname = match args.hostname {
+            Some(h) => h,
+            None => nix::unistd::gethostname()
+                .map_err(|e| ConfigError::Hostname(e.desc().to_string()))?
+                .to_string_lossy()
+                .into_owned(),
+        };
+        let cores = match (args.cores, args.cores_count) {
+            (Some(s), _) => parse_idset("cores", &s)?,
+            (None, Some(0)) => IdSet::new(),
+            (None, Some(n)) => IdSet::from_range(0, n - 1),
+            (None, None) => usable_cpus(),
+        };
+        let gpus = match args.gpus {
+            Some(s) => parse_idset("gpus", &s)?,
+            None => IdSet::new(),
+        };
+        let kill_timeout = seconds("kill-timeout", args.kill_timeout)?;
+        let heartbeat = args
+            .heartbeat
+            .map(|s| seconds("heartbeat", s))
+            .transpose()?;
+        let nodes = match args.virtual_nodes {
+            None => vec![NodeConfig {
+                hostname,
+                cores,
+                gpus,
+            }],
+            Some(0) => return Err(ConfigError::NoVirtualNodes),
+            Some(n) => (0..n)
+                .map(|i| NodeConfig {
+                    hostname: format!("{hostname}-v{i}"),
+                    cores: cores.clone(),
+                    gpus: gpus.clone(),
+                })
+                .collect(),
+        };
+        Ok(Config {
+            job_manager: args.job_manager,
+            listen: args.listen,
+            nodes,
+            kill_timeout,
+            heartbeat,
+            leave_running: args.leave_running,
+        })
+    }
+
+    /// A configuration for tests and embedding: one node, no heartbeat override.
+    pub fn single(job_manager: &str, hostname: &str, cores: IdSet) -> Config {
+        Config {
+            job_manager: job_manager.to_string(),
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            nodes: vec![NodeConfig {
+                hostname: hostname.to_string(),
+                cores,
+                gpus: IdSet::new(),
+            }],
+            kill_timeout: Duration::from_secs(5),
+            heartbeat: None,
+            leave_running: false,
+        }
+    }
+}
+
+fn parse_idset(flag: &'static str, value: &str) -> Result<IdSet, ConfigError> {
+    IdSet::parse(value).map_err(|e| ConfigError::IdSet {
+        flag,
+        value: value.to_string(),
+        reason: e.to_string(),
+    })
+}
+
+fn seconds(flag: &'static str, value: f64) -> Result<Duration, ConfigError> {
+    if !(value.is_finite() && value > 0.0) {
+        return Err(ConfigError::Seconds { flag, value });
+    }
+    Ok(Duration::from_secs_f64(value))
+}
+
+/// The CPUs this process may run on (its affinity mask).
+fn usable_cpus() -> IdSet {
+    let Ok(set) = sched_getaffinity(Pid::from_raw(0)) else {
+        return IdSet::from_range(0, 0);
+    };
+    (0..CpuSet::count())
+        .filter(|&i| set.is_set(i).unwrap_or(false))
+        .filter_map(|i| u32::try_from(i).ok())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(extra: &[&str]) -> Args {
+        let mut v = vec![
+            "fluxgate-exec",
+            "--job-manager",
+            "http://127.0.0.1:1",
+            "--hostname",
+            "h",
+        ];
+        v.extend_from_slice(extra);
+        Args::try_parse_from(v).unwrap()
+    }
+
+    #[test]
+    fn virtual_nodes_are_named_after_the_host() {
+        let c = Config::from_args(args(&[
+            "--virtual",
+            "3",
+            "--cores-count",
+            "4",
+            "--gpus",
+            "0-1",
+        ]))
+        .unwrap();
+        let names: Vec<_> = c.nodes.iter().map(|n| n.hostname.as_str()).collect();
+        assert_eq!(names, ["h-v0", "h-v1", "h-v2"]);
+        assert!(
+            c.nodes
+                .iter()
+                .all(|n| n.cores.to_string() == "0-3" && n.gpus.to_string() == "0-1")
+        );
+        assert_eq!(c.kill_timeout, Duration::from_secs(5));
+    }
+
+    #[test]
+    fn bad_values_name_the_flag() {
+        let e = Config::from_args(args(&["--cores", "3-1"])).unwrap_err();
+        assert!(e.to_string().starts_with("--cores \"3-1\""), "{e}");
+        let e = Config::from_args(args(&["--kill-timeout", "0"])).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "--kill-timeout 0 must be a positive number of seconds"
+        );
+        assert!(
+            Args::try_parse_from([
+                "fluxgate-exec",
+                "--job-manager",
+                "x",
+                "--cores",
+                "0",
+                "--cores-count",
+                "2"
+            ])
+            .is_err()
+        );
+    }
+
+    #[test]
+    fn default_cores_are_the_usable_cpus() {
+        let c = Config::from_args(args(&[])).unwrap();
+        assert!(!c.nodes[0].cores.is_empty());
+        assert_eq!(c.listen.to_string(), "127.0.0.1:0");
+    }
+}

@@ -1,0 +1,37 @@
+//! Errors of the Exec API, and their one conversion to gRPC status.
+
+use fluxgate_shared::JobId;
+
+/// Why an Exec call was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ExecError {
+    /// A Start for a job this process already runs.
+    #[error("job {0} is already running here; send Start with reattach to follow it")]
+    AlreadyRunning(JobId),
+    /// A Kill, Exception or Expiration for a job this process does not run.
+    #[error("job {0} is not running on this exec service")]
+    NotRunning(JobId),
+    /// A signal number outside 1..=64.
+    #[error("signal {0} is not a valid signal number (1-64)")]
+    BadSignal(i32),
+    /// A field of the request is malformed.
+    #[error("{0}")]
+    InvalidArgument(String),
+    /// The service is shutting down.
+    #[error("the exec service is shutting down")]
+    ShuttingDown,
+}
+
+impl From<ExecError> for tonic::Status {
+    fn from(e: ExecError) -> Self {
+        let msg = e.to_string();
+        match e {
+            ExecError::AlreadyRunning(_) => tonic::Status::already_exists(msg),
+            ExecError::NotRunning(_) => tonic::Status::not_found(msg),
+            ExecError::BadSignal(_) | ExecError::InvalidArgument(_) => {
+                tonic::Status::invalid_argument(msg)
+            }
+            ExecError::ShuttingDown => tonic::Status::unavailable(msg),
+        }
+    }
+}

@@ -1,0 +1,209 @@
+//! Jobs this process runs, and the stream of RFC 32 responses each produces.
+//!
+//! A job's driver ([`run`]) writes its responses into a bounded channel that
+//! belongs to the job, not to the gRPC call that started it. A forwarder copies
+//! them to the current caller. When the caller goes away (the job manager
+//! restarted) the job keeps running, its channel fills and backpressure stalls
+//! the task output until a `Start` with `reattach` takes the channel over and
+//! forwarding resumes where it stopped. The entry leaves the table once its
+//! last response (`release` final) has been handed on.
+
+pub mod peer;
+pub mod run;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use fluxgate_proto::v1::{StartResponse, start_response::Response};
+use tokio::sync::{mpsc, watch};
+use tonic::Status;
+
+/// Responses buffered per job while nobody is reading.
+pub const RESPONSE_CAPACITY: usize = 1024;
+/// Responses queued towards one gRPC caller.
+const STREAM_CAPACITY: usize = 4;
+/// Kill and exception requests queued for one job.
+const CONTROL_CAPACITY: usize = 64;
+
+/// A request to a running job.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Control {
+    /// Forward a signal to the tasks (Exec.Kill).
+    Signal(i32),
+    /// A job exception; severity 0 tears the job down.
+    Exception {
+        /// RFC 21 exception type.
+        kind: String,
+        /// Severity (0 fatal).
+        severity: u32,
+        /// Free text.
+        note: String,
+    },
+    /// The job's R expiration changed.
+    Expiration(f64),
+}
+
+/// What is left of a job's response stream while no caller holds it.
+#[derive(Debug)]
+struct Responses {
+    rx: mpsc::Receiver<StartResponse>,
+    /// A response taken from `rx` that its caller never received.
+    pending: Option<StartResponse>,
+}
+
+/// A job known to this process.
+#[derive(Debug)]
+pub struct JobHandle {
+    id: u64,
+    control: mpsc::Sender<Control>,
+    responses: Arc<tokio::sync::Mutex<Responses>>,
+    /// Bumped by every reattach, so the previous forwarder lets go.
+    generation: watch::Sender<u64>,
+}
+
+impl JobHandle {
+    /// Queue a control request; false when the job has already finished.
+    pub async fn control(&self, c: Control) -> bool {
+        self.control.send(c).await.is_ok()
+    }
+}
+
+/// The jobs of this process, by id.
+#[derive(Debug, Clone, Default)]
+pub struct JobTable {
+    jobs: Arc<Mutex<HashMap<u64, Arc<JobHandle>>>>,
+}
+
+/// The receiving ends a new job's driver needs.
+#[derive(Debug)]
+pub struct JobChannels {
+    /// Where the driver writes responses.
+    pub responses: mpsc::Sender<StartResponse>,
+    /// Where it reads control requests.
+    pub control: mpsc::Receiver<Control>,
+}
+
+/// The response stream handed to tonic.
+pub type ResponseStream = tokio_stream::wrappers::ReceiverStream<Result<StartResponse, Status>>;
+
+impl JobTable {
+    /// Register a new job; `None` when one with that id is already known.
+    pub fn insert(&self, id: u64) -> Option<(Arc<JobHandle>, JobChannels)> {
+        let mut jobs = self.lock();
+        if jobs.contains_key(&id) {
+            return None;
+        }
+        let (tx, rx) = mpsc::channel(RESPONSE_CAPACITY);
+        let (ctl_tx, ctl_rx) = mpsc::channel(CONTROL_CAPACITY);
+        let handle = Arc::new(JobHandle {
+            id,
+            control: ctl_tx,
+            responses: Arc::new(tokio::sync::Mutex::new(Responses { rx, pending: None })),
+            generation: watch::Sender::new(0),
+        });
+        jobs.insert(id, handle.clone());
+        Some((
+            handle,
+            JobChannels {
+                responses: tx,
+                control: ctl_rx,
+            },
+        ))
+    }
+
+    /// The job with `id`, if known.
+    pub fn get(&self, id: u64) -> Option<Arc<JobHandle>> {
+        self.lock().get(&id).cloned()
+    }
+
+    /// All known jobs.
+    pub fn all(&self) -> Vec<Arc<JobHandle>> {
+        self.lock().values().cloned().collect()
+    }
+
+    /// Number of known jobs.
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    /// True when no job is known.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn remove(&self, id: u64) {
+        self.lock().remove(&id);
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Arc<JobHandle>>> {
+        // A panic elsewhere while holding the lock leaves the map itself intact.
+        self.jobs.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Follow the job's responses from now on, after `prelude`; a previous
+    /// follower is detached first.
+    pub fn attach(&self, job: &Arc<JobHandle>, prelude: Vec<StartResponse>) -> ResponseStream {
+        let (tx, rx) = mpsc::channel(STREAM_CAPACITY);
+        let mut generation = 0;
+        job.generation.send_modify(|g| {
+            *g += 1;
+            generation = *g;
+        });
+        tokio::spawn(forward(self.clone(), job.clone(), generation, prelude, tx));
+        ResponseStream::new(rx)
+    }
+}
+
+async fn forward(
+    table: JobTable,
+    job: Arc<JobHandle>,
+    generation: u64,
+    prelude: Vec<StartResponse>,
+    out: mpsc::Sender<Result<StartResponse, Status>>,
+) {
+    let mut stolen = job.generation.subscribe();
+    let mut responses = tokio::select! {
+        r = job.responses.clone().lock_owned() => r,
+        _ = stolen.wait_for(|g| *g > generation) => return,
+    };
+    for p in prelude {
+        if out.send(Ok(p)).await.is_err() {
+            return;
+        }
+    }
+    loop {
+        let msg = match responses.pending.take() {
+            Some(m) => m,
+            None => tokio::select! {
+                m = responses.rx.recv() => match m {
+                    Some(m) => m,
+                    None => {
+                        table.remove(job.id);
+                        return;
+                    }
+                },
+                _ = out.closed() => return,
+                _ = stolen.wait_for(|g| *g > generation) => return,
+            },
+        };
+        let permit = tokio::select! {
+            p = out.reserve() => p.ok(),
+            _ = stolen.wait_for(|g| *g > generation) => None,
+        };
+        match permit {
+            Some(p) => p.send(Ok(msg)),
+            None => {
+                responses.pending = Some(msg);
+                return;
+            }
+        }
+    }
+}
+
+/// Build a response for job `id`.
+pub fn response(id: u64, r: Response) -> StartResponse {
+    StartResponse {
+        id,
+        response: Some(r),
+    }
+}

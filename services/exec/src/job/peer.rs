@@ -1,0 +1,115 @@
+//! The leader's side of the fan-out: one `Exec.Start` per peer exec service,
+//! its responses merged into the leader's job, and Kill/Exception forwarded.
+//!
+//! A peer runs only the ranks in its request's `ranks` and answers with
+//! `start`, RFC 24 `output_event` lines (data, eof, log; never a header),
+//! `exception`s, `finish{status}` (the largest shell status of its ranks) and
+//! `release{ranks, final:true}` last. It writes no exec eventlog events: the
+//! exec eventlog has one writer, the leader.
+
+use std::time::Duration;
+
+use fluxgate_proto::v1::exec_client::ExecClient;
+use fluxgate_proto::v1::start_response::Response;
+use fluxgate_proto::v1::{ExecExceptionRequest, ExecKillRequest, StartRequest, StartResponse};
+use fluxgate_shared::IdSet;
+use tokio::sync::mpsc;
+use tonic::transport::{Channel, Endpoint};
+
+/// How long to wait for a peer's connection.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a forwarded Kill or Exception may take.
+const CONTROL_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Something a peer's stream delivered.
+#[derive(Debug)]
+pub enum PeerEvent {
+    /// A response of peer `.0`.
+    Response(usize, StartResponse),
+    /// Peer `.0`'s stream ended before its final release; `.1` says why.
+    Lost(usize, String),
+}
+
+/// Another exec service running some ranks of the job.
+#[derive(Debug, Clone)]
+pub struct Peer {
+    /// Its Exec address.
+    pub address: String,
+    /// The ranks it runs.
+    pub ranks: IdSet,
+    client: ExecClient<Channel>,
+}
+
+impl Peer {
+    /// A peer at `address` (connected on first use).
+    pub fn new(address: &str, ranks: IdSet) -> Result<Peer, String> {
+        let endpoint = Endpoint::from_shared(address.to_string())
+            .map_err(|e| format!("exec address {address:?} of ranks {ranks} is not a URI: {e}"))?
+            .connect_timeout(CONNECT_TIMEOUT);
+        Ok(Peer {
+            address: address.to_string(),
+            ranks,
+            client: ExecClient::new(endpoint.connect_lazy()),
+        })
+    }
+
+    /// Start the peer's part of the job; its responses go to `events` tagged `index`.
+    pub fn start(&self, index: usize, request: StartRequest, events: mpsc::Sender<PeerEvent>) {
+        let mut client = self.client.clone();
+        tokio::spawn(async move {
+            let lost = match client.start(request).await {
+                Err(status) => status.message().to_string(),
+                Ok(stream) => {
+                    let mut stream = stream.into_inner();
+                    loop {
+                        match stream.message().await {
+                            Ok(Some(r)) => {
+                                let last = matches!(
+                                    &r.response,
+                                    Some(Response::Release(rel)) if rel.r#final
+                                );
+                                if events.send(PeerEvent::Response(index, r)).await.is_err() || last
+                                {
+                                    return;
+                                }
+                            }
+                            Ok(None) => break "its stream ended before the final release".into(),
+                            Err(status) => break status.message().to_string(),
+                        }
+                    }
+                }
+            };
+            let _ = events.send(PeerEvent::Lost(index, lost)).await;
+        });
+    }
+
+    /// Forward a signal (best effort: a peer that is gone has nothing to signal).
+    pub fn kill(&self, id: u64, signum: i32) {
+        let mut client = self.client.clone();
+        let address = self.address.clone();
+        tokio::spawn(async move {
+            let call = client.kill(ExecKillRequest { id, signum });
+            if let Ok(Err(e)) = tokio::time::timeout(CONTROL_TIMEOUT, call).await {
+                tracing::warn!(id, %address, error = %e.message(), "cannot forward kill");
+            }
+        });
+    }
+
+    /// Forward an exception (best effort).
+    pub fn exception(&self, id: u64, kind: &str, severity: u32, note: &str) {
+        let mut client = self.client.clone();
+        let address = self.address.clone();
+        let request = ExecExceptionRequest {
+            id,
+            r#type: kind.to_string(),
+            severity,
+            note: note.to_string(),
+        };
+        tokio::spawn(async move {
+            let call = client.exception(request);
+            if let Ok(Err(e)) = tokio::time::timeout(CONTROL_TIMEOUT, call).await {
+                tracing::warn!(id, %address, error = %e.message(), "cannot forward exception");
+            }
+        });
+    }
+}

@@ -1,0 +1,595 @@
+//! One job's driver on one exec process: launch the local ranks' tasks, fan
+//! out to peers (leader only), merge everything into RFC 32 responses.
+//!
+//! Leader stream (RFC 32, RFC 50, RFC 24; compare the flux-core goldens):
+//!
+//! ```text
+//! exec_event init, exec_event starting, output header [, redirect...]
+//! start                      once local tasks and every peer have launched
+//! output data/eof/log ...    as tasks write
+//! exception{exec,0,note}     a task could not start (after its `log` line)
+//! exec_event shell-exit      when the first rank's tasks have all exited
+//! exec_event complete{status}, finish{status}, exec_event done
+//! release{ranks:"all", final:true}   always last
+//! ```
+//!
+//! `status` is the largest shell wait status over all ranks (see
+//! [`crate::status`]). A severity 0 exception (from the job manager, a peer, or
+//! a failed launch) tears the job down: SIGALRM for type `timeout`, SIGTERM
+//! otherwise, SIGKILL to whatever is left after the kill timeout.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use fluxgate_proto::v1::start_response::Response;
+use fluxgate_proto::v1::{ExecException, Finish, Release, StartRequest, StartResponse};
+use fluxgate_shared::{IdSet, JobId, Jobspec};
+use nix::sys::signal::Signal;
+use serde_json::{Value, json};
+use tokio::io::AsyncWriteExt;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use super::peer::{Peer, PeerEvent};
+use super::{Control, JobChannels, response};
+use crate::event::{context, line};
+use crate::layout::{Layout, RankTasks};
+use crate::output::{self, Redirects};
+use crate::status::WaitStatus;
+use crate::task::{self, Stream, Task, TaskEvent, TaskSpec};
+
+/// Task events queued from all local tasks of a job.
+const TASK_EVENT_CAPACITY: usize = 256;
+/// Responses queued from all peers of a job.
+const PEER_EVENT_CAPACITY: usize = 256;
+
+/// Everything needed to run a job's part on this process, checked and parsed.
+#[derive(Debug)]
+pub struct Launch {
+    /// The job.
+    pub id: JobId,
+    /// Owner, passed on to peers.
+    pub userid: u32,
+    /// The jobspec, parsed.
+    pub jobspec: Jobspec,
+    /// Jobspec and R as received, passed on to peers.
+    pub jobspec_text: String,
+    /// R as received.
+    pub r_text: String,
+    /// Task placement over all of R.
+    pub layout: Layout,
+    /// True for the leader's request (the whole job), false for a peer's part.
+    pub leader: bool,
+    /// Ranks this process runs itself.
+    pub local: Vec<RankTasks>,
+    /// Other exec services and their ranks (leader only).
+    pub peers: Vec<Peer>,
+    /// The job manager's rank → address map, passed on to peers.
+    pub peer_addresses: HashMap<u32, String>,
+    /// Grace between the first signal and SIGKILL.
+    pub kill_timeout: Duration,
+    /// Output files (leader only).
+    pub redirects: Redirects,
+}
+
+#[derive(Debug, Default)]
+struct PeerState {
+    started: bool,
+    done: bool,
+}
+
+struct Driver {
+    id: u64,
+    leader: bool,
+    out: mpsc::Sender<StartResponse>,
+    status: i32,
+    start_sent: bool,
+    tasks: HashMap<u32, Task>,
+    /// Local rank index of each local task.
+    task_rank: HashMap<u32, usize>,
+    rank_left: Vec<u32>,
+    rank_statuses: Vec<Vec<WaitStatus>>,
+    local: Vec<RankTasks>,
+    leader_rank: u32,
+    peers: Vec<Peer>,
+    peer_state: Vec<PeerState>,
+    kill_timeout: Duration,
+    kill_at: Option<Instant>,
+    torn_down: bool,
+    files: Vec<tokio::fs::File>,
+    stream_file: [Option<usize>; 2],
+    expiration: Option<f64>,
+}
+
+/// Run a job's part to the end, writing its responses.
+pub async fn run(l: Launch, ch: JobChannels) {
+    let JobChannels {
+        responses,
+        mut control,
+    } = ch;
+    let mut d = Driver {
+        id: l.id.into(),
+        leader: l.leader,
+        out: responses,
+        status: 0,
+        start_sent: false,
+        tasks: HashMap::new(),
+        task_rank: HashMap::new(),
+        rank_left: l.local.iter().map(|r| r.ntasks).collect(),
+        rank_statuses: vec![Vec::new(); l.local.len()],
+        local: l.local.clone(),
+        leader_rank: l.layout.leader_rank(),
+        peers: l.peers.clone(),
+        peer_state: l.peers.iter().map(|_| PeerState::default()).collect(),
+        kill_timeout: l.kill_timeout,
+        kill_at: None,
+        torn_down: false,
+        files: Vec::new(),
+        stream_file: [None, None],
+        expiration: None,
+    };
+    if d.leader {
+        d.exec_event("init", None).await;
+        d.exec_event("starting", None).await;
+    }
+    if let Some(secs) = l.jobspec.test_run_duration() {
+        d.run_test(secs, &mut control).await;
+        return;
+    }
+    if d.leader {
+        d.output(output::header(l.layout.ntasks)).await;
+        if let Err(note) = d.open_redirects(&l).await {
+            d.send(Response::Start(true)).await;
+            d.exception("exec", &note).await;
+            d.status = WaitStatus::exited(1).0;
+            d.finish().await;
+            return;
+        }
+    }
+
+    let (task_tx, mut task_rx) = mpsc::channel(TASK_EVENT_CAPACITY);
+    let failures = d.launch_local(&l, &task_tx);
+    drop(task_tx);
+
+    let (peer_tx, mut peer_rx) = mpsc::channel(PEER_EVENT_CAPACITY);
+    for (i, p) in d.peers.iter().enumerate() {
+        let request = StartRequest {
+            id: d.id,
+            userid: l.userid,
+            jobspec: l.jobspec_text.clone(),
+            r: l.r_text.clone(),
+            reattach: false,
+            ranks: p.ranks.to_string(),
+            peers: l.peer_addresses.clone(),
+        };
+        p.start(i, request, peer_tx.clone());
+    }
+    drop(peer_tx);
+    d.maybe_start().await;
+    for (shell_rank, note) in failures {
+        d.output(output::log(shell_rank, 0, &note)).await;
+        d.exception("exec", &note).await;
+        d.tear_down(Signal::SIGTERM, "exec", &note);
+    }
+    for i in 0..d.local.len() {
+        if d.rank_left[i] == 0 {
+            d.rank_done(i).await;
+        }
+    }
+
+    let (mut local_done, mut peers_done, mut control_open) = (false, d.peers.is_empty(), true);
+    while !(local_done && peers_done) {
+        let kill_at = d.kill_at;
+        tokio::select! {
+            ev = task_rx.recv(), if !local_done => match ev {
+                Some(ev) => d.on_task(ev).await,
+                None => local_done = true,
+            },
+            ev = peer_rx.recv(), if !peers_done => match ev {
+                Some(ev) => d.on_peer(ev).await,
+                None => peers_done = true,
+            },
+            c = control.recv(), if control_open => match c {
+                Some(c) => d.on_control(c),
+                None => control_open = false,
+            },
+            _ = sleep_until(kill_at), if kill_at.is_some() => d.kill_remaining(),
+        }
+    }
+    d.finish().await;
+}
+
+async fn sleep_until(at: Option<Instant>) {
+    if let Some(at) = at {
+        tokio::time::sleep_until(at).await;
+    }
+}
+
+impl Driver {
+    async fn send(&self, r: Response) {
+        // The job's channel outlives the driver (the table holds its receiver).
+        let _ = self.out.send(response(self.id, r)).await;
+    }
+
+    async fn exec_event(&self, name: &str, ctx: Option<serde_json::Map<String, Value>>) {
+        self.send(Response::ExecEvent(line(name, ctx))).await;
+    }
+
+    async fn output(&self, line: String) {
+        self.send(Response::OutputEvent(line)).await;
+    }
+
+    async fn exception(&self, kind: &str, note: &str) {
+        self.send(Response::Exception(ExecException {
+            severity: 0,
+            r#type: kind.to_string(),
+            note: note.to_string(),
+        }))
+        .await;
+    }
+
+    async fn maybe_start(&mut self) {
+        if !self.start_sent && self.peer_state.iter().all(|p| p.started) {
+            self.start_sent = true;
+            self.send(Response::Start(true)).await;
+        }
+    }
+
+    async fn finish(&mut self) {
+        if self.leader {
+            self.exec_event("complete", Some(context([("status", json!(self.status))])))
+                .await;
+        }
+        self.send(Response::Finish(Finish {
+            status: self.status,
+        }))
+        .await;
+        let ranks = if self.leader {
+            "all".to_string()
+        } else {
+            self.local
+                .iter()
+                .map(|r| r.rank)
+                .collect::<IdSet>()
+                .to_string()
+        };
+        if self.leader {
+            self.exec_event("done", None).await;
+        }
+        self.send(Response::Release(Release {
+            ranks,
+            r#final: true,
+        }))
+        .await;
+    }
+
+    /// Test execution (`attributes.system.exec.test.run_duration`): no
+    /// processes; the job "runs" for the duration. As flux-core's test exec,
+    /// a kill ends it with the raw signal as its wait status.
+    async fn run_test(&mut self, secs: f64, control: &mut mpsc::Receiver<Control>) {
+        self.send(Response::Start(true)).await;
+        let sleep = tokio::time::sleep(Duration::from_secs_f64(secs.min(1e9)));
+        tokio::pin!(sleep);
+        loop {
+            tokio::select! {
+                _ = &mut sleep => break,
+                c = control.recv() => match c {
+                    Some(Control::Signal(sig)) => {
+                        self.status = WaitStatus::signaled(sig).0;
+                        break;
+                    }
+                    Some(Control::Exception { kind, severity: 0, .. }) => {
+                        self.status = WaitStatus::signaled(teardown_signal(&kind) as i32).0;
+                        break;
+                    }
+                    Some(c) => self.on_control(c),
+                    None => break,
+                }
+            }
+        }
+        self.finish().await;
+    }
+
+    async fn open_redirects(&mut self, l: &Launch) -> Result<(), String> {
+        let all_tasks = if l.layout.ntasks == 0 {
+            String::new()
+        } else {
+            IdSet::from_range(0, l.layout.ntasks - 1).to_string()
+        };
+        let mut opened: Vec<String> = Vec::new();
+        for (i, stream) in [Stream::Stdout, Stream::Stderr].into_iter().enumerate() {
+            let Some(path) = l.redirects.path(stream) else {
+                continue;
+            };
+            let index = match opened.iter().position(|p| p == path) {
+                Some(j) => j,
+                None => {
+                    let file = tokio::fs::OpenOptions::new()
+                        .create(true)
+                        .write(true)
+                        .truncate(true)
+                        .open(path)
+                        .await
+                        .map_err(|e| format!("cannot open {} for {}: {e}", path, stream.name()))?;
+                    self.files.push(file);
+                    opened.push(path.to_string());
+                    opened.len() - 1
+                }
+            };
+            self.stream_file[i] = Some(index);
+            self.output(output::redirect(stream, &all_tasks, path))
+                .await;
+        }
+        Ok(())
+    }
+
+    /// Spawn the tasks of the local ranks. A rank stops at its first task that
+    /// cannot start, as a job shell does; the failures come back as
+    /// `(shell rank, note)` with flux-core's wording.
+    fn launch_local(&mut self, l: &Launch, events: &mpsc::Sender<TaskEvent>) -> Vec<(u32, String)> {
+        let mut failures = Vec::new();
+        let base_env = l.jobspec.environment();
+        let cwd = l.jobspec.cwd().map(std::path::PathBuf::from);
+        let nnodes = l.layout.ranks.len();
+        for (i, rank) in self.local.clone().iter().enumerate() {
+            let host = rank
+                .hostname
+                .clone()
+                .unwrap_or_else(|| format!("rank{}", rank.rank));
+            for (local_id, task_rank) in rank.task_ranks().enumerate() {
+                let mut env: Vec<(String, String)> = base_env
+                    .iter()
+                    .filter(|(k, _)| k.as_str() != "FLUX_JOB_TMPDIR")
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect();
+                env.push(("FLUX_JOB_ID".into(), l.id.to_string()));
+                env.push(("FLUX_JOB_SIZE".into(), l.layout.ntasks.to_string()));
+                env.push(("FLUX_JOB_NNODES".into(), nnodes.to_string()));
+                env.push(("FLUX_TASK_RANK".into(), task_rank.to_string()));
+                env.push(("FLUX_TASK_LOCAL_ID".into(), local_id.to_string()));
+                if !rank.gpus.is_empty() {
+                    let ids: Vec<String> = rank.gpus.iter().map(u32::to_string).collect();
+                    env.push(("CUDA_VISIBLE_DEVICES".into(), ids.join(",")));
+                }
+                let spec = TaskSpec {
+                    argv: l.jobspec.command().to_vec(),
+                    env,
+                    cwd: cwd.clone(),
+                    cpus: rank
+                        .task_cores(local_id as u32)
+                        .into_iter()
+                        .map(|c| c as usize)
+                        .collect(),
+                    rank: task_rank,
+                };
+                match task::spawn(&spec, events.clone()) {
+                    Ok(t) => {
+                        self.tasks.insert(task_rank, t);
+                        self.task_rank.insert(task_rank, i);
+                    }
+                    Err(e) => {
+                        self.rank_statuses[i].push(e.status);
+                        // Tasks never started on this rank are not waited for.
+                        self.rank_left[i] = local_id as u32;
+                        failures.push((
+                            rank.shell_rank,
+                            format!("task {task_rank} (host {host}): start failed: {e}"),
+                        ));
+                        break;
+                    }
+                }
+            }
+        }
+        failures
+    }
+
+    async fn on_task(&mut self, ev: TaskEvent) {
+        match ev {
+            TaskEvent::Output { rank, stream, data } => {
+                if let Some(f) = self.file_for(stream) {
+                    self.write_file(f, &data).await;
+                } else {
+                    self.output(output::data(stream, rank, &data)).await;
+                }
+            }
+            TaskEvent::Eof { rank, stream } => {
+                if self.file_for(stream).is_none() {
+                    self.output(output::eof(stream, rank)).await;
+                }
+            }
+            TaskEvent::Exited { rank, status } => {
+                self.tasks.remove(&rank);
+                if let Some(&i) = self.task_rank.get(&rank) {
+                    self.rank_statuses[i].push(status);
+                    self.rank_left[i] = self.rank_left[i].saturating_sub(1);
+                    if self.rank_left[i] == 0 {
+                        self.rank_done(i).await;
+                    }
+                }
+            }
+        }
+    }
+
+    async fn rank_done(&mut self, i: usize) {
+        let shell = WaitStatus::shell_status_of(self.rank_statuses[i].iter().copied());
+        self.status = self.status.max(shell.0);
+        let rank = self.local[i].rank;
+        if self.leader && rank == self.leader_rank {
+            self.exec_event(
+                "shell-exit",
+                Some(context([
+                    ("rank", json!(rank)),
+                    ("wait_status", json!(shell.0)),
+                ])),
+            )
+            .await;
+        }
+    }
+
+    async fn on_peer(&mut self, ev: PeerEvent) {
+        match ev {
+            PeerEvent::Response(i, r) => match r.response {
+                Some(Response::Start(_)) => {
+                    self.peer_state[i].started = true;
+                    self.maybe_start().await;
+                }
+                Some(Response::Release(rel)) => {
+                    if rel.r#final {
+                        self.peer_state[i].done = true;
+                    }
+                }
+                Some(Response::Finish(f)) => self.status = self.status.max(f.status),
+                Some(Response::Exception(e)) => {
+                    let fatal = e.severity == 0;
+                    let (kind, note) = (e.r#type.clone(), e.note.clone());
+                    self.send(Response::Exception(e)).await;
+                    if fatal {
+                        self.tear_down(teardown_signal(&kind), &kind, &note);
+                    }
+                }
+                Some(Response::OutputEvent(l)) => self.peer_output(l).await,
+                Some(Response::ExecEvent(l)) => self.send(Response::ExecEvent(l)).await,
+                Some(Response::Reattached(_)) | None => {}
+            },
+            PeerEvent::Lost(i, why) => {
+                if self.peer_state[i].done {
+                    return;
+                }
+                self.peer_state[i].done = true;
+                self.peer_state[i].started = true;
+                let p = &self.peers[i];
+                let note = format!(
+                    "lost the exec service of rank(s) {} at {}: {why}",
+                    p.ranks, p.address
+                );
+                self.exception("exec", &note).await;
+                self.tear_down(Signal::SIGTERM, "exec", &note);
+                self.maybe_start().await;
+            }
+        }
+    }
+
+    /// A peer's output line: passed on, unless its stream goes to a file here.
+    async fn peer_output(&mut self, l: String) {
+        if self.files.is_empty() {
+            return self.output(l).await;
+        }
+        let Ok(v) = serde_json::from_str::<Value>(&l) else {
+            return self.output(l).await;
+        };
+        let ctx = &v["context"];
+        let stream = match ctx["stream"].as_str() {
+            Some("stdout") => Stream::Stdout,
+            Some("stderr") => Stream::Stderr,
+            _ => return self.output(l).await,
+        };
+        let Some(f) = (v["name"] == "data")
+            .then(|| self.file_for(stream))
+            .flatten()
+        else {
+            return self.output(l).await;
+        };
+        if let Some(data) = ctx["data"].as_str() {
+            let bytes = if ctx["encoding"] == "base64" {
+                use base64::Engine;
+                base64::engine::general_purpose::STANDARD
+                    .decode(data)
+                    .unwrap_or_default()
+            } else {
+                data.as_bytes().to_vec()
+            };
+            self.write_file(f, &bytes).await;
+        }
+    }
+
+    fn file_for(&self, stream: Stream) -> Option<usize> {
+        match stream {
+            Stream::Stdout => self.stream_file[0],
+            Stream::Stderr => self.stream_file[1],
+        }
+    }
+
+    async fn write_file(&mut self, f: usize, data: &[u8]) {
+        if let Err(e) = self.files[f].write_all(data).await {
+            tracing::warn!(id = self.id, error = %e, "cannot write output file");
+        }
+    }
+
+    fn on_control(&mut self, c: Control) {
+        match c {
+            Control::Signal(sig) => {
+                if let Ok(signal) = Signal::try_from(sig) {
+                    self.signal_local(signal);
+                }
+                if self.leader {
+                    for p in self.live_peers() {
+                        p.kill(self.id, sig);
+                    }
+                }
+            }
+            Control::Exception {
+                kind,
+                severity,
+                note,
+            } => {
+                if severity == 0 {
+                    self.tear_down(teardown_signal(&kind), &kind, &note);
+                }
+            }
+            Control::Expiration(t) => {
+                // The job manager raises the timeout exception itself; kept for
+                // the record and for a later `flux job info`-like view.
+                self.expiration = Some(t);
+                tracing::debug!(id = self.id, expiration = ?self.expiration, "expiration updated");
+            }
+        }
+    }
+
+    fn live_peers(&self) -> Vec<Peer> {
+        self.peers
+            .iter()
+            .zip(&self.peer_state)
+            .filter(|(_, s)| !s.done)
+            .map(|(p, _)| p.clone())
+            .collect()
+    }
+
+    /// First severity 0 exception: signal everything, SIGKILL later.
+    fn tear_down(&mut self, signal: Signal, kind: &str, note: &str) {
+        if self.torn_down {
+            return;
+        }
+        self.torn_down = true;
+        self.signal_local(signal);
+        if !self.tasks.is_empty() {
+            self.kill_at = Some(Instant::now() + self.kill_timeout);
+        }
+        if self.leader {
+            for p in self.live_peers() {
+                p.exception(self.id, kind, 0, note);
+            }
+        }
+    }
+
+    fn kill_remaining(&mut self) {
+        self.kill_at = None;
+        self.signal_local(Signal::SIGKILL);
+    }
+
+    fn signal_local(&self, signal: Signal) {
+        for t in self.tasks.values() {
+            if let Err(e) = t.signal(signal) {
+                tracing::warn!(id = self.id, pid = t.pid(), %signal, error = %e, "cannot signal task");
+            }
+        }
+    }
+}
+
+/// Flux's choice: a time limit sends SIGALRM (shell exits 142), anything else SIGTERM.
+fn teardown_signal(kind: &str) -> Signal {
+    if kind == "timeout" {
+        Signal::SIGALRM
+    } else {
+        Signal::SIGTERM
+    }
+}

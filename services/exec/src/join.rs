@@ -1,0 +1,203 @@
+//! Membership: the `Node.Join` stream this process holds open to the job manager.
+//!
+//! ```text
+//! exec -> jm  Hello{nodes: [(hostname, cores, gpus)...], exec_address}
+//! jm -> exec  Welcome{ranks (one per node, hello order), heartbeat_interval}
+//!             | refused(why)
+//! exec -> jm  Heartbeat every interval (--heartbeat overrides the job manager's)
+//! ```
+//!
+//! A lost or refused stream is retried forever with bounded, jittered
+//! exponential backoff; running jobs are not touched (the job manager
+//! re-attaches to them). The loop ends when `shutdown` is cancelled.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use fluxgate_proto::v1::join_message::Message;
+use fluxgate_proto::v1::join_reply::Reply;
+use fluxgate_proto::v1::node_client::NodeClient;
+use fluxgate_proto::v1::{Heartbeat, Hello, JoinMessage, JoinReply, NodeInfo};
+use fluxgate_shared::IdSet;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tokio_util::sync::CancellationToken;
+use tonic::transport::Endpoint;
+
+use crate::config::Config;
+use crate::service::NodeState;
+
+/// First retry delay.
+const BACKOFF_MIN: Duration = Duration::from_millis(100);
+/// Longest retry delay.
+const BACKOFF_MAX: Duration = Duration::from_secs(10);
+/// Heartbeat when neither the job manager nor the flags say.
+const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(5);
+/// How long to wait for the job manager's connection.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Why a join session ended.
+#[derive(Debug, thiserror::Error)]
+enum JoinError {
+    #[error("job manager address {0:?} is not a URI: {1}")]
+    BadUri(String, String),
+    #[error("cannot reach the job manager: {0}")]
+    Connect(#[from] tonic::transport::Error),
+    #[error("join stream failed: {0}")]
+    Stream(#[from] tonic::Status),
+    #[error("the job manager closed the join stream")]
+    Closed,
+    #[error("the job manager refused this node: {0}")]
+    Refused(String),
+    #[error("the job manager's first reply was not a welcome")]
+    NoWelcome,
+}
+
+/// Join and heartbeat until `shutdown`, reconnecting as needed.
+pub async fn run(config: Arc<Config>, node: Arc<NodeState>, shutdown: CancellationToken) {
+    let mut backoff = Backoff::new();
+    loop {
+        match session(&config, &node, &shutdown, &mut backoff).await {
+            Ok(()) => return,
+            Err(e) => tracing::warn!(error = %e, "not joined to the job manager"),
+        }
+        let delay = backoff.next_delay();
+        tokio::select! {
+            _ = tokio::time::sleep(delay) => {}
+            _ = shutdown.cancelled() => return,
+        }
+    }
+}
+
+/// The hello this process sends.
+pub fn hello(config: &Config, exec_address: &str) -> Hello {
+    Hello {
+        nodes: config
+            .nodes
+            .iter()
+            .map(|n| NodeInfo {
+                hostname: n.hostname.clone(),
+                cores: n.cores.to_string(),
+                gpus: n.gpus.to_string(),
+            })
+            .collect(),
+        exec_address: exec_address.to_string(),
+    }
+}
+
+async fn session(
+    config: &Config,
+    node: &NodeState,
+    shutdown: &CancellationToken,
+    backoff: &mut Backoff,
+) -> Result<(), JoinError> {
+    let endpoint = Endpoint::from_shared(config.job_manager.clone())
+        .map_err(|e| JoinError::BadUri(config.job_manager.clone(), e.to_string()))?
+        .connect_timeout(CONNECT_TIMEOUT);
+    let channel = tokio::select! {
+        c = endpoint.connect() => c?,
+        _ = shutdown.cancelled() => return Ok(()),
+    };
+    let mut client = NodeClient::new(channel);
+    let (tx, rx) = mpsc::channel(4);
+    let hello = JoinMessage {
+        message: Some(Message::Hello(hello(config, &node.address))),
+    };
+    // Cannot fail: the receiver is alive and the channel empty.
+    let _ = tx.try_send(hello);
+    let mut replies = client.join(ReceiverStream::new(rx)).await?.into_inner();
+    let welcome = match replies.message().await? {
+        Some(r) => match r.reply {
+            Some(Reply::Welcome(w)) => w,
+            Some(Reply::Refused(why)) => return Err(JoinError::Refused(why)),
+            None => return Err(JoinError::NoWelcome),
+        },
+        None => return Err(JoinError::Closed),
+    };
+    let ranks: IdSet = welcome.ranks.iter().copied().collect();
+    tracing::info!(ranks = %ranks, heartbeat = welcome.heartbeat_interval, "joined the job manager");
+    node.set_ranks(ranks);
+    backoff.reset();
+    let interval = config.heartbeat.unwrap_or_else(|| {
+        let s = welcome.heartbeat_interval;
+        if s.is_finite() && s > 0.0 {
+            Duration::from_secs_f64(s.min(3600.0))
+        } else {
+            DEFAULT_HEARTBEAT
+        }
+    });
+    let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + interval, interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {
+                let hb = JoinMessage { message: Some(Message::Heartbeat(Heartbeat {})) };
+                if tx.send(hb).await.is_err() {
+                    return Err(JoinError::Closed);
+                }
+            }
+            r = replies.message() => match r? {
+                Some(JoinReply { reply: Some(Reply::Welcome(w)) }) => {
+                    node.set_ranks(w.ranks.iter().copied().collect());
+                }
+                Some(JoinReply { reply: Some(Reply::Refused(why)) }) => {
+                    return Err(JoinError::Refused(why));
+                }
+                Some(_) => {}
+                None => return Err(JoinError::Closed),
+            },
+            _ = shutdown.cancelled() => return Ok(()),
+        }
+    }
+}
+
+/// Exponential backoff with jitter: each delay is uniform in [d/2, d], d doubling up to the cap.
+#[derive(Debug)]
+struct Backoff {
+    current: Duration,
+    seed: u64,
+}
+
+impl Backoff {
+    fn new() -> Self {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos() as u64)
+            .unwrap_or(0);
+        Backoff {
+            current: BACKOFF_MIN,
+            seed: nanos ^ (u64::from(std::process::id()) << 32) | 1,
+        }
+    }
+
+    fn reset(&mut self) {
+        self.current = BACKOFF_MIN;
+    }
+
+    fn next_delay(&mut self) -> Duration {
+        // xorshift64: enough to keep many nodes from retrying in lockstep.
+        self.seed ^= self.seed << 13;
+        self.seed ^= self.seed >> 7;
+        self.seed ^= self.seed << 17;
+        let fraction = 0.5 + (self.seed % 1000) as f64 / 2000.0;
+        let delay = self.current.mul_f64(fraction);
+        self.current = (self.current * 2).min(BACKOFF_MAX);
+        delay
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_is_bounded_and_jittered() {
+        let mut b = Backoff::new();
+        let delays: Vec<_> = (0..20).map(|_| b.next_delay()).collect();
+        assert!(delays[0] >= BACKOFF_MIN / 2 && delays[0] <= BACKOFF_MIN);
+        assert!(delays.iter().all(|d| *d <= BACKOFF_MAX));
+        assert!(delays[19] >= BACKOFF_MAX / 2);
+        b.reset();
+        assert!(b.next_delay() <= BACKOFF_MIN);
+    }
+}

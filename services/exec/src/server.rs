@@ -1,0 +1,151 @@
+//! Serving: bind the listener first (so the hello can carry the real port),
+//! then serve Exec + health + reflection and join the job manager.
+//!
+//! Shutdown (one cancellation token): health goes NOT_SERVING, new Starts are
+//! refused, running jobs are terminated and report their end (unless
+//! `--leave-running`), the join loop stops, and the server stops once the
+//! job streams have drained or the grace period ran out.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use fluxgate_proto::v1::exec_server::ExecServer;
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+use tokio_stream::wrappers::TcpListenerStream;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::Config;
+use crate::join;
+use crate::service::{ExecService, NodeState};
+
+/// Why the service could not start or stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// The listen address could not be bound.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// The system's reason.
+        source: std::io::Error,
+    },
+    /// The reflection service could not be built from the descriptor set.
+    #[error("cannot build the reflection service: {0}")]
+    Reflection(#[from] tonic_reflection::server::Error),
+    /// The gRPC server failed.
+    #[error("gRPC server failed: {0}")]
+    Transport(#[from] tonic::transport::Error),
+}
+
+/// A running exec service.
+#[derive(Debug)]
+pub struct Running {
+    /// The bound address.
+    pub local_addr: SocketAddr,
+    /// The Exec address announced to the job manager (`http://IP:PORT`).
+    pub exec_address: String,
+    /// The service itself (for its job table).
+    pub service: ExecService,
+    shutdown: CancellationToken,
+    server: JoinHandle<Result<(), ServeError>>,
+}
+
+impl Running {
+    /// Stop as on SIGTERM and wait for the server to end.
+    pub async fn stop(self) -> Result<(), ServeError> {
+        self.shutdown.cancel();
+        self.wait().await
+    }
+
+    /// Wait for the server to end (after [`Running::shutdown_token`] is cancelled).
+    pub async fn wait(self) -> Result<(), ServeError> {
+        match self.server.await {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::error!(error = %e, "server task failed");
+                Ok(())
+            }
+        }
+    }
+
+    /// The token whose cancellation stops the service.
+    pub fn shutdown_token(&self) -> CancellationToken {
+        self.shutdown.clone()
+    }
+}
+
+/// Bind, serve and join; returns once listening.
+pub async fn start(config: Config) -> Result<Running, ServeError> {
+    let config = Arc::new(config);
+    let listener = TcpListener::bind(config.listen)
+        .await
+        .map_err(|source| ServeError::Bind {
+            addr: config.listen,
+            source,
+        })?;
+    let local_addr = listener.local_addr().map_err(|source| ServeError::Bind {
+        addr: config.listen,
+        source,
+    })?;
+    let exec_address = format!("http://{local_addr}");
+    let node = Arc::new(NodeState::new(exec_address.clone()));
+    let service = ExecService::new(config.clone(), node.clone());
+
+    let (health, health_service) = tonic_health::server::health_reporter();
+    health.set_serving::<ExecServer<ExecService>>().await;
+    let reflection = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(fluxgate_proto::FILE_DESCRIPTOR_SET)
+        .build_v1()?;
+
+    let shutdown = CancellationToken::new();
+    tokio::spawn(join::run(config.clone(), node, shutdown.clone()));
+
+    let stopped = CancellationToken::new();
+    let server = tonic::transport::Server::builder()
+        .add_service(health_service)
+        .add_service(reflection)
+        .add_service(ExecServer::new(service.clone()))
+        .serve_with_incoming_shutdown(
+            TcpListenerStream::new(listener),
+            stopped.clone().cancelled_owned(),
+        );
+    let grace = config.kill_timeout + Duration::from_secs(5);
+    let svc = service.clone();
+    let token = shutdown.clone();
+    let server = tokio::spawn(async move {
+        tokio::pin!(server);
+        tokio::select! {
+            r = &mut server => return r.map_err(ServeError::from),
+            _ = token.cancelled() => {}
+        }
+        tracing::info!("shutting down");
+        health.set_not_serving::<ExecServer<ExecService>>().await;
+        svc.shut_down().await;
+        // Let the terminated jobs report their end before the listener closes.
+        let deadline = tokio::time::Instant::now() + grace;
+        while !svc.jobs().is_empty() && tokio::time::Instant::now() < deadline {
+            tokio::select! {
+                r = &mut server => return r.map_err(ServeError::from),
+                _ = tokio::time::sleep(Duration::from_millis(50)) => {}
+            }
+            if svc.jobs().is_empty() || svc.leaves_running() {
+                break;
+            }
+        }
+        stopped.cancel();
+        match tokio::time::timeout(Duration::from_secs(2), &mut server).await {
+            Ok(r) => r.map_err(ServeError::from),
+            Err(_) => Ok(()),
+        }
+    });
+    tracing::info!(%exec_address, nodes = config.nodes.len(), "exec service listening");
+    Ok(Running {
+        local_addr,
+        exec_address,
+        service,
+        shutdown,
+        server,
+    })
+}

@@ -1,0 +1,308 @@
+//! The `fluxgate.v1.Exec` service (RFC 32 shaped): Start, Kill, Exception,
+//! Expiration.
+//!
+//! Start always answers with a stream, even when the job cannot run: per RFC
+//! 32 a transport error means "exec service dead", so a bad jobspec or R is an
+//! `exception` (type `exec`, severity 0) followed by the final `release`.
+//! Reattach to a job this process still runs answers `reattached` (after the
+//! RFC 50 `reattach` and `re-starting` events) and continues its stream; for a
+//! job it does not know it answers `exception` "job lost: ..." and `release`.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, RwLock};
+
+use fluxgate_proto::v1::exec_server::Exec;
+use fluxgate_proto::v1::start_response::Response as R;
+use fluxgate_proto::v1::{
+    ExecException, ExecExceptionRequest, ExecExceptionResponse, ExecKillRequest, ExecKillResponse,
+    ExpirationRequest, ExpirationResponse, Release, StartRequest,
+};
+use fluxgate_shared::{IdSet, JobId, Jobspec, ResourceSet};
+use tonic::{Request, Response, Status};
+
+use crate::config::Config;
+use crate::error::ExecError;
+use crate::event::line;
+use crate::job::peer::Peer;
+use crate::job::run::{self, Launch};
+use crate::job::{Control, JobTable, ResponseStream, response};
+use crate::layout::Layout;
+use crate::output::Redirects;
+
+/// What this process is to the job manager: its address and assigned ranks.
+#[derive(Debug)]
+pub struct NodeState {
+    /// The Exec address announced in the hello.
+    pub address: String,
+    ranks: RwLock<IdSet>,
+}
+
+impl NodeState {
+    /// A node listening at `address`, no ranks assigned yet.
+    pub fn new(address: String) -> Self {
+        NodeState {
+            address,
+            ranks: RwLock::new(IdSet::new()),
+        }
+    }
+
+    /// The ranks the job manager assigned in its last welcome.
+    pub fn ranks(&self) -> IdSet {
+        self.ranks.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Record a welcome's ranks.
+    pub fn set_ranks(&self, ranks: IdSet) {
+        *self.ranks.write().unwrap_or_else(|e| e.into_inner()) = ranks;
+    }
+}
+
+/// The Exec service.
+#[derive(Debug, Clone)]
+pub struct ExecService {
+    config: Arc<Config>,
+    node: Arc<NodeState>,
+    jobs: JobTable,
+    shutting_down: Arc<AtomicBool>,
+}
+
+impl ExecService {
+    /// A service for `config`, announced at `node.address`.
+    pub fn new(config: Arc<Config>, node: Arc<NodeState>) -> Self {
+        ExecService {
+            config,
+            node,
+            jobs: JobTable::default(),
+            shutting_down: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    /// The jobs this process knows.
+    pub fn jobs(&self) -> &JobTable {
+        &self.jobs
+    }
+
+    /// True when shutdown leaves running tasks alone.
+    pub fn leaves_running(&self) -> bool {
+        self.config.leave_running
+    }
+
+    /// Refuse new jobs and, unless configured to leave them, terminate the
+    /// running ones (they report their end on their streams as usual).
+    pub async fn shut_down(&self) {
+        self.shutting_down.store(true, Ordering::SeqCst);
+        if self.config.leave_running {
+            return;
+        }
+        for job in self.jobs.all() {
+            job.control(Control::Exception {
+                kind: "exec".into(),
+                severity: 0,
+                note: "the exec service is shutting down".into(),
+            })
+            .await;
+        }
+    }
+
+    fn plan(&self, req: &StartRequest) -> Result<Launch, String> {
+        let id = JobId::from(req.id);
+        let jobspec =
+            Jobspec::from_json(&req.jobspec).map_err(|e| format!("invalid jobspec: {e}"))?;
+        let r = ResourceSet::parse(&req.r).map_err(|e| format!("invalid R: {e}"))?;
+        let layout = Layout::new(&jobspec, &r).map_err(|e| e.to_string())?;
+        let leader = req.ranks.is_empty();
+        let mut local = Vec::new();
+        let mut remote: BTreeMap<String, IdSet> = BTreeMap::new();
+        if !leader {
+            let ranks = IdSet::parse(&req.ranks)
+                .map_err(|e| format!("invalid ranks {:?}: {e}", req.ranks))?;
+            for rank in ranks.iter() {
+                let rt = layout
+                    .rank(rank)
+                    .ok_or_else(|| format!("rank {rank} is not in R ({})", layout.rank_set()))?;
+                local.push(rt.clone());
+            }
+        } else if jobspec.test_run_duration().is_some() {
+            // Test execution runs nothing, so the leader pretends for all ranks.
+            local = layout.ranks.clone();
+        } else {
+            let mine = self.node.ranks();
+            for rt in &layout.ranks {
+                let address = req.peers.get(&rt.rank);
+                if mine.contains(rt.rank) || address == Some(&self.node.address) {
+                    local.push(rt.clone());
+                } else if let Some(a) = address {
+                    remote.entry(a.clone()).or_default().insert(rt.rank);
+                } else {
+                    return Err(format!("no exec service address for rank {}", rt.rank));
+                }
+            }
+        }
+        let peers = remote
+            .into_iter()
+            .map(|(a, ranks)| Peer::new(&a, ranks))
+            .collect::<Result<Vec<_>, _>>()?;
+        let redirects = if leader {
+            Redirects::from_jobspec(&jobspec, id)
+        } else {
+            Redirects::default()
+        };
+        Ok(Launch {
+            id,
+            userid: req.userid,
+            jobspec,
+            jobspec_text: req.jobspec.clone(),
+            r_text: req.r.clone(),
+            layout,
+            leader,
+            local,
+            peers,
+            peer_addresses: req.peers.clone(),
+            kill_timeout: self.config.kill_timeout,
+            redirects,
+        })
+    }
+
+    fn reattach(&self, id: u64) -> ResponseStream {
+        match self.jobs.get(id) {
+            Some(job) => self.jobs.attach(
+                &job,
+                vec![
+                    response(id, R::ExecEvent(line("reattach", None))),
+                    response(id, R::ExecEvent(line("re-starting", None))),
+                    response(id, R::Reattached(true)),
+                ],
+            ),
+            None => {
+                let note = format!(
+                    "job lost: this exec service ({}) has no record of job {} (restarted since it started?)",
+                    self.node.address,
+                    JobId::from(id)
+                );
+                fixed_stream(id, note, "all".into())
+            }
+        }
+    }
+}
+
+/// A stream that only says the job cannot run: `exception` then final `release`.
+fn fixed_stream(id: u64, note: String, ranks: String) -> ResponseStream {
+    let (tx, rx) = tokio::sync::mpsc::channel(2);
+    let _ = tx.try_send(Ok(response(
+        id,
+        R::Exception(ExecException {
+            severity: 0,
+            r#type: "exec".into(),
+            note,
+        }),
+    )));
+    let _ = tx.try_send(Ok(response(
+        id,
+        R::Release(Release {
+            ranks,
+            r#final: true,
+        }),
+    )));
+    ResponseStream::new(rx)
+}
+
+#[tonic::async_trait]
+impl Exec for ExecService {
+    type StartStream = ResponseStream;
+
+    async fn start(
+        &self,
+        request: Request<StartRequest>,
+    ) -> Result<Response<Self::StartStream>, Status> {
+        let req = request.into_inner();
+        let id = req.id;
+        if req.reattach {
+            tracing::info!(id = %JobId::from(id), "reattach");
+            return Ok(Response::new(self.reattach(id)));
+        }
+        if self.shutting_down.load(Ordering::SeqCst) {
+            return Err(ExecError::ShuttingDown.into());
+        }
+        let Some((job, channels)) = self.jobs.insert(id) else {
+            return Err(ExecError::AlreadyRunning(JobId::from(id)).into());
+        };
+        let stream = self.jobs.attach(&job, Vec::new());
+        match self.plan(&req) {
+            Ok(launch) => {
+                tracing::info!(id = %launch.id, leader = launch.leader, ranks = launch.local.len(), peers = launch.peers.len(), "start");
+                tokio::spawn(run::run(launch, channels));
+            }
+            Err(note) => {
+                tracing::warn!(id = %JobId::from(id), %note, "cannot start job");
+                let ranks = if req.ranks.is_empty() {
+                    "all".into()
+                } else {
+                    req.ranks.clone()
+                };
+                tokio::spawn(async move {
+                    let tx = channels.responses;
+                    let e = ExecException {
+                        severity: 0,
+                        r#type: "exec".into(),
+                        note,
+                    };
+                    let _ = tx.send(response(id, R::Exception(e))).await;
+                    let rel = Release {
+                        ranks,
+                        r#final: true,
+                    };
+                    let _ = tx.send(response(id, R::Release(rel))).await;
+                });
+            }
+        }
+        Ok(Response::new(stream))
+    }
+
+    async fn kill(
+        &self,
+        request: Request<ExecKillRequest>,
+    ) -> Result<Response<ExecKillResponse>, Status> {
+        let req = request.into_inner();
+        if !(1..=64).contains(&req.signum) {
+            return Err(ExecError::BadSignal(req.signum).into());
+        }
+        let job = self
+            .jobs
+            .get(req.id)
+            .ok_or(ExecError::NotRunning(JobId::from(req.id)))?;
+        job.control(Control::Signal(req.signum)).await;
+        Ok(Response::new(ExecKillResponse {}))
+    }
+
+    async fn exception(
+        &self,
+        request: Request<ExecExceptionRequest>,
+    ) -> Result<Response<ExecExceptionResponse>, Status> {
+        let req = request.into_inner();
+        let job = self
+            .jobs
+            .get(req.id)
+            .ok_or(ExecError::NotRunning(JobId::from(req.id)))?;
+        job.control(Control::Exception {
+            kind: req.r#type,
+            severity: req.severity,
+            note: req.note,
+        })
+        .await;
+        Ok(Response::new(ExecExceptionResponse {}))
+    }
+
+    async fn expiration(
+        &self,
+        request: Request<ExpirationRequest>,
+    ) -> Result<Response<ExpirationResponse>, Status> {
+        let req = request.into_inner();
+        let job = self
+            .jobs
+            .get(req.id)
+            .ok_or(ExecError::NotRunning(JobId::from(req.id)))?;
+        job.control(Control::Expiration(req.expiration)).await;
+        Ok(Response::new(ExpirationResponse {}))
+    }
+}
