@@ -96,12 +96,11 @@ impl ExecService {
             return;
         }
         for job in self.jobs.all() {
-            job.control(Control::Exception {
-                kind: "exec".into(),
-                severity: 0,
-                note: "the exec service is shutting down".into(),
-            })
-            .await;
+            let note = format!(
+                "exec service {} is shutting down: tasks terminated",
+                self.node.address
+            );
+            job.control(Control::Shutdown(note)).await;
         }
     }
 

@@ -41,6 +41,9 @@ pub enum Control {
     },
     /// The job's R expiration changed.
     Expiration(f64),
+    /// The exec service is stopping: report an `exec` exception with this
+    /// note and tear the job down.
+    Shutdown(String),
 }
 
 /// What is left of a job's response stream while no caller holds it.

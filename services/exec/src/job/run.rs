@@ -190,7 +190,7 @@ pub async fn run(l: Launch, ch: JobChannels) {
                 None => peers_done = true,
             },
             c = control.recv(), if control_open => match c {
-                Some(c) => d.on_control(c),
+                Some(c) => d.on_control(c).await,
                 None => control_open = false,
             },
             _ = sleep_until(kill_at), if kill_at.is_some() => d.kill_remaining(),
@@ -282,7 +282,12 @@ impl Driver {
                         self.status = WaitStatus::signaled(teardown_signal(&kind) as i32).0;
                         break;
                     }
-                    Some(c) => self.on_control(c),
+                    Some(Control::Shutdown(note)) => {
+                        self.exception("exec", &note).await;
+                        self.status = WaitStatus::signaled(Signal::SIGTERM as i32).0;
+                        break;
+                    }
+                    Some(c) => self.on_control(c).await,
                     None => break,
                 }
             }
@@ -515,7 +520,7 @@ impl Driver {
         }
     }
 
-    fn on_control(&mut self, c: Control) {
+    async fn on_control(&mut self, c: Control) {
         match c {
             Control::Signal(sig) => {
                 if let Ok(signal) = Signal::try_from(sig) {
@@ -535,6 +540,10 @@ impl Driver {
                 if severity == 0 {
                     self.tear_down(teardown_signal(&kind), &kind, &note);
                 }
+            }
+            Control::Shutdown(note) => {
+                self.exception("exec", &note).await;
+                self.tear_down(Signal::SIGTERM, "exec", &note);
             }
             Control::Expiration(t) => {
                 // The job manager raises the timeout exception itself; kept for
