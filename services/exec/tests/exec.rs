@@ -822,3 +822,89 @@ async fn shutdown_terminates_running_jobs_and_reports_them() {
         .unwrap()
         .unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tasks_that_ignore_sigterm_get_sigkill_after_the_kill_timeout() {
+    let (uri, jm) = fake_jm().await;
+    let mut cfg = config(&uri, "vm");
+    cfg.kill_timeout = Duration::from_millis(500);
+    let ex = server::start(cfg).await.unwrap();
+    wait_for("hello", || !jm.hellos.lock().unwrap().is_empty()).await;
+    let mut c = client(&ex.exec_address).await;
+    let js = jobspec(
+        &["sh", "-c", "trap '' TERM; echo ready; sleep 100"],
+        json!({"per_slot": 1}),
+        json!({}),
+    );
+    let mut stream = c
+        .start(request(14, js, r_one("vm", "0"), &[(0, &ex.exec_address)]))
+        .await
+        .unwrap()
+        .into_inner();
+    // Wait until the trap is installed.
+    while kind(&stream.message().await.unwrap().unwrap()) != "output data" {}
+    let t0 = Instant::now();
+    c.exception(ExecExceptionRequest {
+        id: 14,
+        r#type: "cancel".into(),
+        severity: 0,
+        note: String::new(),
+    })
+    .await
+    .unwrap();
+    let rest = collect(stream).await;
+    assert!(t0.elapsed() >= Duration::from_millis(500));
+    assert_eq!(finish_status(&rest), (128 + 9) << 8);
+    ex.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_leader_forwards_exceptions_to_its_peers() {
+    let (uri, jm) = fake_jm().await;
+    let a = exec(&uri, &jm, "hosta").await;
+    let b = exec(&uri, &jm, "hostb").await;
+    let js = json!({
+        "version": 1,
+        "resources": [{"type": "node", "count": 2, "with": [{"type": "slot", "count": 1, "label": "task", "with": [{"type": "core", "count": 1}]}]}],
+        "tasks": [{"command": ["sleep", "100"], "slot": "task", "count": {"per_slot": 1}}],
+        "attributes": {"system": {"duration": 0, "environment": {"PATH": std::env::var("PATH").unwrap()}}},
+    })
+    .to_string();
+    let r = json!({"version": 1, "execution": {"R_lite": [{"rank": "0-1", "children": {"core": "0"}}], "nodelist": ["hosta,hostb"]}}).to_string();
+    let mut c = client(&a.exec_address).await;
+    let mut stream = c
+        .start(request(
+            15,
+            js,
+            r,
+            &[(0, &a.exec_address), (1, &b.exec_address)],
+        ))
+        .await
+        .unwrap()
+        .into_inner();
+    let mut all = Vec::new();
+    loop {
+        let r = stream.message().await.unwrap().unwrap();
+        let started = kind(&r) == "start";
+        all.push(r);
+        if started {
+            break;
+        }
+    }
+    assert_eq!(b.service.jobs().len(), 1, "the peer runs rank 1");
+    let t0 = Instant::now();
+    c.exception(ExecExceptionRequest {
+        id: 15,
+        r#type: "cancel".into(),
+        severity: 0,
+        note: String::new(),
+    })
+    .await
+    .unwrap();
+    all.extend(collect(stream).await);
+    assert!(t0.elapsed() < Duration::from_secs(4));
+    assert_leader_frame(&all, 36608);
+    wait_for("the peer to forget the job", || b.service.jobs().is_empty()).await;
+    a.stop().await.unwrap();
+    b.stop().await.unwrap();
+}

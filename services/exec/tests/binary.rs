@@ -1,0 +1,189 @@
+//! The `fluxgate-exec` binary: flags, virtual nodes, health, SIGTERM.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use fluxgate_proto::v1::exec_client::ExecClient;
+use fluxgate_proto::v1::join_message::Message;
+use fluxgate_proto::v1::join_reply::Reply;
+use fluxgate_proto::v1::node_server::{Node, NodeServer};
+use fluxgate_proto::v1::start_response::Response as R;
+use fluxgate_proto::v1::{Hello, JoinMessage, JoinReply, StartRequest, Welcome};
+use serde_json::json;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::{ReceiverStream, TcpListenerStream};
+use tonic::{Request, Response, Status, Streaming};
+
+#[derive(Clone, Default)]
+struct FakeJm {
+    hellos: Arc<Mutex<Vec<Hello>>>,
+}
+
+#[tonic::async_trait]
+impl Node for FakeJm {
+    type JoinStream = ReceiverStream<Result<JoinReply, Status>>;
+
+    async fn join(
+        &self,
+        request: Request<Streaming<JoinMessage>>,
+    ) -> Result<Response<Self::JoinStream>, Status> {
+        let mut inbound = request.into_inner();
+        let (tx, rx) = mpsc::channel(4);
+        let hellos = self.hellos.clone();
+        tokio::spawn(async move {
+            let Ok(Some(JoinMessage {
+                message: Some(Message::Hello(hello)),
+            })) = inbound.message().await
+            else {
+                return;
+            };
+            let n = hello.nodes.len() as u32;
+            hellos.lock().unwrap().push(hello);
+            let welcome = Welcome {
+                ranks: (0..n).collect(),
+                heartbeat_interval: 1.0,
+            };
+            let _ = tx
+                .send(Ok(JoinReply {
+                    reply: Some(Reply::Welcome(welcome)),
+                }))
+                .await;
+            while let Ok(Some(_)) = inbound.message().await {}
+        });
+        Ok(Response::new(ReceiverStream::new(rx)))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn virtual_nodes_run_a_two_rank_job_and_sigterm_exits_cleanly() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let jm_addr = listener.local_addr().unwrap();
+    let jm = FakeJm::default();
+    let svc = NodeServer::new(jm.clone());
+    tokio::spawn(async move {
+        tonic::transport::Server::builder()
+            .add_service(svc)
+            .serve_with_incoming(TcpListenerStream::new(listener))
+            .await
+            .unwrap();
+    });
+
+    let mut child = Command::new(env!("CARGO_BIN_EXE_fluxgate-exec"))
+        .args(["--hostname", "node", "--virtual", "2", "--cores-count", "2"])
+        .env("FLUXGATE_JOB_MANAGER", format!("http://{jm_addr}"))
+        .env("FLUXGATE_KILL_TIMEOUT", "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let address = tokio::task::spawn_blocking(move || {
+        let mut line = String::new();
+        BufReader::new(stdout).read_line(&mut line).unwrap();
+        line.trim().to_string()
+    })
+    .await
+    .unwrap();
+    assert!(address.starts_with("http://127.0.0.1:"), "{address}");
+
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while jm.hellos.lock().unwrap().is_empty() {
+        assert!(Instant::now() < deadline, "no hello");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let hello = jm.hellos.lock().unwrap()[0].clone();
+    assert_eq!(hello.exec_address, address);
+    let nodes: Vec<_> = hello
+        .nodes
+        .iter()
+        .map(|n| (n.hostname.as_str(), n.cores.as_str(), n.gpus.as_str()))
+        .collect();
+    assert_eq!(nodes, [("node-v0", "0-1", ""), ("node-v1", "0-1", "")]);
+
+    let channel = tonic::transport::Endpoint::from_shared(address.clone())
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut health = tonic_health::pb::health_client::HealthClient::new(channel.clone());
+    let status = health
+        .check(tonic_health::pb::HealthCheckRequest {
+            service: "fluxgate.v1.Exec".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        status.status,
+        tonic_health::pb::health_check_response::ServingStatus::Serving as i32
+    );
+
+    // Both ranks are virtual nodes of this one process: no fan-out needed.
+    let js = json!({
+        "version": 1,
+        "resources": [{"type": "node", "count": 2, "with": [{"type": "slot", "count": 1, "label": "task", "with": [{"type": "core", "count": 1}]}]}],
+        "tasks": [{"command": ["printenv", "FLUX_TASK_RANK"], "slot": "task", "count": {"per_slot": 1}}],
+        "attributes": {"system": {"duration": 0, "environment": {"PATH": std::env::var("PATH").unwrap()}}},
+    });
+    let r = json!({"version": 1, "execution": {"R_lite": [{"rank": "0-1", "children": {"core": "0"}}], "nodelist": ["node-v[0-1]"]}});
+    let mut exec = ExecClient::new(channel);
+    let mut stream = exec
+        .start(StartRequest {
+            id: 42,
+            userid: 0,
+            jobspec: js.to_string(),
+            r: r.to_string(),
+            reattach: false,
+            ranks: String::new(),
+            peers: [(0, address.clone()), (1, address.clone())].into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let mut data = Vec::new();
+    let mut last = None;
+    while let Some(r) = stream.message().await.unwrap() {
+        if let Some(R::OutputEvent(l)) = &r.response {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            if let Some(d) = v["context"]["data"].as_str() {
+                data.push((
+                    v["context"]["rank"].as_str().unwrap().to_string(),
+                    d.to_string(),
+                ));
+            }
+        }
+        last = r.response;
+    }
+    data.sort();
+    assert_eq!(
+        data,
+        [
+            ("0".to_string(), "0\n".to_string()),
+            ("1".into(), "1\n".into())
+        ]
+    );
+    assert!(matches!(last, Some(R::Release(rel)) if rel.r#final && rel.ranks == "all"));
+
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let status = tokio::task::spawn_blocking(move || child.wait().unwrap())
+        .await
+        .unwrap();
+    assert!(status.success(), "{status:?}");
+}
+
+#[test]
+fn bad_flags_exit_2_with_a_message_naming_the_flag() {
+    let out = Command::new(env!("CARGO_BIN_EXE_fluxgate-exec"))
+        .args(["--job-manager", "http://127.0.0.1:1", "--cores", "x-y"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--cores \"x-y\" is not an idset"), "{err}");
+}
