@@ -17,28 +17,12 @@ pub fn now() -> f64 {
 
 /// An event stamped now.
 pub fn event(name: &str, context: Option<Map<String, Value>>) -> Event {
-    Event {
-        timestamp: now(),
-        name: name.to_string(),
-        context,
-    }
-}
-
-/// The event as one JSON line without the newline, keys in RFC 18 order.
-// until shared::Event::to_line lands
-pub fn to_line(event: &Event) -> String {
-    let mut obj = Map::new();
-    obj.insert("timestamp".into(), Value::from(event.timestamp));
-    obj.insert("name".into(), Value::from(event.name.clone()));
-    if let Some(context) = &event.context {
-        obj.insert("context".into(), Value::Object(context.clone()));
-    }
-    Value::Object(obj).to_string()
+    Event::new(now(), name, context)
 }
 
 /// An event stamped now, as a line.
 pub fn line(name: &str, context: Option<Map<String, Value>>) -> String {
-    to_line(&event(name, context))
+    event(name, context).to_json()
 }
 
 /// Build a context object from key/value pairs, keeping their order.
