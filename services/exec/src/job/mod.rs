@@ -5,7 +5,9 @@
 //! them to the current caller. When the caller goes away (the job manager
 //! restarted) the job keeps running, its channel fills and backpressure stalls
 //! the task output until a `Start` with `reattach` takes the channel over and
-//! forwarding resumes where it stopped. The entry leaves the table once its
+//! forwarding resumes where it stopped. While the driver waits on a full
+//! channel it does not read its control requests either, so a Kill or a
+//! shutdown reaches such a job only once someone reads its responses again. The entry leaves the table once its
 //! last response (`release` final) has been handed on.
 
 pub mod peer;
