@@ -1,6 +1,19 @@
-//! Helpers for tests that drive the real fluxgate binaries.
+//! Helpers for tests that drive the real fluxgate binaries: start an instance
+//! (one job manager and N exec processes on loopback), talk to it over gRPC,
+//! and take it down again, whatever the test did.
 
 use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use fluxgate_proto::v1 as pb;
+use fluxgate_proto::v1::job_manager_client::JobManagerClient;
+use fluxgate_proto::v1::resource_client::ResourceClient;
+use fluxgate_shared::jobspec::JobspecBuilder;
+use fluxgate_shared::{Event, JobId};
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use tonic::transport::Channel;
 
 /// Path of a workspace binary built by `cargo build --workspace`.
 pub fn binary(name: &str) -> PathBuf {
@@ -8,5 +21,288 @@ pub fn binary(name: &str) -> PathBuf {
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| root.join("..").join("target"));
-    target.join("debug").join(name)
+    let path = target.join("debug").join(name);
+    assert!(
+        path.exists(),
+        "{} is missing: run `cargo build --workspace` (or `cargo test --workspace`) first",
+        path.display()
+    );
+    path
+}
+
+/// A running instance; everything it started is killed when it is dropped.
+#[derive(Debug)]
+pub struct Instance {
+    jm: Option<Child>,
+    execs: Vec<Option<Child>>,
+    /// The job manager's URI.
+    pub uri: String,
+    /// The state directory (store, URI file).
+    pub statedir: tempfile::TempDir,
+    nodes: usize,
+}
+
+/// Hostname of rank `i` in test instances.
+pub fn host(i: usize) -> String {
+    format!("node{i}")
+}
+
+impl Instance {
+    /// Start a job manager for `nodes` nodes of `cores` cores each and their exec
+    /// services, and wait until every node is up for scheduling.
+    pub async fn start(nodes: usize, cores: u32) -> Instance {
+        Self::start_with(nodes, cores, &[]).await
+    }
+
+    /// As [`Instance::start`], with extra job manager flags.
+    pub async fn start_with(nodes: usize, cores: u32, jm_args: &[&str]) -> Instance {
+        let statedir = tempfile::tempdir().expect("tempdir");
+        let nodelist = format!("node[0-{}]", nodes - 1);
+        let jm = spawn_jm(&statedir, &nodelist, jm_args);
+        let mut inst = Instance {
+            jm: Some(jm),
+            execs: Vec::new(),
+            uri: String::new(),
+            statedir,
+            nodes,
+        };
+        inst.uri = inst.wait_uri();
+        for i in 0..nodes {
+            let child = inst.spawn_exec(i, cores);
+            inst.execs.push(Some(child));
+        }
+        inst.wait_up(nodes).await;
+        inst
+    }
+
+    fn wait_uri(&mut self) -> String {
+        let path = self.statedir.path().join("uri");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Ok(text) = std::fs::read_to_string(&path)
+                && !text.trim().is_empty()
+            {
+                return text.trim().to_string();
+            }
+            if let Some(jm) = self.jm.as_mut()
+                && let Ok(Some(status)) = jm.try_wait()
+            {
+                panic!("job manager exited early: {status}");
+            }
+            assert!(
+                Instant::now() < deadline,
+                "job manager did not start in 30s"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn spawn_exec(&self, i: usize, cores: u32) -> Child {
+        Command::new(binary("fluxgate-exec"))
+            .args(["--job-manager", &self.uri, "--listen", "127.0.0.1:0"])
+            .args(["--hostname", &host(i), "--cores-count", &cores.to_string()])
+            .args(["--kill-timeout", "2"])
+            .env("FLUXGATE_LOG", "warn")
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("spawn fluxgate-exec")
+    }
+
+    /// A client of the JobManager service.
+    pub async fn jobs(&self) -> JobManagerClient<Channel> {
+        JobManagerClient::connect(self.uri.clone())
+            .await
+            .expect("connect to job manager")
+    }
+
+    /// A client of the Resource service.
+    pub async fn resource(&self) -> ResourceClient<Channel> {
+        ResourceClient::connect(self.uri.clone())
+            .await
+            .expect("connect to job manager")
+    }
+
+    /// Resource status as JSON.
+    pub async fn status(&self) -> serde_json::Value {
+        let s = self
+            .resource()
+            .await
+            .status(pb::StatusRequest {})
+            .await
+            .expect("status")
+            .into_inner()
+            .status;
+        serde_json::from_str(&s).expect("status is JSON")
+    }
+
+    /// Wait until `n` targets are schedulable.
+    pub async fn wait_up(&self, n: usize) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let st = self.status().await;
+            let up = st["up"].as_str().unwrap_or("");
+            let count = fluxgate_shared::IdSet::parse(up)
+                .map(|s| s.count())
+                .unwrap_or(0);
+            if count as usize == n {
+                return;
+            }
+            assert!(Instant::now() < deadline, "nodes not up in 30s: {st}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Kill exec process `i` with SIGKILL (a node dies).
+    pub fn kill_exec(&mut self, i: usize) {
+        if let Some(mut c) = self.execs.get_mut(i).and_then(Option::take) {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Start exec `i` again (the node comes back).
+    pub fn restart_exec(&mut self, i: usize, cores: u32) {
+        let child = self.spawn_exec(i, cores);
+        self.execs[i] = Some(child);
+    }
+
+    /// Number of nodes.
+    pub fn size(&self) -> usize {
+        self.nodes
+    }
+
+    /// Submit a jobspec; the id.
+    pub async fn submit(&self, jobspec: &JobspecBuilder, urgency: Option<u32>) -> JobId {
+        let js = jobspec.build().expect("valid jobspec").to_json();
+        self.submit_json(js, urgency, 0)
+            .await
+            .expect("submit accepted")
+    }
+
+    /// Submit raw jobspec text.
+    pub async fn submit_json(
+        &self,
+        jobspec: String,
+        urgency: Option<u32>,
+        flags: u32,
+    ) -> Result<JobId, tonic::Status> {
+        let r = self
+            .jobs()
+            .await
+            .submit(pb::SubmitRequest {
+                jobspec,
+                urgency,
+                flags,
+            })
+            .await?;
+        Ok(JobId::from(r.into_inner().id))
+    }
+
+    /// Events of `log` until one named `until` (included), following as it grows.
+    pub async fn events_until(&self, id: JobId, log: &str, until: &str) -> Vec<Event> {
+        let mut stream = self
+            .jobs()
+            .await
+            .watch_eventlog(pb::WatchEventlogRequest {
+                id: id.into(),
+                name: log.into(),
+                follow: true,
+                wait_create: true,
+            })
+            .await
+            .expect("watch")
+            .into_inner();
+        let mut out = Vec::new();
+        let deadline = Duration::from_secs(60);
+        loop {
+            let next = tokio::time::timeout(deadline, stream.message())
+                .await
+                .unwrap_or_else(|_| panic!("no {until} in {log} of {id} within 60s: {out:?}"))
+                .expect("stream");
+            let Some(line) = next else {
+                panic!("{log} of {id} ended without {until}: {:?}", names(&out));
+            };
+            let ev = Event::parse_json(&line.line).expect("stored line is RFC 18");
+            let done = ev.name == until;
+            out.push(ev);
+            if done {
+                return out;
+            }
+        }
+    }
+
+    /// The whole stored log (job must be inactive for it to be final).
+    pub async fn log(&self, id: JobId, log: &str) -> Vec<Event> {
+        let r = self
+            .jobs()
+            .await
+            .info(pb::InfoRequest {
+                id: id.into(),
+                keys: vec![log.into()],
+            })
+            .await
+            .expect("info")
+            .into_inner();
+        let text = &r.values[log];
+        fluxgate_shared::eventlog::parse_eventlog(text).expect("stored log parses")
+    }
+
+    /// Wait for the job to be inactive and return its main eventlog.
+    pub async fn wait_clean(&self, id: JobId) -> Vec<Event> {
+        self.events_until(id, "eventlog", "clean").await
+    }
+
+    /// SIGTERM the job manager and wait for it to exit; its exit status.
+    pub fn stop_jm(&mut self) -> Option<std::process::ExitStatus> {
+        let mut jm = self.jm.take()?;
+        let _ = kill(Pid::from_raw(jm.id() as i32), Signal::SIGTERM);
+        jm.wait().ok()
+    }
+}
+
+fn spawn_jm(statedir: &tempfile::TempDir, nodelist: &str, extra: &[&str]) -> Child {
+    Command::new(binary("fluxgate-job-manager"))
+        .args(["--listen", "127.0.0.1:0", "--nodelist", nodelist])
+        .arg("--statedir")
+        .arg(statedir.path())
+        .args(extra)
+        .env("FLUXGATE_LOG", "warn")
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("spawn fluxgate-job-manager")
+}
+
+impl Drop for Instance {
+    fn drop(&mut self) {
+        for c in self.execs.iter_mut().filter_map(Option::take) {
+            let mut c = c;
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        if let Some(mut jm) = self.jm.take() {
+            let _ = jm.kill();
+            let _ = jm.wait();
+        }
+    }
+}
+
+/// The names of `events`, in order.
+pub fn names(events: &[Event]) -> Vec<&str> {
+    events.iter().map(|e| e.name.as_str()).collect()
+}
+
+/// The context keys of the first event named `name`, sorted.
+pub fn keys(events: &[Event], name: &str) -> Vec<String> {
+    let ev = events
+        .iter()
+        .find(|e| e.name == name)
+        .unwrap_or_else(|| panic!("no {name} event in {:?}", names(events)));
+    let mut k: Vec<String> = ev
+        .context
+        .as_ref()
+        .map(|c| c.keys().cloned().collect())
+        .unwrap_or_default();
+    k.sort();
+    k
 }

@@ -7,5 +7,6 @@ pub mod error;
 pub mod exec_client;
 pub mod grpc;
 pub mod hub;
+pub mod journal;
 pub mod server;
 pub mod store;

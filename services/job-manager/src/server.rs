@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use fluxgate_proto::v1::job_manager_server::JobManagerServer;
 use fluxgate_proto::v1::node_server::NodeServer;
+use fluxgate_proto::v1::resource_server::ResourceServer;
 use fluxgate_shared::{Hostlist, ResourceSet};
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
@@ -16,7 +17,9 @@ use crate::config::Config;
 use crate::core::{self, Committer, Core, Nodes};
 use crate::grpc::jobs::JobManagerService;
 use crate::grpc::node::NodeService;
+use crate::grpc::resource::ResourceService;
 use crate::hub::Hub;
+use crate::journal::Journal;
 use crate::store::SqliteStore;
 
 /// Why the job manager could not start or had to stop.
@@ -96,6 +99,7 @@ pub async fn serve(
     let (inventory, nodes) = inventory(&config)?;
     let store = Arc::new(SqliteStore::open(&store_path(&config.statedir))?);
     let hub = Hub::default();
+    let journal = Journal::new(config.resource.journal_capacity);
     let (inbox_tx, inbox_rx) = mpsc::channel(core::INBOX_CAPACITY);
     let core = Core::new(
         Arc::clone(&store),
@@ -103,6 +107,7 @@ pub async fn serve(
         hub.clone(),
         inventory,
         nodes,
+        journal.clone(),
         inbox_tx.clone(),
     )
     .map_err(|e| ServeError::Config(e.to_string()))?;
@@ -140,6 +145,7 @@ pub async fn serve(
         Arc::clone(&config),
     );
     let node = NodeService::new(inbox_tx.clone(), Arc::clone(&config));
+    let resource = ResourceService::new(inbox_tx.clone(), journal.clone(), Arc::clone(&store));
     drop(inbox_tx);
 
     let stop = {
@@ -163,6 +169,7 @@ pub async fn serve(
         .add_service(reflection)
         .add_service(JobManagerServer::new(jobs))
         .add_service(NodeServer::new(node))
+        .add_service(ResourceServer::new(resource))
         .serve_with_incoming_shutdown(TcpListenerStream::new(listener), stop)
         .await?;
     // Every service handle is gone with the server: the core drains its inbox,

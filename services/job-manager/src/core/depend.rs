@@ -175,6 +175,44 @@ impl Core {
         }
     }
 
+    /// Watch `antecedent` for a dependency of `id` found at restart; decided at
+    /// once when the antecedent is already past the point that matters.
+    pub(super) fn watch_antecedent(
+        &mut self,
+        id: JobId,
+        antecedent: JobId,
+        scheme: Scheme,
+        description: String,
+    ) {
+        if let Some(a) = self.jobs.get(&antecedent) {
+            if scheme == Scheme::Start && a.job.has_started() {
+                self.remove_dependency(id, description);
+            } else {
+                self.deps
+                    .on_job
+                    .entry(antecedent)
+                    .or_default()
+                    .push((id, scheme, description));
+            }
+            return;
+        }
+        let Some(done) = self.inactive.get(&antecedent) else {
+            let note = format!("dependency {description}: job {antecedent} not found");
+            let _ = self.raise(id, "dependency", 0, &note, None);
+            return;
+        };
+        let (result, started) = (done.result, done.t_run.is_some());
+        if scheme.satisfied_by_end(result, started) {
+            self.remove_dependency(id, description);
+        } else {
+            let note = format!(
+                "dependency {description} can never be satisfied: job {antecedent} ended {}",
+                result.name()
+            );
+            let _ = self.raise(id, "dependency", 0, &note, None);
+        }
+    }
+
     /// A begin-time came.
     pub(super) fn begin_time_reached(&mut self, id: JobId, description: String) {
         self.remove_dependency(id, description);

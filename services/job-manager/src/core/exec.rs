@@ -229,7 +229,7 @@ impl Core {
 
     /// A line made by an exec service: stored only if it is one valid RFC 18 event.
     fn foreign_line(&mut self, id: JobId, log: Log, line: String) {
-        match Event::parse_line(&line) {
+        match Event::parse_json(&line) {
             Ok(_) => self.append_line(id, log, line),
             Err(e) => {
                 tracing::warn!(job = %id, log = log.key(), error = %e, "dropping a malformed line from exec");

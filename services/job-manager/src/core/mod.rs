@@ -16,6 +16,8 @@ mod exec;
 mod list;
 mod nodes;
 mod pipeline;
+mod resource;
+mod restart;
 mod sched;
 mod submit;
 mod timers;
@@ -39,6 +41,8 @@ pub use commit::Committer;
 pub use exec::ExecMsg;
 pub use list::{JobInfo, ListFilter};
 pub use nodes::{NodeInfo, NodeMsg, Nodes};
+pub use resource::{ResourceMsg, ResourceView};
+pub use restart::Recovered;
 pub use submit::SubmitArgs;
 
 /// Capacity of the core's inbox: callers wait when the core is this far behind.
@@ -105,6 +109,8 @@ pub enum Msg {
     Exec(ExecMsg),
     /// Something from a node join stream.
     Node(NodeMsg),
+    /// A resource request.
+    Resource(ResourceMsg),
 }
 
 /// Where a `Wait` answer goes.
@@ -205,12 +211,19 @@ pub struct Core {
     jobs: HashMap<JobId, Active>,
     inactive: BTreeMap<JobId, Inactive>,
     ids: FluidGenerator,
+    epoch_ms: u64,
+    held: Vec<Arc<ResourceSet>>,
     out: Outbox,
     sched: sched::Sched,
     deps: depend::Depends,
     timers: timers::Timers,
     exec: exec::ExecLinks,
     nodes: Nodes,
+    res: fluxgate_shared::resource::ResourceState,
+    journal: crate::journal::Journal,
+    up: fluxgate_shared::IdSet,
+    acquirer: Option<mpsc::Sender<Map<String, Value>>>,
+    last_heard: HashMap<u32, std::time::Instant>,
     queue: QueueStatus,
     waiters: Vec<(Option<JobId>, WaitReply)>,
     self_tx: mpsc::Sender<Msg>,
@@ -233,50 +246,89 @@ impl Core {
         hub: Hub,
         inventory: Option<ResourceSet>,
         nodes: Nodes,
+        journal: crate::journal::Journal,
         self_tx: mpsc::Sender<Msg>,
     ) -> Result<Self, Error> {
-        let ids = FluidGenerator::new(0, clock::now_ms())
+        let ids = FluidGenerator::new(0, 0)
             .map_err(|e| Error::Invalid(format!("job id generator: {e}")))?;
         let mut sched = sched::Sched::new();
+        let hosts = nodes
+            .hosts()
+            .or_else(|| inventory.as_ref().and_then(|r| r.nodelist()));
+        let method = inventory.is_some().then_some("configuration");
         if let Some(inventory) = inventory {
             // Configured targets are down until their exec service joins.
             sched.define(inventory);
         }
-        Ok(Core {
+        let mut core = Core {
             store,
             config,
             hub,
             jobs: HashMap::new(),
             inactive: BTreeMap::new(),
             ids,
+            epoch_ms: 0,
+            held: Vec::new(),
             out: Outbox::default(),
             sched,
             deps: depend::Depends::default(),
             timers: timers::Timers::default(),
             exec: exec::ExecLinks::default(),
             nodes,
+            res: fluxgate_shared::resource::ResourceState::new(),
+            journal,
+            up: fluxgate_shared::IdSet::new(),
+            acquirer: None,
+            last_heard: HashMap::new(),
             queue: QueueStatus {
                 started: true,
                 reason: String::new(),
             },
             waiters: Vec::new(),
             self_tx,
-        })
+        };
+        core.epoch_ms = core.fluid_epoch()?;
+        let found = core.recover()?;
+        tracing::info!(
+            active = found.active,
+            inactive = found.inactive,
+            damaged = found.damaged,
+            "jobs recovered from the store"
+        );
+        core.resource_start(hosts, method);
+        core.mark_held();
+        core.run_actions();
+        Ok(core)
     }
 
     /// Run until the inbox closes; batches go to `committer` in order.
     pub async fn run(mut self, mut inbox: mpsc::Receiver<Msg>, committer: Committer) {
+        let period = std::time::Duration::from_secs_f64(
+            self.config.resource.heartbeat_interval.clamp(0.05, 60.0),
+        );
+        let mut tick = tokio::time::interval(period);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
-            let msg = tokio::select! {
+            enum Wake {
+                Msg(Msg),
+                Timer,
+                Tick,
+            }
+            let wake = tokio::select! {
                 msg = inbox.recv() => match msg {
-                    Some(msg) => Some(msg),
+                    Some(msg) => Wake::Msg(msg),
                     None => break,
                 },
-                _ = self.timers.next_deadline() => None,
+                _ = self.timers.next_deadline() => Wake::Timer,
+                _ = tick.tick() => Wake::Tick,
             };
-            match msg {
-                Some(msg) => self.handle(msg),
-                None => self.fire_timers(),
+            match wake {
+                Wake::Msg(msg) => self.handle(msg),
+                Wake::Timer => self.fire_timers(),
+                Wake::Tick => {
+                    self.check_torpid();
+                    self.run_actions();
+                }
             }
             // Take whatever else is already waiting into the same batch: fewer,
             // larger commits under load, no added latency when idle.
@@ -373,6 +425,7 @@ impl Core {
             }
             Msg::Exec(m) => self.exec_msg(m),
             Msg::Node(m) => self.node_msg(m),
+            Msg::Resource(m) => self.resource_msg(m),
         }
         self.run_actions();
     }
@@ -399,7 +452,7 @@ impl Core {
             tracing::error!(job = %id, error = %e, "event rejected by the state machine");
             return false;
         }
-        let line = event.to_line();
+        let line = event.to_json();
         Self::queue_line(&mut self.out, &self.hub, active, id, Log::Main, line);
         self.out.touched.push(id);
         true

@@ -107,6 +107,20 @@ impl Nodes {
         &self.online
     }
 
+    /// Hostnames by rank, when configuration names them.
+    pub fn hosts(&self) -> Option<Hostlist> {
+        match &self.source {
+            Source::Nodelist(names) => {
+                let mut hl = Hostlist::new();
+                for n in names {
+                    hl.push(n).ok()?;
+                }
+                Some(hl)
+            }
+            _ => None,
+        }
+    }
+
     fn rank_for(&mut self, host: &str) -> Result<u32, String> {
         if let Some(r) = self.rank_of_host.get(host) {
             return Ok(*r);
@@ -162,7 +176,15 @@ impl Core {
                 let r = self.node_hello(session, nodes, addr);
                 let _ = reply.send(r);
             }
-            NodeMsg::Heartbeat { session: _ } => {}
+            NodeMsg::Heartbeat { session } => {
+                let ranks = self
+                    .nodes
+                    .sessions
+                    .get(&session)
+                    .cloned()
+                    .unwrap_or_default();
+                self.heartbeat(&ranks);
+            }
             NodeMsg::Gone { session } => self.node_gone(session),
         }
     }
@@ -181,6 +203,7 @@ impl Core {
             ranks.push(self.nodes.rank_for(&n.hostname)?);
         }
         let defined_before = self.sched.pool().is_some();
+        let mut online = IdSet::new();
         for (rank, info) in ranks.iter().zip(nodes) {
             // A node that re-joins replaces its previous stream.
             if let Some(old) = self.nodes.session_of_rank.insert(*rank, session)
@@ -191,21 +214,23 @@ impl Core {
             }
             self.nodes.discovered.insert(*rank, info);
             self.exec.set(*rank, addr.clone());
+            if !self.nodes.online.contains(*rank) {
+                online.insert(*rank);
+            }
             self.nodes.online.insert(*rank);
+            self.last_heard.insert(*rank, std::time::Instant::now());
         }
         self.nodes
             .sessions
             .entry(session)
             .or_default()
             .extend(ranks.iter().copied());
+        if !online.is_empty() {
+            self.post_resource(fluxgate_shared::resource::ResourceEvent::Online { idset: online });
+        }
         if !defined_before && let Some(inventory) = self.nodes.discovered_inventory() {
             tracing::info!(nodes = inventory.nnodes(), "resources defined by discovery");
-            self.sched.define(inventory);
-            let online = self.nodes.online.clone();
-            self.sched.set_up(&online, true);
-        } else if defined_before {
-            let up: IdSet = ranks.iter().copied().collect();
-            self.sched.set_up(&up, true);
+            self.define_discovered(inventory, true);
         }
         tracing::info!(?ranks, addr, "nodes joined");
         self.out.resched = true;
@@ -229,7 +254,9 @@ impl Core {
             return;
         }
         tracing::warn!(ranks = %down, "nodes left");
-        self.sched.set_up(&down, false);
+        self.post_resource(fluxgate_shared::resource::ResourceEvent::Offline {
+            idset: down.clone(),
+        });
         // Jobs running there lose their tasks (flux-core: a severity-0 exception
         // naming the host, then the job's resources are freed).
         let hit: Vec<_> = self

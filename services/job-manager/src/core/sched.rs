@@ -48,6 +48,15 @@ impl Sched {
         self.pool = Some(pool);
     }
 
+    /// Take resources a recovered job holds out of the pool.
+    pub fn mark_allocated(&mut self, r: &ResourceSet) {
+        if let Some(pool) = &mut self.pool
+            && let Err(e) = pool.mark_allocated(r)
+        {
+            tracing::error!(error = %e, "resources of a recovered job are not free in the pool");
+        }
+    }
+
     /// Mark targets up or down.
     pub fn set_up(&mut self, ranks: &IdSet, up: bool) {
         if let Some(pool) = &mut self.pool {

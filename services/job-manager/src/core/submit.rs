@@ -8,7 +8,6 @@ use fluxgate_shared::{JobId, Jobspec};
 use serde_json::Value;
 
 use super::{Active, Core};
-use crate::clock;
 use crate::error::Error;
 use crate::store::Write;
 
@@ -50,7 +49,7 @@ impl Core {
         let deps = self.resolve_dependencies(&args.jobspec, args.userid)?;
         let id = self
             .ids
-            .next(clock::now_ms())
+            .next(self.fluid_now())
             .map_err(|e| Error::Unavailable(format!("cannot issue a job id: {e}")))?;
         let _span = tracing::info_span!("submit", job = %id).entered();
         self.out.writes.push(Write::NewJob {

@@ -2,6 +2,7 @@
 
 pub mod jobs;
 pub mod node;
+pub mod resource;
 
 use tokio::sync::{mpsc, oneshot};
 

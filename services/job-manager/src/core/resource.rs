@@ -1,0 +1,315 @@
+//! The resource module (RFC 44 events, RFC 28 acquire) inside the core.
+//!
+//! Every resource change is a `ResourceEvent` applied to one
+//! `shared::resource::ResourceState` (the same fold replay uses). Persistent
+//! ones (resource-define, resource-update, drain, undrain) go to the store's
+//! resource eventlog; all go to the in-memory journal once committed. After
+//! each change the schedulable set (online, not drained, not torpid) is
+//! recomputed; its delta moves the scheduler's pool and is the RFC 28
+//! `{up, down}` response sent to the one acquirer.
+
+use std::time::Instant;
+
+use fluxgate_shared::eventlog::parse_eventlog_lenient;
+use fluxgate_shared::resource::{
+    AcquireDelta, DrainMode, ResourceEvent, ResourceState, StatusGroups,
+};
+use fluxgate_shared::{Hostlist, IdSet, ResourceSet};
+use serde_json::{Map, Value};
+use tokio::sync::{mpsc, oneshot};
+
+use super::Core;
+use crate::clock;
+use crate::error::Error;
+use crate::store::{Store, Write};
+
+/// Acquire responses buffered for a slow acquirer before it is dropped.
+pub const ACQUIRE_BUFFER: usize = 1024;
+
+/// Requests to the resource module.
+#[derive(Debug)]
+pub enum ResourceMsg {
+    /// Drain targets.
+    Drain {
+        targets: String,
+        reason: Option<String>,
+        mode: DrainMode,
+        reply: oneshot::Sender<Result<(), Error>>,
+    },
+    /// Undrain targets.
+    Undrain {
+        targets: String,
+        reason: Option<String>,
+        force: bool,
+        reply: oneshot::Sender<Result<(), Error>>,
+    },
+    /// Start an RFC 28 acquire stream (one at a time).
+    Acquire {
+        reply: oneshot::Sender<Result<mpsc::Receiver<Map<String, Value>>, Error>>,
+    },
+    /// Status groups and the inventory views.
+    Status {
+        reply: oneshot::Sender<ResourceView>,
+    },
+}
+
+/// A snapshot of resource state for status and list.
+#[derive(Debug, Clone, Default)]
+pub struct ResourceView {
+    /// The inventory, once defined.
+    pub inventory: Option<ResourceSet>,
+    /// `flux resource status` groups.
+    pub groups: StatusGroups,
+    /// Schedulable targets.
+    pub up: IdSet,
+    /// Drain reasons and times by rank group: (ranks, hosts, timestamp, reason).
+    pub drains: Vec<(IdSet, String, f64, String)>,
+    /// Allocated resources.
+    pub allocated: Option<ResourceSet>,
+}
+
+impl Core {
+    /// Build the resource state at start: replay the stored eventlog (a bad line
+    /// is reported and skipped), then post `restart` and, for a configured
+    /// inventory, `resource-define`.
+    pub(super) fn resource_start(&mut self, hosts: Option<Hostlist>, method: Option<&str>) {
+        let mut state = match &hosts {
+            Some(h) => ResourceState::with_hosts(h.clone()),
+            None => ResourceState::new(),
+        };
+        match self.store.resource_eventlog() {
+            Ok(lines) => {
+                let mut text = lines.join("\n");
+                if !text.is_empty() {
+                    text.push('\n');
+                }
+                let log = parse_eventlog_lenient(&text);
+                for err in &log.errors {
+                    tracing::warn!(error = %err, "skipping a bad resource eventlog line");
+                }
+                for event in &log.events {
+                    if let Err(e) = state.apply(event) {
+                        tracing::warn!(event = %event.name, error = %e, "skipping a resource event");
+                    }
+                }
+            }
+            Err(e) => tracing::error!(error = %e, "cannot read the resource eventlog"),
+        }
+        self.res = state;
+        if let Some(hosts) = hosts {
+            self.post_restart(hosts);
+        }
+        if let Some(method) = method {
+            self.post_resource(ResourceEvent::ResourceDefine {
+                method: method.to_string(),
+            });
+        }
+    }
+
+    fn post_restart(&mut self, hosts: Hostlist) {
+        let n = hosts.len() as u32;
+        self.post_resource(ResourceEvent::Restart {
+            ranks: if n == 0 {
+                IdSet::new()
+            } else {
+                IdSet::from_range(0, n - 1)
+            },
+            online: self.nodes.online().clone(),
+            nodelist: hosts,
+        });
+    }
+
+    /// The inventory became known by discovery.
+    pub(super) fn define_discovered(&mut self, inventory: ResourceSet, first_definition: bool) {
+        if first_definition && self.res.ranks().is_empty() {
+            // Size mode: the hostnames are known only now.
+            let hosts = inventory.nodelist().unwrap_or_default();
+            self.post_restart(hosts);
+        }
+        self.sched.define(inventory);
+        self.mark_held();
+        self.post_resource(ResourceEvent::ResourceDefine {
+            method: "dynamic-discovery".into(),
+        });
+    }
+
+    /// Apply, store (if persistent), journal and propagate one resource event.
+    pub(super) fn post_resource(&mut self, event: ResourceEvent) {
+        let e = event.to_event(clock::now());
+        self.res.apply_typed(e.timestamp, &event);
+        if event.is_persistent() {
+            self.out
+                .writes
+                .push(Write::ResourceEvent { line: e.to_json() });
+        }
+        let journal = self.journal.clone();
+        self.after_commit(move || journal.push(&e));
+        self.update_up();
+    }
+
+    /// Recompute the schedulable targets and tell the scheduler and acquirer.
+    fn update_up(&mut self) {
+        let Some(pool) = self.sched.pool() else {
+            return;
+        };
+        let new_up = self
+            .res
+            .schedulable(&IdSet::new())
+            .intersection(&pool.inventory().ranks());
+        let delta = AcquireDelta::between(&self.up, &new_up);
+        if delta.is_empty() {
+            return;
+        }
+        self.sched.set_up(&delta.up, true);
+        self.sched.set_up(&delta.down, false);
+        self.up = new_up;
+        self.out.resched = true;
+        self.send_acquire(delta.to_json());
+    }
+
+    fn send_acquire(&mut self, msg: Map<String, Value>) {
+        let Some(tx) = self.acquirer.clone() else {
+            return;
+        };
+        if tx.is_closed() {
+            self.acquirer = None;
+            return;
+        }
+        self.after_commit(move || {
+            if let Err(mpsc::error::TrySendError::Full(_)) = tx.try_send(msg) {
+                // The bounded buffer protects the service; the acquirer must
+                // re-acquire to resynchronise.
+                tracing::error!("acquirer too slow: an acquire response was dropped");
+            }
+        });
+    }
+
+    pub(super) fn resource_msg(&mut self, msg: ResourceMsg) {
+        match msg {
+            ResourceMsg::Drain {
+                targets,
+                reason,
+                mode,
+                reply,
+            } => {
+                let r = self
+                    .res
+                    .plan_drain(&targets, reason.as_deref(), mode, &IdSet::new())
+                    .map_err(|e| Error::Invalid(e.to_string()))
+                    .map(|ev| self.post_resource(ev));
+                self.after_commit(move || {
+                    let _ = reply.send(r);
+                });
+            }
+            ResourceMsg::Undrain {
+                targets,
+                reason,
+                force,
+                reply,
+            } => {
+                let r = self
+                    .res
+                    .plan_undrain(&targets, reason.as_deref(), force)
+                    .map_err(|e| Error::Invalid(e.to_string()))
+                    .map(|ev| {
+                        if let Some(ev) = ev {
+                            self.post_resource(ev);
+                        }
+                    });
+                self.after_commit(move || {
+                    let _ = reply.send(r);
+                });
+            }
+            ResourceMsg::Acquire { reply } => {
+                if self.acquirer.as_ref().is_some_and(|tx| !tx.is_closed()) {
+                    let _ = reply.send(Err(Error::Unavailable(
+                        "resources are already acquired by another scheduler (EBUSY)".into(),
+                    )));
+                    return;
+                }
+                let Some(pool) = self.sched.pool() else {
+                    let _ = reply.send(Err(Error::Unavailable(
+                        "the resource inventory is not defined yet: waiting for nodes to join"
+                            .into(),
+                    )));
+                    return;
+                };
+                let (tx, rx) = mpsc::channel(ACQUIRE_BUFFER);
+                let first = fluxgate_shared::resource::acquire_initial(
+                    pool.inventory().to_json(),
+                    &self.up,
+                );
+                // Queued behind what is already committed, so the deltas that
+                // follow apply to exactly this first response.
+                let first_tx = tx.clone();
+                self.after_commit(move || {
+                    let _ = first_tx.try_send(first);
+                });
+                self.acquirer = Some(tx);
+                let _ = reply.send(Ok(rx));
+            }
+            ResourceMsg::Status { reply } => {
+                let allocated = self.sched.pool().map(|p| p.allocated());
+                let alloc_ranks = allocated.as_ref().map(|r| r.ranks()).unwrap_or_default();
+                let groups = self.res.status(&IdSet::new(), &alloc_ranks);
+                let drains = self
+                    .res
+                    .drain_groups()
+                    .iter()
+                    .map(|g| {
+                        (
+                            g.ranks.clone(),
+                            self.res.nodelist(&g.ranks).encode(),
+                            g.timestamp,
+                            g.reason.clone().unwrap_or_default(),
+                        )
+                    })
+                    .collect();
+                let _ = reply.send(ResourceView {
+                    inventory: self.sched.pool().map(|p| p.inventory().clone()),
+                    groups,
+                    up: self.up.clone(),
+                    drains,
+                    allocated,
+                });
+            }
+        }
+    }
+
+    /// Heartbeat bookkeeping: silence past the torpid timeout posts `torpid`,
+    /// a heartbeat from a torpid node posts `lively`.
+    pub(super) fn heartbeat(&mut self, ranks: &[u32]) {
+        let now = Instant::now();
+        let mut lively = IdSet::new();
+        for &r in ranks {
+            self.last_heard.insert(r, now);
+            if self.res.torpid().contains(r) {
+                lively.insert(r);
+            }
+        }
+        if !lively.is_empty() {
+            self.post_resource(ResourceEvent::Lively { idset: lively });
+        }
+    }
+
+    /// Periodic check for torpid nodes.
+    pub(super) fn check_torpid(&mut self) {
+        let limit =
+            std::time::Duration::from_secs_f64(self.config.resource.torpid_timeout.max(0.1));
+        let now = Instant::now();
+        let mut torpid = IdSet::new();
+        for rank in self.nodes.online().iter() {
+            let silent = self
+                .last_heard
+                .get(&rank)
+                .is_none_or(|t| now.duration_since(*t) > limit);
+            if silent && !self.res.torpid().contains(rank) {
+                torpid.insert(rank);
+            }
+        }
+        if !torpid.is_empty() {
+            tracing::warn!(ranks = %torpid, "nodes stopped heartbeating");
+            self.post_resource(ResourceEvent::Torpid { idset: torpid });
+        }
+    }
+}

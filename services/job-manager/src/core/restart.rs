@@ -1,0 +1,235 @@
+//! Recovery at start (flux-core `restart.c`): every stored job is replayed
+//! through the same fold as live events; active jobs get `flux-restart` and
+//! then the action step asks again for what they still need (a new alloc
+//! request, a start with reattach for running ones). Resources held by active
+//! jobs are marked allocated before anything new is scheduled. The id
+//! generator resumes after the largest stored id, so ids stay unique and
+//! increasing.
+
+use std::sync::Arc;
+
+use fluxgate_shared::eventlog::parse_eventlog_lenient;
+use fluxgate_shared::job::{self, JobResult, JobState};
+use fluxgate_shared::jobid::FluidGenerator;
+use fluxgate_shared::{JobId, Jobspec, ResourceSet};
+
+use super::depend::Scheme;
+use super::timers::Timer;
+use super::{Active, Core, Inactive};
+use crate::clock;
+use crate::error::Error;
+use crate::store::{Log, Store, StoredJob, Write};
+
+/// Meta key of the FLUID epoch (ms since the Unix epoch), fixed at first start.
+const EPOCH_KEY: &str = "fluid_epoch_ms";
+
+/// What recovery found, for the log line.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Recovered {
+    /// Jobs still active.
+    pub active: usize,
+    /// Inactive jobs.
+    pub inactive: usize,
+    /// Jobs whose stored eventlog could not be replayed (kept as failed).
+    pub damaged: usize,
+}
+
+impl Core {
+    /// The instance's FLUID epoch: read from the store, or fixed now.
+    pub(super) fn fluid_epoch(&mut self) -> Result<u64, Error> {
+        if let Some(v) = self.store.meta(EPOCH_KEY)? {
+            return v.parse().map_err(|_| {
+                Error::Invalid(format!("store meta {EPOCH_KEY}={v:?} is not a number"))
+            });
+        }
+        let epoch = clock::now_ms();
+        self.out.writes.push(Write::Meta {
+            key: EPOCH_KEY.into(),
+            value: epoch.to_string(),
+        });
+        Ok(epoch)
+    }
+
+    /// Milliseconds since the FLUID epoch.
+    pub(super) fn fluid_now(&self) -> u64 {
+        clock::now_ms().saturating_sub(self.epoch_ms)
+    }
+
+    /// Replay every stored job.
+    pub(super) fn recover(&mut self) -> Result<Recovered, Error> {
+        let stored = self.store.load_jobs()?;
+        let mut found = Recovered::default();
+        let mut max_id: Option<JobId> = None;
+        for s in stored {
+            let id = JobId::from(s.id);
+            max_id = max_id.max(Some(id));
+            match self.recover_one(id, s) {
+                Ok(true) => found.active += 1,
+                Ok(false) => found.inactive += 1,
+                Err(e) => {
+                    tracing::error!(job = %id, error = %e, "stored job cannot be replayed; kept as failed");
+                    found.damaged += 1;
+                }
+            }
+        }
+        if let Some(last) = max_id {
+            self.ids = FluidGenerator::resume(0, last)
+                .map_err(|e| Error::Invalid(format!("job id generator: {e}")))?;
+        }
+        Ok(found)
+    }
+
+    /// Rebuild one job; true if it is still active.
+    fn recover_one(&mut self, id: JobId, s: StoredJob) -> Result<bool, String> {
+        let mut text = s.eventlog.join("\n");
+        text.push('\n');
+        let log = parse_eventlog_lenient(&text);
+        for e in &log.errors {
+            tracing::warn!(job = %id, error = %e, "skipping a bad stored event");
+        }
+        let jobspec = Jobspec::parse(&s.jobspec);
+        let replayed = job::replay(&log.events);
+        let (job, jobspec) = match (replayed, jobspec) {
+            (Ok(j), Ok(js)) => (j, js),
+            (Err(e), _) => {
+                self.keep_damaged(id, s.userid, &e.to_string());
+                return Err(e.to_string());
+            }
+            (_, Err(e)) => {
+                self.keep_damaged(id, s.userid, &e.to_string());
+                return Err(format!("stored jobspec: {e}"));
+            }
+        };
+        let r = match s.r.as_deref().map(ResourceSet::parse) {
+            Some(Ok(r)) => Some(r),
+            Some(Err(e)) => return Err(format!("stored R: {e}")),
+            None => None,
+        };
+        let t_run = log
+            .events
+            .iter()
+            .find(|e| e.name == "start")
+            .map(|e| e.timestamp);
+        let nodelist = r
+            .as_ref()
+            .and_then(|r| r.nodelist())
+            .map(|h| h.encode())
+            .unwrap_or_default();
+        if job.state() == JobState::Inactive {
+            let counts = jobspec.jj_counts();
+            let inactive = Inactive {
+                userid: job.userid(),
+                name: jobspec.job_name().into(),
+                result: job.result().unwrap_or(JobResult::Failed),
+                waitstatus: job.wait_status().map(|w| w.0),
+                t_submit: job.t_submit().unwrap_or_default(),
+                t_run,
+                t_inactive: job.entered(JobState::Inactive).unwrap_or_default(),
+                ntasks: u32::try_from(jobspec.ntasks()).unwrap_or(u32::MAX),
+                nnodes: u32::try_from(counts.nnodes).unwrap_or(u32::MAX),
+                nodelist: nodelist.into(),
+                exception: job
+                    .fatal_exception()
+                    .map(|e| Box::new((e.kind.clone(), e.note.clone()))),
+                waitable: job.flags().waitable,
+            };
+            self.inactive.insert(id, inactive);
+            return Ok(false);
+        }
+        let mut seq = [log.events.len() as u64, 0, 0];
+        for (slot, l) in [(1, Log::Exec), (2, Log::Output)] {
+            seq[slot] = self
+                .store
+                .read_log(id.into(), l)
+                .ok()
+                .flatten()
+                .map_or(0, |v| v.len() as u64);
+        }
+        let holds = job.has_resources();
+        let expiration = r.as_ref().and_then(|r| r.expiration()).filter(|t| *t > 0.0);
+        let r = r.filter(|_| holds).map(Arc::new);
+        if let Some(r) = &r {
+            self.held.push(Arc::clone(r));
+        }
+        let state = job.state();
+        let deps: Vec<String> = job.dependencies().iter().cloned().collect();
+        self.jobs.insert(
+            id,
+            Active {
+                job,
+                jobspec: Arc::new(jobspec),
+                r,
+                seq,
+                t_run,
+                nodelist,
+            },
+        );
+        self.post(id, "flux-restart", None);
+        if state == JobState::Run
+            && let Some(t) = expiration
+        {
+            self.timers.add(t, id, Timer::Expiration);
+        }
+        if state == JobState::Depend {
+            for d in deps {
+                self.rewatch_dependency(id, d);
+            }
+        }
+        Ok(true)
+    }
+
+    fn keep_damaged(&mut self, id: JobId, userid: u32, why: &str) {
+        self.inactive.insert(
+            id,
+            Inactive {
+                userid,
+                name: "?".into(),
+                result: JobResult::Failed,
+                waitstatus: None,
+                t_submit: 0.0,
+                t_run: None,
+                t_inactive: 0.0,
+                ntasks: 0,
+                nnodes: 0,
+                nodelist: "".into(),
+                exception: Some(Box::new(("restart".into(), why.to_string()))),
+                waitable: false,
+            },
+        );
+    }
+
+    /// Watch again an outstanding dependency found in a replayed eventlog.
+    fn rewatch_dependency(&mut self, id: JobId, description: String) {
+        let Some((kind, value)) = description.split_once('=') else {
+            return;
+        };
+        let scheme = match kind {
+            "after-start" => Scheme::Start,
+            "after-finish" => Scheme::Any,
+            "after-success" => Scheme::Ok,
+            "after-failure" => Scheme::NotOk,
+            "after-except" => Scheme::Except,
+            "begin-time" => {
+                if let Ok(t) = value.parse::<f64>() {
+                    self.timers.add(t, id, Timer::BeginTime { description });
+                }
+                return;
+            }
+            _ => return,
+        };
+        let Ok(antecedent) = value.parse::<JobId>() else {
+            return;
+        };
+        self.watch_antecedent(id, antecedent, scheme, description);
+    }
+
+    /// Resources held by recovered jobs are taken out of the pool.
+    pub(super) fn mark_held(&mut self) {
+        if self.sched.pool().is_none() {
+            return;
+        }
+        for r in std::mem::take(&mut self.held) {
+            self.sched.mark_allocated(&r);
+        }
+    }
+}

@@ -1,0 +1,253 @@
+//! `fluxgate.v1.Resource`: RFC 28 acquire, RFC 44 journal and eventlog, drain,
+//! status and list.
+
+use std::pin::Pin;
+use std::sync::Arc;
+
+use fluxgate_proto::v1 as pb;
+use fluxgate_proto::v1::resource_server::Resource;
+use fluxgate_shared::resource::DrainMode;
+use serde_json::{Value, json};
+use tokio::sync::{broadcast, mpsc};
+use tokio_stream::Stream;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Request, Response, Status};
+
+use super::ask;
+use crate::core::{Msg, ResourceMsg};
+use crate::journal::Journal;
+use crate::store::{SqliteStore, Store};
+
+/// The Resource service.
+#[derive(Debug, Clone)]
+pub struct ResourceService {
+    inbox: mpsc::Sender<Msg>,
+    journal: Journal,
+    store: Arc<SqliteStore>,
+}
+
+impl ResourceService {
+    /// A service over the core, the journal and the store.
+    pub fn new(inbox: mpsc::Sender<Msg>, journal: Journal, store: Arc<SqliteStore>) -> Self {
+        ResourceService {
+            inbox,
+            journal,
+            store,
+        }
+    }
+}
+
+type Boxed<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send>>;
+
+fn non_empty(s: String) -> Option<String> {
+    (!s.is_empty()).then_some(s)
+}
+
+#[tonic::async_trait]
+impl Resource for ResourceService {
+    type AcquireStream = Boxed<pb::AcquireResponse>;
+
+    async fn acquire(
+        &self,
+        _request: Request<pb::AcquireRequest>,
+    ) -> Result<Response<Self::AcquireStream>, Status> {
+        let mut rx = ask(&self.inbox, |reply| {
+            Msg::Resource(ResourceMsg::Acquire { reply })
+        })
+        .await??;
+        let (tx, out) = mpsc::channel(16);
+        tokio::spawn(async move {
+            while let Some(m) = rx.recv().await {
+                let text = |k: &str| m.get(k).and_then(Value::as_str).map(str::to_string);
+                let json_of = |k: &str| m.get(k).map(Value::to_string);
+                let resp = pb::AcquireResponse {
+                    resources: json_of("resources"),
+                    up: text("up"),
+                    down: text("down"),
+                    property_add: json_of("property-add"),
+                    property_remove: json_of("property-remove"),
+                    expiration: m.get("expiration").and_then(Value::as_f64),
+                };
+                if tx.send(Ok(resp)).await.is_err() {
+                    return;
+                }
+            }
+        });
+        Ok(Response::new(
+            Box::pin(ReceiverStream::new(out)) as Self::AcquireStream
+        ))
+    }
+
+    type JournalStream = Boxed<pb::JournalEntry>;
+
+    async fn journal(
+        &self,
+        _request: Request<pb::JournalRequest>,
+    ) -> Result<Response<Self::JournalStream>, Status> {
+        let (backlog, mut rx) = self.journal.watch();
+        let (tx, out) = mpsc::channel(256);
+        tokio::spawn(async move {
+            for line in backlog {
+                let entry = pb::JournalEntry {
+                    line: line.to_string(),
+                    sentinel: false,
+                };
+                if tx.send(Ok(entry)).await.is_err() {
+                    return;
+                }
+            }
+            let sentinel = pb::JournalEntry {
+                line: String::new(),
+                sentinel: true,
+            };
+            if tx.send(Ok(sentinel)).await.is_err() {
+                return;
+            }
+            loop {
+                match rx.recv().await {
+                    Ok(line) => {
+                        let entry = pb::JournalEntry {
+                            line: line.to_string(),
+                            sentinel: false,
+                        };
+                        if tx.send(Ok(entry)).await.is_err() {
+                            return;
+                        }
+                    }
+                    Err(broadcast::error::RecvError::Lagged(n)) => {
+                        let _ = tx
+                            .send(Err(Status::data_loss(format!(
+                                "journal reader fell {n} events behind; reconnect to resynchronise"
+                            ))))
+                            .await;
+                        return;
+                    }
+                    Err(broadcast::error::RecvError::Closed) => return,
+                }
+            }
+        });
+        Ok(Response::new(
+            Box::pin(ReceiverStream::new(out)) as Self::JournalStream
+        ))
+    }
+
+    type EventlogStream = Boxed<pb::EventlogEntry>;
+
+    async fn eventlog(
+        &self,
+        _request: Request<pb::ResourceEventlogRequest>,
+    ) -> Result<Response<Self::EventlogStream>, Status> {
+        let store = Arc::clone(&self.store);
+        let lines = tokio::task::spawn_blocking(move || store.resource_eventlog())
+            .await
+            .map_err(|e| Status::internal(e.to_string()))?
+            .map_err(crate::error::Error::from)?;
+        let stream =
+            tokio_stream::iter(lines.into_iter().map(|line| Ok(pb::EventlogEntry { line })));
+        Ok(Response::new(Box::pin(stream) as Self::EventlogStream))
+    }
+
+    async fn drain(
+        &self,
+        request: Request<pb::DrainRequest>,
+    ) -> Result<Response<pb::DrainResponse>, Status> {
+        let req = request.into_inner();
+        let mode = match pb::DrainMode::try_from(req.mode) {
+            Ok(pb::DrainMode::Unspecified) => DrainMode::Fail,
+            Ok(pb::DrainMode::Overwrite) => DrainMode::Overwrite,
+            Ok(pb::DrainMode::Update) => DrainMode::Update,
+            Err(_) => {
+                return Err(Status::invalid_argument(format!(
+                    "unknown drain mode {}",
+                    req.mode
+                )));
+            }
+        };
+        ask(&self.inbox, |reply| {
+            Msg::Resource(ResourceMsg::Drain {
+                targets: req.targets,
+                reason: non_empty(req.reason),
+                mode,
+                reply,
+            })
+        })
+        .await??;
+        Ok(Response::new(pb::DrainResponse {}))
+    }
+
+    async fn undrain(
+        &self,
+        request: Request<pb::UndrainRequest>,
+    ) -> Result<Response<pb::UndrainResponse>, Status> {
+        let req = request.into_inner();
+        ask(&self.inbox, |reply| {
+            Msg::Resource(ResourceMsg::Undrain {
+                targets: req.targets,
+                reason: non_empty(req.reason),
+                force: req.force,
+                reply,
+            })
+        })
+        .await??;
+        Ok(Response::new(pb::UndrainResponse {}))
+    }
+
+    async fn status(
+        &self,
+        _request: Request<pb::StatusRequest>,
+    ) -> Result<Response<pb::StatusResponse>, Status> {
+        let view = ask(&self.inbox, |reply| {
+            Msg::Resource(ResourceMsg::Status { reply })
+        })
+        .await?;
+        let g = &view.groups;
+        let drains: Vec<Value> = view
+            .drains
+            .iter()
+            .map(|(ranks, hosts, t, reason)| {
+                json!({"ranks": ranks.to_string(), "nodelist": hosts, "timestamp": t, "reason": reason})
+            })
+            .collect();
+        let status = json!({
+            "defined": view.inventory.is_some(),
+            "all": view.inventory.as_ref().map(|r| r.ranks().to_string()).unwrap_or_default(),
+            "avail": g.avail.to_string(),
+            "exclude": g.exclude.to_string(),
+            "draining": g.draining.to_string(),
+            "drained": g.drained.to_string(),
+            "torpid": g.torpid.to_string(),
+            "offline": g.offline.to_string(),
+            "allocated": g.allocated.to_string(),
+            "online": g.up.to_string(),
+            "up": view.up.to_string(),
+            "drain_info": drains,
+        });
+        Ok(Response::new(pb::StatusResponse {
+            status: status.to_string(),
+        }))
+    }
+
+    async fn list(
+        &self,
+        _request: Request<pb::ResourceListRequest>,
+    ) -> Result<Response<pb::ResourceListResponse>, Status> {
+        let view = ask(&self.inbox, |reply| {
+            Msg::Resource(ResourceMsg::Status { reply })
+        })
+        .await?;
+        let Some(all) = view.inventory else {
+            return Err(Status::unavailable(
+                "the resource inventory is not defined yet: waiting for nodes to join",
+            ));
+        };
+        let up = all.copy_ranks(&view.up);
+        let down = all.diff(&up);
+        let allocated = view.allocated.unwrap_or_default();
+        Ok(Response::new(pb::ResourceListResponse {
+            all: all.to_json_string(),
+            up: up.to_json_string(),
+            down: down.to_json_string(),
+            allocated: allocated.to_json_string(),
+        }))
+    }
+}
