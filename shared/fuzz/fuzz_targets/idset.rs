@@ -10,7 +10,13 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     if let Ok(set) = IdSet::parse(s) {
+        // Without ranges every member is written out: keep that to sets a test
+        // can hold (a short input like "0-2147483646" names two billion ids).
+        let plain_ok = set.count() <= 100_000;
         for (range, brackets) in [(false, false), (true, false), (true, true), (false, true)] {
+            if !range && !plain_ok {
+                continue;
+            }
             let text = set.encode(EncodeFlags { range, brackets });
             assert_eq!(IdSet::parse(&text).ok().as_ref(), Some(&set), "{text}");
         }
