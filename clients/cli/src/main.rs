@@ -1,6 +1,8 @@
 //! `fluxgate`: the user and admin command line.
 
+mod client;
 mod cmd;
+mod output;
 
 use std::process::ExitCode;
 
@@ -25,6 +27,12 @@ enum Command {
     R(cmd::r::Args),
     /// Job commands.
     Job(cmd::job::Args),
+    /// Submit a job (as flux submit).
+    Submit(cmd::submit::SubmitArgs),
+    /// Run a job interactively (as flux run).
+    Run(cmd::submit::RunArgs),
+    /// Start an instance on this machine and run a command in it (as flux start).
+    Start(cmd::start::Args),
 }
 
 fn main() -> ExitCode {
@@ -34,6 +42,9 @@ fn main() -> ExitCode {
         Command::Hostlist(args) => ("hostlist", cmd::hostlist::run(args)),
         Command::R(args) => ("R", cmd::r::run(args)),
         Command::Job(args) => ("job", cmd::job::run(args)),
+        Command::Submit(args) => ("submit", cmd::submit::run_submit(args)),
+        Command::Run(args) => ("run", cmd::submit::run_run(args)),
+        Command::Start(args) => ("start", cmd::start::run(args)),
     };
     match result {
         Ok(code) => code,

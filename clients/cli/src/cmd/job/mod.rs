@@ -2,6 +2,8 @@
 
 use std::process::ExitCode;
 
+pub mod control;
+pub mod eventlog;
 pub mod id;
 
 /// Arguments of `fluxgate job`.
@@ -15,11 +17,39 @@ pub struct Args {
 enum Command {
     /// Convert job ids between encodings (as `flux job id`).
     Id(id::Args),
+    /// Display a job's eventlog.
+    Eventlog(eventlog::EventlogArgs),
+    /// Wait for an event in a job's eventlog.
+    #[command(name = "wait-event")]
+    WaitEvent(eventlog::WaitEventArgs),
+    /// Interactively attach to a job: stream output, exit as the job did.
+    Attach(control::AttachArgs),
+    /// Print stored keys of a job (jobspec, R, eventlog, exec.eventlog, output).
+    Info(control::InfoArgs),
+    /// Change a pending job's urgency.
+    Urgency(control::UrgencyArgs),
+    /// Raise an exception on jobs.
+    Raise(control::RaiseArgs),
+    /// Send a signal to running jobs.
+    Kill(control::KillArgs),
+    /// Wait for waitable jobs to complete.
+    Wait(control::WaitArgs),
+    /// Print the most recently submitted job id(s).
+    Last(control::LastArgs),
 }
 
 /// Run `fluxgate job`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     match args.command {
         Command::Id(a) => id::run(a),
+        Command::Eventlog(a) => eventlog::run_eventlog(a),
+        Command::WaitEvent(a) => eventlog::run_wait_event(a),
+        Command::Attach(a) => control::run_attach(a),
+        Command::Info(a) => control::run_info(a),
+        Command::Urgency(a) => control::run_urgency(a),
+        Command::Raise(a) => control::run_raise(a),
+        Command::Kill(a) => control::run_kill(a),
+        Command::Wait(a) => control::run_wait(a),
+        Command::Last(a) => control::run_last(a),
     }
 }

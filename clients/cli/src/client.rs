@@ -1,0 +1,143 @@
+//! Reaching an instance: `FLUXGATE_URI`, a small runtime, and gRPC errors
+//! turned into the one-line messages flux tools print.
+
+use anyhow::{Context, anyhow};
+use fluxgate_proto::v1::job_manager_client::JobManagerClient;
+use fluxgate_proto::v1::resource_client::ResourceClient;
+use fluxgate_shared::JobId;
+use tonic::transport::{Channel, Endpoint};
+
+/// The environment variable naming the instance, as `FLUX_URI` does for flux.
+pub const URI_ENV: &str = "FLUXGATE_URI";
+
+/// Clients of one instance, sharing one connection.
+#[derive(Debug, Clone)]
+pub struct Instance {
+    /// The JobManager service.
+    pub jobs: JobManagerClient<Channel>,
+    /// The Resource service.
+    pub resource: ResourceClient<Channel>,
+}
+
+/// The instance address from the environment.
+pub fn uri() -> anyhow::Result<String> {
+    match std::env::var(URI_ENV) {
+        Ok(u) if !u.is_empty() => Ok(u),
+        _ => Err(anyhow!(
+            "{URI_ENV} is not set: run inside `fluxgate start` or export the instance address"
+        )),
+    }
+}
+
+/// A single-threaded runtime: the CLI does one thing at a time.
+pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")
+}
+
+/// Connect to `uri`.
+pub async fn connect_to(uri: &str) -> anyhow::Result<Instance> {
+    let endpoint = Endpoint::from_shared(uri.to_string())
+        .with_context(|| format!("{URI_ENV}={uri:?} is not a valid address"))?;
+    let channel = endpoint
+        .connect()
+        .await
+        .with_context(|| format!("cannot connect to {uri}"))?;
+    Ok(Instance {
+        jobs: JobManagerClient::new(channel.clone()).max_decoding_message_size(64 << 20),
+        resource: ResourceClient::new(channel).max_decoding_message_size(64 << 20),
+    })
+}
+
+/// Connect to the instance named by `FLUXGATE_URI`.
+pub async fn connect() -> anyhow::Result<Instance> {
+    connect_to(&uri()?).await
+}
+
+/// A gRPC status as a person reads it: the server's message alone.
+pub fn status_error(status: tonic::Status) -> anyhow::Error {
+    let msg = status.message();
+    if msg.is_empty() {
+        anyhow!("{:?}", status.code())
+    } else {
+        anyhow!("{msg}")
+    }
+}
+
+/// Parse a job id in any RFC 19 encoding, with flux's message when it is bad.
+pub fn parse_jobid(s: &str) -> anyhow::Result<JobId> {
+    JobId::parse(s.trim()).map_err(|_| anyhow!("error parsing jobid: \"{s}\""))
+}
+
+/// Run `fut` on a fresh runtime.
+pub fn block_on<F: std::future::Future>(fut: F) -> anyhow::Result<F::Output> {
+    Ok(runtime()?.block_on(fut))
+}
+
+/// A job id as flux prints it: F58, with an ASCII `f` when the locale is not
+/// UTF-8 (or `FLUX_F58_FORCE_ASCII` is set), as flux-core's `fluid_encode`.
+pub fn f58(id: JobId) -> String {
+    if f58_ascii() { id.to_f58_ascii() } else { id.to_f58() }
+}
+
+fn f58_ascii() -> bool {
+    if std::env::var_os("FLUX_F58_FORCE_ASCII").is_some()
+        || std::env::var_os("FLUXGATE_F58_FORCE_ASCII").is_some()
+    {
+        return true;
+    }
+    let locale = ["LC_ALL", "LC_CTYPE", "LANG"]
+        .iter()
+        .filter_map(|name| std::env::var(name).ok())
+        .find(|value| !value.is_empty())
+        .unwrap_or_default()
+        .to_ascii_lowercase();
+    !(locale.contains("utf-8") || locale.contains("utf8"))
+}
+
+/// `strsignal(3)` for the signals jobs usually die of.
+pub fn signal_name(sig: i32) -> String {
+    let name = match sig {
+        1 => "Hangup",
+        2 => "Interrupt",
+        3 => "Quit",
+        4 => "Illegal instruction",
+        5 => "Trace/breakpoint trap",
+        6 => "Aborted",
+        7 => "Bus error",
+        8 => "Floating point exception",
+        9 => "Killed",
+        10 => "User defined signal 1",
+        11 => "Segmentation fault",
+        12 => "User defined signal 2",
+        13 => "Broken pipe",
+        14 => "Alarm clock",
+        15 => "Terminated",
+        _ => return format!("Unknown signal {sig}"),
+    };
+    name.to_string()
+}
+
+/// flux-core's `flux_job_waitstatus_to_exitcode`: the exit code a command
+/// reports for a job's wait status, and the message it prints when nonzero.
+pub fn waitstatus_to_exitcode(ws: i32) -> (i32, Option<String>) {
+    let sig = ws & 0x7f;
+    if sig != 0 && sig != 0x7f {
+        return (128 + sig, Some(format!("job shell {}", signal_name(sig))));
+    }
+    let code = (ws >> 8) & 0xff;
+    if code > 128 {
+        (code, Some(format!("task(s) {}", signal_name(code - 128))))
+    } else if code > 0 {
+        (code, Some(format!("task(s) exited with exit code {code}")))
+    } else {
+        (0, None)
+    }
+}
+
+/// One eventlog line as the wire carries it (without its newline).
+pub fn parse_event(line: &str) -> Result<fluxgate_shared::Event, fluxgate_shared::eventlog::EventError> {
+    fluxgate_shared::Event::parse_json(line.strip_suffix('\n').unwrap_or(line))
+}

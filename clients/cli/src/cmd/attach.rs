@@ -1,0 +1,186 @@
+//! Following a job to its end, as flux-core's `flux job attach`
+//! (`src/cmd/job/attach.c`) does for `flux run` and `flux job attach`.
+//!
+//! The main eventlog is followed to `clean`; exceptions are printed on
+//! standard error as `T.TTTs: job.exception type=TYPE severity=N NOTE` with T
+//! relative to the job's first event. The `output` eventlog (RFC 24) is
+//! followed at the same time: stdout data to standard output, stderr data to
+//! standard error. The exit code is flux's: the `finish` wait status through
+//! `waitstatus_to_exitcode` (with its message after `fluxgate-job: `), or 1
+//! when a fatal exception ended a job that did not fail otherwise.
+
+use std::io::Write;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+use fluxgate_proto::v1 as pb;
+use fluxgate_shared::{Event, JobId};
+
+use crate::client::{self, Instance};
+
+/// How a finished job ended, as a command reports it.
+#[derive(Debug, Clone, Default)]
+pub struct Outcome {
+    /// flux's exit code for the job.
+    pub exit_code: i32,
+    /// What to say on standard error when the job did not succeed.
+    pub message: Option<String>,
+}
+
+/// The next message of a stream.
+async fn next<T>(s: &mut tonic::Streaming<T>) -> Result<Option<T>, tonic::Status> {
+    s.message().await
+}
+
+/// Open a watch on one of the job's eventlogs.
+pub async fn watch(
+    inst: &mut Instance,
+    id: JobId,
+    name: &str,
+    follow: bool,
+    wait_create: bool,
+) -> anyhow::Result<tonic::Streaming<pb::EventlogLine>> {
+    Ok(inst
+        .jobs
+        .watch_eventlog(pb::WatchEventlogRequest {
+            id: id.as_u64(),
+            name: name.to_string(),
+            follow,
+            wait_create,
+        })
+        .await
+        .map_err(client::status_error)?
+        .into_inner())
+}
+
+/// Fold the main eventlog's events into an outcome; `on_exception` sees each
+/// exception with the seconds since the first event.
+#[derive(Debug, Default)]
+struct Tracker {
+    t0: Option<f64>,
+    status: Option<i32>,
+    fatal: Option<String>,
+    clean: bool,
+}
+
+impl Tracker {
+    fn apply(&mut self, ev: &Event) -> Option<String> {
+        let t0 = *self.t0.get_or_insert(ev.timestamp);
+        match ev.name.as_str() {
+            "finish" => self.status = ev.ctx_i64("status").ok().map(|s| s as i32),
+            "clean" => self.clean = true,
+            "exception" => {
+                let ty = ev.ctx_str("type").unwrap_or("");
+                let sev = ev.ctx_i64("severity").unwrap_or(0);
+                let note = ev.ctx_str("note").unwrap_or("");
+                let line = format!(
+                    "{:.3}s: job.exception type={ty} severity={sev} {note}",
+                    ev.timestamp - t0
+                );
+                if sev == 0 && self.fatal.is_none() {
+                    self.fatal = Some(if note.is_empty() {
+                        format!("job.exception type={ty}")
+                    } else {
+                        note.to_string()
+                    });
+                }
+                return Some(line);
+            }
+            _ => {}
+        }
+        None
+    }
+
+    fn outcome(&self) -> Outcome {
+        let (mut code, mut message) = match self.status {
+            Some(ws) => client::waitstatus_to_exitcode(ws),
+            None => (0, None),
+        };
+        if code == 0 && self.fatal.is_some() {
+            code = 1;
+            message = None;
+        }
+        Outcome {
+            exit_code: code,
+            message,
+        }
+    }
+}
+
+/// Wait for the job to be clean and say how it ended (no output shown).
+pub async fn outcome(inst: &mut Instance, id: JobId) -> anyhow::Result<Outcome> {
+    let mut stream = watch(inst, id, "eventlog", true, false).await?;
+    let mut t = Tracker::default();
+    while let Some(line) = next(&mut stream).await.map_err(client::status_error)? {
+        let ev = client::parse_event(&line.line).context("bad eventlog line from the job manager")?;
+        t.apply(&ev);
+        if t.clean {
+            break;
+        }
+    }
+    Ok(t.outcome())
+}
+
+/// Write one RFC 24 `data` event (or `log` event) to our stdout/stderr.
+fn show_output(ev: &Event) {
+    match ev.name.as_str() {
+        "data" => {
+            let Ok(data) = ev.ctx_str("data") else { return };
+            if ev.ctx_str("stream").unwrap_or("stdout") == "stderr" {
+                let mut e = std::io::stderr().lock();
+                let _ = e.write_all(data.as_bytes());
+                let _ = e.flush();
+            } else {
+                let mut o = std::io::stdout().lock();
+                let _ = o.write_all(data.as_bytes());
+                let _ = o.flush();
+            }
+        }
+        "log" => {
+            let rank = ev.ctx("rank").map(|r| r.to_string()).unwrap_or_default();
+            let msg = ev.ctx_str("message").unwrap_or("");
+            eprintln!("flux-shell[{}]: {msg}", rank.trim_matches('"'));
+        }
+        _ => {}
+    }
+}
+
+/// Stream the job's output and exit as flux run does.
+pub async fn attach(inst: &mut Instance, id: JobId) -> anyhow::Result<ExitCode> {
+    let mut main = watch(inst, id, "eventlog", true, false).await?;
+    let mut out_inst = inst.clone();
+    let output = tokio::spawn(async move {
+        if let Ok(mut s) = watch(&mut out_inst, id, "output", true, true).await {
+            while let Ok(Some(line)) = next(&mut s).await {
+                if let Ok(ev) = client::parse_event(&line.line) {
+                    show_output(&ev);
+                }
+            }
+        }
+    });
+    let mut t = Tracker::default();
+    while let Some(line) = next(&mut main).await.map_err(client::status_error)? {
+        let ev = client::parse_event(&line.line).context("bad eventlog line from the job manager")?;
+        if let Some(msg) = t.apply(&ev) {
+            eprintln!("{msg}");
+        }
+        if t.clean {
+            break;
+        }
+    }
+    // The output log is final once the job is clean; a job that never started
+    // may have none, so do not wait for ever.
+    let mut output = output;
+    if tokio::time::timeout(Duration::from_secs(5), &mut output)
+        .await
+        .is_err()
+    {
+        output.abort();
+    }
+    let o = t.outcome();
+    if let Some(m) = &o.message {
+        eprintln!("fluxgate-job: {m}");
+    }
+    Ok(ExitCode::from(o.exit_code.clamp(0, 255) as u8))
+}

@@ -1,0 +1,362 @@
+//! `fluxgate start --size N [--statedir DIR] [-- CMD...]`: a whole instance on
+//! this machine, as `flux start --test-size=N`.
+//!
+//! The job manager and N exec services run on loopback in one process group
+//! of their own, so a terminal's Ctrl-C reaches only CMD and teardown is one
+//! `killpg`. Node names are `<host>-0 .. <host>-(N-1)` passed as the job
+//! manager's nodelist, so rank i is always `<host>-i`. CMD (default: an
+//! interactive `$SHELL`) runs once every node is up, with `FLUXGATE_URI`
+//! set; its exit status is ours. Teardown sends SIGTERM to the group, then
+//! SIGKILL after `--kill-timeout`; it also runs on every error path (the
+//! guard's `Drop`), so no service outlives the command.
+
+use std::fs::File;
+use std::io::{BufRead, BufReader};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitCode, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, anyhow, bail};
+use fluxgate_proto::v1 as pb;
+use fluxgate_shared::{Hostlist, IdSet};
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+
+use crate::client;
+
+/// Arguments of `fluxgate start`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Number of nodes (exec services) to start.
+    #[arg(short = 's', long = "size", alias = "test-size", value_name = "N")]
+    size: u32,
+    /// Keep the instance's state here (default: a temporary directory removed at exit).
+    #[arg(long, value_name = "DIR")]
+    statedir: Option<PathBuf>,
+    /// Cores each node offers (default: the exec service's own discovery).
+    #[arg(long, value_name = "N")]
+    cores_per_node: Option<u32>,
+    /// Seconds to wait for the instance to come up.
+    #[arg(long, value_name = "SECS", default_value_t = 60.0)]
+    start_timeout: f64,
+    /// Seconds between SIGTERM and SIGKILL at teardown.
+    #[arg(long, value_name = "SECS", default_value_t = 10.0)]
+    kill_timeout: f64,
+    /// Print the services' addresses and log locations on standard error.
+    #[arg(short, long)]
+    verbose: bool,
+    /// Command to run inside the instance (default: $SHELL).
+    #[arg(last = true, value_name = "CMD")]
+    command: Vec<String>,
+}
+
+/// The services of a running instance; dropping it tears them down.
+#[derive(Debug)]
+struct Services {
+    pgid: Option<Pid>,
+    children: Vec<Child>,
+    kill_timeout: Duration,
+    // Held for its Drop: removes a temporary statedir after the services stop.
+    _tmpdir: Option<tempfile::TempDir>,
+}
+
+impl Services {
+    fn spawn(&mut self, mut cmd: Command) -> anyhow::Result<&mut Child> {
+        // Every service joins the group of the first one so one signal reaches all.
+        cmd.process_group(self.pgid.map_or(0, Pid::as_raw));
+        let child = cmd.spawn()?;
+        if self.pgid.is_none() {
+            self.pgid = Some(Pid::from_raw(child.id() as i32));
+        }
+        self.children.push(child);
+        let last = self.children.len() - 1;
+        Ok(&mut self.children[last])
+    }
+
+    fn teardown(&mut self) {
+        let Some(pgid) = self.pgid.take() else {
+            return;
+        };
+        let _ = killpg(pgid, Signal::SIGTERM);
+        let deadline = Instant::now() + self.kill_timeout;
+        while Instant::now() < deadline {
+            if self
+                .children
+                .iter_mut()
+                .all(|c| matches!(c.try_wait(), Ok(Some(_)) | Err(_)))
+            {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        // Also catches anything the services forked into the group.
+        let _ = killpg(pgid, Signal::SIGKILL);
+        for c in &mut self.children {
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for Services {
+    fn drop(&mut self) {
+        self.teardown();
+    }
+}
+
+/// Where a service binary is: beside this executable, else on PATH.
+fn service_binary(name: &str) -> PathBuf {
+    if let Ok(exe) = std::env::current_exe()
+        && let Some(dir) = exe.parent()
+    {
+        let p = dir.join(name);
+        if p.is_file() {
+            return p;
+        }
+    }
+    PathBuf::from(name)
+}
+
+fn log_file(dir: &Path, name: &str) -> anyhow::Result<File> {
+    let path = dir.join(name);
+    File::create(&path).with_context(|| format!("cannot create {}", path.display()))
+}
+
+/// The last lines of a log, to explain a failed start.
+fn log_tail(path: &Path) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(10)..].join("\n")
+}
+
+/// The node names: `<host>-0 .. <host>-(N-1)`.
+fn node_names(size: u32) -> anyhow::Result<Vec<String>> {
+    let host = nix::unistd::gethostname()
+        .map(|h| h.to_string_lossy().into_owned())
+        .unwrap_or_else(|_| "localhost".into());
+    // Keep only hostname characters so the names make a valid hostlist.
+    let host: String = host
+        .split('.')
+        .next()
+        .unwrap_or("localhost")
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || *c == '-')
+        .collect();
+    let host = if host.is_empty() { "node".into() } else { host };
+    Ok((0..size).map(|i| format!("{host}-{i}")).collect())
+}
+
+/// Run `fluxgate start`.
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    if args.size == 0 {
+        bail!("--size must be at least 1");
+    }
+    let (statedir, tmpdir) = match &args.statedir {
+        Some(d) => {
+            std::fs::create_dir_all(d)
+                .with_context(|| format!("cannot create statedir {}", d.display()))?;
+            (d.clone(), None)
+        }
+        None => {
+            let t = tempfile::Builder::new()
+                .prefix("fluxgate-")
+                .tempdir()
+                .context("cannot create a temporary statedir")?;
+            (t.path().to_path_buf(), Some(t))
+        }
+    };
+    // Handlers first: from here on a Ctrl-C or SIGTERM must not kill us
+    // before the services (in their own group) are torn down.
+    let rt = client::runtime()?;
+    let mut signals = {
+        let _guard = rt.enter();
+        Signals::new()?
+    };
+    let mut services = Services {
+        pgid: None,
+        children: Vec::new(),
+        kill_timeout: Duration::from_secs_f64(args.kill_timeout.max(0.0)),
+        _tmpdir: tmpdir,
+    };
+    let names = node_names(args.size)?;
+    let mut nodelist = Hostlist::new();
+    for n in &names {
+        nodelist
+            .push(n)
+            .map_err(|e| anyhow!("node name {n:?}: {e}"))?;
+    }
+
+    let jm_log = statedir.join("job-manager.log");
+    let mut jm = Command::new(service_binary("fluxgate-job-manager"));
+    jm.arg("--listen")
+        .arg("127.0.0.1:0")
+        .arg("--statedir")
+        .arg(&statedir)
+        .arg("--nodelist")
+        .arg(nodelist.encode())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(log_file(&statedir, "job-manager.log")?);
+    let child = services
+        .spawn(jm)
+        .context("cannot start fluxgate-job-manager (build it with `cargo build --workspace` or put it on PATH)")?;
+    let stdout = child.stdout.take().context("job manager stdout")?;
+    let mut line = String::new();
+    BufReader::new(stdout)
+        .read_line(&mut line)
+        .context("reading the job manager's address")?;
+    let uri = line.trim().to_string();
+    if uri.is_empty() {
+        bail!(
+            "fluxgate-job-manager exited before serving:\n{}",
+            log_tail(&jm_log)
+        );
+    }
+    if args.verbose {
+        eprintln!("fluxgate-start: job manager at {uri}, logs in {}", statedir.display());
+    }
+
+    for (i, name) in names.iter().enumerate() {
+        let mut ex = Command::new(service_binary("fluxgate-exec"));
+        ex.arg("--job-manager")
+            .arg(&uri)
+            .arg("--listen")
+            .arg("127.0.0.1:0")
+            .arg("--hostname")
+            .arg(name)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log_file(&statedir, &format!("exec-{i}.log"))?);
+        if let Some(c) = args.cores_per_node {
+            ex.arg("--cores-count").arg(c.to_string());
+        }
+        services
+            .spawn(ex)
+            .context("cannot start fluxgate-exec (build it with `cargo build --workspace` or put it on PATH)")?;
+    }
+
+    let timeout = Duration::from_secs_f64(args.start_timeout.max(0.0));
+    rt.block_on(async {
+        tokio::select! {
+            r = wait_ready(&uri, args.size, timeout, &mut services) => r,
+            s = signals.any() => Err(anyhow!("interrupted by {s} during startup")),
+        }
+    })
+    .with_context(|| format!("instance did not come up; logs in {}", statedir.display()))?;
+
+    let code = rt.block_on(run_command(&args.command, &uri, &statedir, &mut signals))?;
+    services.teardown();
+    Ok(code)
+}
+
+/// Wait until every node is up, or a service dies, or the time is out.
+async fn wait_ready(
+    uri: &str,
+    size: u32,
+    timeout: Duration,
+    services: &mut Services,
+) -> anyhow::Result<()> {
+    let deadline = Instant::now() + timeout;
+    let mut last;
+    loop {
+        for c in &mut services.children {
+            if let Ok(Some(status)) = c.try_wait() {
+                bail!("a service exited during startup ({status})");
+            }
+        }
+        match up_count(uri).await {
+            Ok(n) if n >= u64::from(size) => return Ok(()),
+            Ok(n) => last = format!("{n} of {size} nodes up"),
+            Err(e) => last = format!("{e:#}"),
+        }
+        if Instant::now() >= deadline {
+            bail!("timed out: {last}");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn up_count(uri: &str) -> anyhow::Result<u64> {
+    let mut inst = client::connect_to(uri).await?;
+    let status = inst
+        .resource
+        .status(pb::StatusRequest {})
+        .await
+        .map_err(client::status_error)?
+        .into_inner();
+    let v: serde_json::Value = serde_json::from_str(&status.status)?;
+    let up = v.get("up").and_then(|u| u.as_str()).unwrap_or("");
+    Ok(IdSet::parse(up).map(|s| s.count()).unwrap_or(0))
+}
+
+/// Run CMD with the instance in its environment; SIGTERM/SIGHUP are passed
+/// on, SIGINT is left to CMD (the terminal sent it to CMD's group too).
+async fn run_command(
+    command: &[String],
+    uri: &str,
+    statedir: &Path,
+    signals: &mut Signals,
+) -> anyhow::Result<ExitCode> {
+    let (prog, rest) = match command.split_first() {
+        Some((p, r)) => (p.clone(), r.to_vec()),
+        None => (
+            std::env::var("SHELL").unwrap_or_else(|_| "/bin/sh".into()),
+            Vec::new(),
+        ),
+    };
+    let mut child = tokio::process::Command::new(&prog)
+        .args(&rest)
+        .env(client::URI_ENV, uri)
+        .env("FLUXGATE_STATEDIR", statedir)
+        .spawn()
+        .with_context(|| format!("cannot run {prog}"))?;
+    let pid = child.id().map(|p| Pid::from_raw(p as i32));
+    let status = loop {
+        tokio::select! {
+            s = child.wait() => break s?,
+            _ = signals.int.recv() => {}
+            _ = signals.term.recv() => forward(pid, Signal::SIGTERM),
+            _ = signals.hup.recv() => forward(pid, Signal::SIGHUP),
+        }
+    };
+    let code = match (status.code(), status.signal()) {
+        (Some(c), _) => c,
+        (None, Some(s)) => 128 + s,
+        _ => 1,
+    };
+    Ok(ExitCode::from(code.clamp(0, 255) as u8))
+}
+
+fn forward(pid: Option<Pid>, sig: Signal) {
+    if let Some(p) = pid {
+        let _ = nix::sys::signal::kill(p, sig);
+    }
+}
+
+/// The signals `fluxgate start` handles instead of dying.
+#[derive(Debug)]
+struct Signals {
+    int: tokio::signal::unix::Signal,
+    term: tokio::signal::unix::Signal,
+    hup: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn new() -> anyhow::Result<Signals> {
+        use tokio::signal::unix::{SignalKind, signal};
+        Ok(Signals {
+            int: signal(SignalKind::interrupt()).context("SIGINT handler")?,
+            term: signal(SignalKind::terminate()).context("SIGTERM handler")?,
+            hup: signal(SignalKind::hangup()).context("SIGHUP handler")?,
+        })
+    }
+
+    /// The name of the next signal received.
+    async fn any(&mut self) -> &'static str {
+        tokio::select! {
+            _ = self.int.recv() => "SIGINT",
+            _ = self.term.recv() => "SIGTERM",
+            _ = self.hup.recv() => "SIGHUP",
+        }
+    }
+}

@@ -1,0 +1,500 @@
+//! `fluxgate submit` and `fluxgate run`: build a jobspec from flux's options
+//! (through `JobspecBuilder`), submit it, and for `run` attach to it.
+//!
+//! `submit` prints each job's F58 id; with `--cc IDSET` it submits one copy
+//! per id (with `{cc}` in the command, `--output` and `--error` replaced by
+//! the id and `FLUX_JOB_CC` set in the job's environment), in batches through
+//! `SubmitMany`, with a progress bar when `--progress` is given.
+//! `--wait` waits for every job and exits with the largest exit code, as
+//! `flux submit --wait` does.
+
+use std::collections::BTreeMap;
+use std::process::ExitCode;
+
+use anyhow::{Context, anyhow, bail};
+use fluxgate_proto::v1 as pb;
+use fluxgate_shared::IdSet;
+use fluxgate_shared::JobId;
+use fluxgate_shared::jobspec::{Dependency, JobspecBuilder};
+
+use crate::client::{self, Instance};
+use crate::cmd::attach;
+
+/// The options `submit` and `run` share, as flux's names them.
+#[derive(Debug, Clone, clap::Args)]
+pub struct JobOpts {
+    /// Number of nodes to allocate.
+    #[arg(short = 'N', long = "nodes", value_name = "N")]
+    nodes: Option<u64>,
+    /// Number of tasks to start.
+    #[arg(short = 'n', long = "ntasks", value_name = "N")]
+    ntasks: Option<u64>,
+    /// Number of cores to allocate per task.
+    #[arg(short = 'c', long = "cores-per-task", value_name = "N")]
+    cores_per_task: Option<u64>,
+    /// Number of GPUs to allocate per task.
+    #[arg(short = 'g', long = "gpus-per-task", value_name = "N")]
+    gpus_per_task: Option<u64>,
+    /// With -N, allocate nodes exclusively.
+    #[arg(short = 'x', long = "exclusive")]
+    exclusive: bool,
+    /// Time limit in Flux standard duration, e.g. 2m, 1.5h.
+    #[arg(short = 't', long = "time-limit", value_name = "MIN|FSD")]
+    time_limit: Option<String>,
+    /// Set job urgency (0-31), hold=0, default=16, expedite=31.
+    #[arg(long, value_name = "N")]
+    urgency: Option<String>,
+    /// Set job dependency (scheme:value[?key=val]).
+    #[arg(long = "dependency", value_name = "DEPENDENCY")]
+    dependency: Vec<String>,
+    /// Set job attribute ATTR (prefix with user. or system.; default system.).
+    #[arg(short = 'S', long = "setattr", value_name = "ATTR=VAL")]
+    setattr: Vec<String>,
+    /// Set shell option OPT; -o opt=VAL sets it to VAL (JSON when it parses).
+    #[arg(short = 'o', long = "setopt", value_name = "OPT")]
+    setopt: Vec<String>,
+    /// Control environment export (VAR, VAR=VAL, -PATTERN, PATTERN).
+    #[arg(long = "env", value_name = "RULE")]
+    env: Vec<String>,
+    /// Remove environment variables matching PATTERN.
+    #[arg(long = "env-remove", value_name = "PATTERN")]
+    env_remove: Vec<String>,
+    /// Set the working directory of the tasks.
+    #[arg(long, value_name = "DIR")]
+    cwd: Option<String>,
+    /// Redirect job stdout to FILENAME.
+    #[arg(long, value_name = "FILENAME")]
+    output: Option<String>,
+    /// Redirect job stderr to FILENAME.
+    #[arg(long, value_name = "FILENAME")]
+    error: Option<String>,
+    /// Redirect job stdin from FILENAME.
+    #[arg(long, value_name = "FILENAME")]
+    input: Option<String>,
+    /// Set an alternate job name.
+    #[arg(long = "job-name", value_name = "NAME")]
+    job_name: Option<String>,
+    /// Submit a job to a specific named queue.
+    #[arg(short = 'q', long = "queue", value_name = "NAME")]
+    queue: Option<String>,
+    /// Submit a job to a specific named bank.
+    #[arg(short = 'B', long = "bank", value_name = "BANK")]
+    bank: Option<String>,
+    /// Set submission flags (debug, waitable, novalidate), comma separated.
+    #[arg(long, value_name = "FLAGS", value_delimiter = ',')]
+    flags: Vec<String>,
+}
+
+/// Arguments of `fluxgate submit`.
+#[derive(Debug, clap::Args)]
+pub struct SubmitArgs {
+    #[command(flatten)]
+    opts: JobOpts,
+    /// Replicate the job for each ID in IDSET ({cc} is replaced by the id).
+    #[arg(long, value_name = "IDSET", conflicts_with = "bcc")]
+    cc: Option<String>,
+    /// As --cc, without FLUX_JOB_CC in the environment.
+    #[arg(long, value_name = "IDSET")]
+    bcc: Option<String>,
+    /// Do not print the job ids.
+    #[arg(long)]
+    quiet: bool,
+    /// Wait for all jobs to complete; exit with the largest exit code.
+    #[arg(long)]
+    wait: bool,
+    /// Show a progress bar while submitting (and, with --wait, running).
+    #[arg(long)]
+    progress: bool,
+    /// Command and arguments.
+    #[arg(required = true, trailing_var_arg = true, value_name = "COMMAND")]
+    command: Vec<String>,
+}
+
+/// Arguments of `fluxgate run`.
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    opts: JobOpts,
+    /// Command and arguments.
+    #[arg(required = true, trailing_var_arg = true, value_name = "COMMAND")]
+    command: Vec<String>,
+}
+
+/// Urgency names flux accepts.
+pub fn parse_urgency(s: &str) -> anyhow::Result<u32> {
+    match s {
+        "hold" => Ok(0),
+        "default" => Ok(16),
+        "expedite" => Ok(31),
+        n => n
+            .parse::<u32>()
+            .ok()
+            .filter(|u| *u <= 31)
+            .ok_or_else(|| anyhow!("urgency must be 0-31, hold, default or expedite (got {s:?})")),
+    }
+}
+
+fn parse_flags(flags: &[String]) -> anyhow::Result<u32> {
+    let mut bits = 0;
+    for f in flags.iter().filter(|f| !f.is_empty()) {
+        bits |= match f.as_str() {
+            "debug" => pb::SubmitFlag::Debug as u32,
+            "waitable" => pb::SubmitFlag::Waitable as u32,
+            "novalidate" => pb::SubmitFlag::Novalidate as u32,
+            other => bail!("--flags: unknown flag {other}"),
+        };
+    }
+    Ok(bits)
+}
+
+/// `-t`: a bare number is minutes (flux's rule), else an FSD.
+fn time_limit_fsd(t: &str) -> String {
+    if t.parse::<f64>().is_ok() {
+        format!("{t}m")
+    } else {
+        t.to_string()
+    }
+}
+
+impl JobOpts {
+    /// The jobspec JSON text for `command`, with `{cc}` replaced by `cc`.
+    fn jobspec(&self, command: &[String], cc: Option<(u32, bool)>) -> anyhow::Result<String> {
+        let subst = |s: &str| match cc {
+            Some((id, _)) => s.replace("{cc}", &id.to_string()),
+            None => s.to_string(),
+        };
+        let command: Vec<String> = command.iter().map(|a| subst(a)).collect();
+        let mut b = JobspecBuilder::new(command);
+        if let Some(n) = self.nodes {
+            b = b.nodes(n);
+        }
+        if let Some(n) = self.ntasks {
+            b = b.ntasks(n);
+        }
+        if let Some(n) = self.cores_per_task {
+            b = b.cores_per_task(n);
+        }
+        if let Some(n) = self.gpus_per_task {
+            b = b.gpus_per_task(n);
+        }
+        if self.exclusive {
+            b = b.exclusive(true);
+        }
+        if let Some(t) = &self.time_limit {
+            b = b.duration(&time_limit_fsd(t))?;
+        }
+        let mut env = filtered_environment(std::env::vars(), &self.env_remove, &self.env);
+        if let Some((id, true)) = cc {
+            env.insert("FLUX_JOB_CC".into(), id.to_string());
+        }
+        b = b.environment(env);
+        let cwd = match &self.cwd {
+            Some(c) => c.clone(),
+            None => std::env::current_dir()
+                .context("cannot read the current directory (pass --cwd)")?
+                .to_string_lossy()
+                .into_owned(),
+        };
+        b = b.cwd(cwd);
+        if let Some(n) = &self.job_name {
+            b = b.name(n);
+        }
+        if let Some(o) = &self.output {
+            b = b.output(subst(o));
+        }
+        if let Some(e) = &self.error {
+            b = b.error(subst(e));
+        }
+        if let Some(i) = &self.input {
+            b = b.input(i);
+        }
+        if let Some(q) = &self.queue {
+            b = b.queue(q);
+        }
+        if let Some(bank) = &self.bank {
+            b = b.bank(bank);
+        }
+        for d in &self.dependency {
+            let dep: Dependency = d.parse().map_err(|e| anyhow!("--dependency={d}: {e}"))?;
+            b = b.dependency(dep);
+        }
+        for kv in &self.setattr {
+            b = b.setattr_kv(kv);
+        }
+        for kv in &self.setopt {
+            b = b.setopt_kv(kv);
+        }
+        let value = b.to_value()?;
+        // Validate here so a bad option is reported before anything is sent.
+        b.build()?;
+        Ok(value.to_string())
+    }
+
+    fn request(&self, command: &[String], cc: Option<(u32, bool)>) -> anyhow::Result<pb::SubmitRequest> {
+        Ok(pb::SubmitRequest {
+            jobspec: self.jobspec(command, cc)?,
+            urgency: self.urgency.as_deref().map(parse_urgency).transpose()?,
+            flags: parse_flags(&self.flags)?,
+        })
+    }
+}
+
+/// flux's environment rules: start from the whole environment, then apply
+/// each `--env-remove` pattern, then each `--env` rule in order: `-PATTERN`
+/// removes, `VAR=VAL` sets (with `$VAR` expanded), a glob PATTERN or a VAR
+/// name copies the matching variables from the submitting environment.
+pub fn filtered_environment(
+    environ: impl Iterator<Item = (String, String)>,
+    removes: &[String],
+    rules: &[String],
+) -> BTreeMap<String, String> {
+    let source: BTreeMap<String, String> = environ.collect();
+    let mut env = source.clone();
+    let all = removes.iter().map(|r| format!("-{r}")).chain(rules.iter().cloned());
+    for rule in all {
+        if let Some(pat) = rule.strip_prefix('-') {
+            env.retain(|k, _| !glob_match(pat, k));
+        } else if let Some((k, v)) = rule.split_once('=') {
+            let v = expand_vars(v, &env, &source);
+            env.insert(k.to_string(), v);
+        } else {
+            for (k, v) in source.iter().filter(|(k, _)| glob_match(&rule, k)) {
+                env.insert(k.clone(), v.clone());
+            }
+        }
+    }
+    env
+}
+
+fn expand_vars(v: &str, env: &BTreeMap<String, String>, source: &BTreeMap<String, String>) -> String {
+    let lookup = |name: &str| {
+        env.get(name)
+            .or_else(|| source.get(name))
+            .cloned()
+            .unwrap_or_default()
+    };
+    let mut out = String::new();
+    let mut chars = v.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c != '$' {
+            out.push(c);
+            continue;
+        }
+        let mut name = String::new();
+        if chars.peek() == Some(&'{') {
+            chars.next();
+            for c in chars.by_ref() {
+                if c == '}' {
+                    break;
+                }
+                name.push(c);
+            }
+        } else {
+            while let Some(&c) = chars.peek() {
+                if c.is_ascii_alphanumeric() || c == '_' {
+                    name.push(c);
+                    chars.next();
+                } else {
+                    break;
+                }
+            }
+        }
+        if name.is_empty() {
+            out.push('$');
+        } else {
+            out.push_str(&lookup(&name));
+        }
+    }
+    out
+}
+
+/// Shell glob(7) on a whole string: `*`, `?`, `[...]`.
+pub fn glob_match(pat: &str, s: &str) -> bool {
+    fn go(p: &[char], s: &[char]) -> bool {
+        match p.split_first() {
+            None => s.is_empty(),
+            Some(('*', rest)) => (0..=s.len()).any(|i| go(rest, &s[i..])),
+            Some(('?', rest)) => !s.is_empty() && go(rest, &s[1..]),
+            Some(('[', rest)) => {
+                let Some(end) = rest.iter().position(|&c| c == ']') else {
+                    return s.first() == Some(&'[') && go(rest, &s[1..]);
+                };
+                let (class, after) = (&rest[..end], &rest[end + 1..]);
+                let Some(&c) = s.first() else { return false };
+                let (neg, class) = match class.first() {
+                    Some('!') | Some('^') => (true, &class[1..]),
+                    _ => (false, class),
+                };
+                let mut hit = false;
+                let mut i = 0;
+                while i < class.len() {
+                    if i + 2 < class.len() && class[i + 1] == '-' {
+                        hit |= class[i] <= c && c <= class[i + 2];
+                        i += 3;
+                    } else {
+                        hit |= class[i] == c;
+                        i += 1;
+                    }
+                }
+                hit != neg && go(after, &s[1..])
+            }
+            Some((c, rest)) => s.first() == Some(c) && go(rest, &s[1..]),
+        }
+    }
+    let p: Vec<char> = pat.chars().collect();
+    let s: Vec<char> = s.chars().collect();
+    go(&p, &s)
+}
+
+/// Submit one request.
+pub async fn submit_one(inst: &mut Instance, req: pb::SubmitRequest) -> anyhow::Result<JobId> {
+    let resp = inst
+        .jobs
+        .submit(req)
+        .await
+        .map_err(client::status_error)?
+        .into_inner();
+    Ok(JobId::from(resp.id))
+}
+
+/// Run `fluxgate submit`.
+pub fn run_submit(args: SubmitArgs) -> anyhow::Result<ExitCode> {
+    let copies: Option<(IdSet, bool)> = match (&args.cc, &args.bcc) {
+        (Some(s), _) => Some((IdSet::parse(s).map_err(|e| anyhow!("--cc={s}: {e}"))?, true)),
+        (None, Some(s)) => Some((IdSet::parse(s).map_err(|e| anyhow!("--bcc={s}: {e}"))?, false)),
+        _ => None,
+    };
+    let mut requests = Vec::new();
+    match &copies {
+        Some((ids, env)) => {
+            for id in ids.iter() {
+                requests.push(args.opts.request(&args.command, Some((id, *env)))?);
+            }
+        }
+        None => requests.push(args.opts.request(&args.command, None)?),
+    }
+    client::block_on(async {
+        let mut inst = client::connect().await?;
+        let bar = progress_bar(args.progress, requests.len() as u64, "submitting");
+        let mut ids = Vec::new();
+        let mut failed = false;
+        if requests.len() == 1 {
+            let id = submit_one(&mut inst, requests.remove(0)).await?;
+            ids.push(id);
+            print_id(&args, &bar, id);
+        } else {
+            while !requests.is_empty() {
+                let batch: Vec<_> = requests.drain(..requests.len().min(1000)).collect();
+                let resp = inst
+                    .jobs
+                    .submit_many(pb::SubmitManyRequest { jobs: batch })
+                    .await
+                    .map_err(client::status_error)?
+                    .into_inner();
+                for r in resp.results {
+                    match r.result {
+                        Some(pb::submit_result::Result::Id(id)) => {
+                            let id = JobId::from(id);
+                            ids.push(id);
+                            print_id(&args, &bar, id);
+                        }
+                        Some(pb::submit_result::Result::Error(e)) => {
+                            bar.suspend(|| eprintln!("fluxgate-submit: {e}"));
+                            failed = true;
+                        }
+                        None => failed = true,
+                    }
+                    bar.inc(1);
+                }
+            }
+        }
+        bar.finish_and_clear();
+        let mut code = if failed { 1 } else { 0 };
+        if args.wait {
+            let bar = progress_bar(args.progress, ids.len() as u64, "running");
+            for id in &ids {
+                let outcome = attach::outcome(&mut inst, *id).await?;
+                if let Some(msg) = &outcome.message {
+                    bar.suspend(|| eprintln!("{}: {msg}", client::f58(*id)));
+                }
+                code = code.max(outcome.exit_code);
+                bar.inc(1);
+            }
+            bar.finish_and_clear();
+        }
+        Ok(ExitCode::from(code.clamp(0, 255) as u8))
+    })?
+}
+
+fn print_id(args: &SubmitArgs, bar: &indicatif::ProgressBar, id: JobId) {
+    if !args.quiet {
+        bar.suspend(|| println!("{}", client::f58(id)));
+    }
+}
+
+fn progress_bar(show: bool, len: u64, what: &str) -> indicatif::ProgressBar {
+    if !show {
+        return indicatif::ProgressBar::hidden();
+    }
+    let bar = indicatif::ProgressBar::new(len);
+    if let Ok(style) = indicatif::ProgressStyle::with_template(
+        "{msg:>10} [{bar:40}] {pos}/{len} {per_sec} {elapsed_precise}",
+    ) {
+        bar.set_style(style.progress_chars("=> "));
+    }
+    bar.set_message(what.to_string());
+    bar
+}
+
+/// Run `fluxgate run`: submit, then stream output and exit as the job did.
+pub fn run_run(args: RunArgs) -> anyhow::Result<ExitCode> {
+    let req = args.opts.request(&args.command, None)?;
+    client::block_on(async {
+        let mut inst = client::connect().await?;
+        let id = submit_one(&mut inst, req).await?;
+        attach::attach(&mut inst, id).await
+    })?
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> impl Iterator<Item = (String, String)> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect::<Vec<_>>()
+            .into_iter()
+    }
+
+    #[test]
+    fn env_rules_follow_flux() {
+        let base = [("HOME", "/h"), ("PATH", "/bin"), ("FOO_A", "1"), ("FOO_B", "2")];
+        let all = filtered_environment(env(&base), &[], &[]);
+        assert_eq!(all.len(), 4);
+        let only_home = filtered_environment(env(&base), &[], &["-*".into(), "HOME".into()]);
+        assert_eq!(only_home.keys().collect::<Vec<_>>(), ["HOME"]);
+        let no_foo = filtered_environment(env(&base), &["FOO_*".into()], &[]);
+        assert_eq!(no_foo.keys().collect::<Vec<_>>(), ["HOME", "PATH"]);
+        let set = filtered_environment(env(&base), &[], &["X=$HOME/x".into()]);
+        assert_eq!(set["X"], "/h/x");
+    }
+
+    #[test]
+    fn globs() {
+        assert!(glob_match("FOO_*", "FOO_A"));
+        assert!(!glob_match("FOO_*", "XFOO_A"));
+        assert!(glob_match("F?O", "FOO"));
+        assert!(glob_match("[A-C]X", "BX"));
+        assert!(!glob_match("[!A-C]X", "BX"));
+    }
+
+    #[test]
+    fn urgency_names() {
+        assert_eq!(parse_urgency("hold").unwrap(), 0);
+        assert_eq!(parse_urgency("expedite").unwrap(), 31);
+        assert_eq!(parse_urgency("7").unwrap(), 7);
+        assert!(parse_urgency("32").is_err());
+    }
+}
