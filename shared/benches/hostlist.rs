@@ -20,9 +20,36 @@ fn hostlist(c: &mut Criterion) {
             &format!("hostlist/decode {name} ({} hosts)", hl.len()),
             |b| b.iter(|| Hostlist::parse(black_box(text)).unwrap()),
         );
-        c.bench_function(&format!("hostlist/expand {name}"), |b| {
-            b.iter(|| black_box(&hl).iter().count())
+        c.bench_function(
+            &format!("hostlist/expand {name} (iter, a String per host)"),
+            |b| b.iter(|| black_box(&hl).iter().count()),
+        );
+        c.bench_function(&format!("hostlist/expand {name} (for_each_host)"), |b| {
+            b.iter(|| {
+                let mut sum = 0usize;
+                black_box(&hl).for_each_host(|h| sum += usize::from(h.as_bytes()[4]));
+                sum
+            })
         });
+        // The C comparison: decode, visit every host name, encode again.
+        c.bench_function(&format!("hostlist/decode+expand+encode {name}"), |b| {
+            b.iter(|| {
+                let h = Hostlist::parse(black_box(text)).unwrap();
+                let mut sum = 0usize;
+                h.for_each_host(|n| sum += usize::from(n.as_bytes()[4]));
+                (sum, h.encode())
+            })
+        });
+        c.bench_function(
+            &format!("hostlist/decode+expand+encode {name} (iter)"),
+            |b| {
+                b.iter(|| {
+                    let h = Hostlist::parse(black_box(text)).unwrap();
+                    let sum: usize = h.iter().map(|n| usize::from(n.as_bytes()[4])).sum();
+                    (sum, h.encode())
+                })
+            },
+        );
         c.bench_function(&format!("hostlist/encode {name}"), |b| {
             b.iter(|| black_box(&hl).encode())
         });

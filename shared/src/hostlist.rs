@@ -722,6 +722,34 @@ impl Hostlist {
             .flat_map(|run| (0..run.count()).map(move |k| run.host(k)))
     }
 
+    /// Call `f` with every host name in order, without allocating per host:
+    /// each name is built in one reused buffer (as flux-core's iterator
+    /// hands out names), so `f` sees it only for the length of the call.
+    ///
+    /// Consecutive numbers of a range are made by counting up the decimal
+    /// digits already in the buffer, so most hosts cost one or two byte writes.
+    pub fn for_each_host(&self, mut f: impl FnMut(&str)) {
+        let mut buf = String::new();
+        for run in &self.runs {
+            match run {
+                Run::Single(name) => f(name),
+                Run::Range {
+                    prefix,
+                    lo,
+                    hi,
+                    width,
+                } => count_up(&mut buf, prefix, *lo, *hi, *width, "", &mut f),
+                Run::Suffixed {
+                    prefix,
+                    lo,
+                    hi,
+                    width,
+                    suffix,
+                } => count_up(&mut buf, prefix, *lo, *hi, *width, suffix, &mut f),
+            }
+        }
+    }
+
     /// Hosts at positions `start..end` (clamped to the list).
     pub fn slice(&self, start: usize, end: usize) -> Hostlist {
         let end = end.min(self.len);
@@ -856,6 +884,50 @@ impl Hostlist {
             }
         }
         out
+    }
+}
+
+/// Call `f` with `prefix` + each of `lo..=hi` zero-padded to `width` +
+/// `suffix`, built in `buf`.
+fn count_up(
+    buf: &mut String,
+    prefix: &str,
+    lo: u64,
+    hi: u64,
+    width: usize,
+    suffix: &str,
+    f: &mut impl FnMut(&str),
+) {
+    use std::fmt::Write as _;
+    buf.clear();
+    buf.push_str(prefix);
+    let start = buf.len();
+    // Writing to a String cannot fail.
+    let _ = write!(buf, "{lo:0width$}");
+    let mut end = buf.len();
+    buf.push_str(suffix);
+    f(buf);
+    let mut n = lo;
+    while n < hi {
+        n += 1;
+        // The digits that change are the trailing 9s (which become 0s) and
+        // the digit before them (which goes up by one).
+        let digits = &buf.as_bytes()[start..end];
+        let nines = digits.iter().rev().take_while(|&&d| d == b'9').count();
+        if nines == digits.len() {
+            // 9..9 -> 10..0: one more digit; rare enough to print afresh.
+            buf.truncate(start);
+            let _ = write!(buf, "{n:0width$}");
+            end = buf.len();
+        } else {
+            let at = end - nines - 1;
+            let bumped = char::from(buf.as_bytes()[at] + 1);
+            buf.truncate(at);
+            buf.push(bumped);
+            buf.extend(std::iter::repeat_n('0', nines));
+        }
+        buf.push_str(suffix);
+        f(buf);
     }
 }
 
@@ -1080,6 +1152,23 @@ mod tests {
         assert_eq!(combine_width(9, 1, 10, 2), Some(1));
         assert_eq!(combine_width(1, 2, 2, 1), None);
         assert_eq!(combine_width(9, 2, 10, 2), Some(2));
+    }
+
+    #[test]
+    fn for_each_host_matches_iter() {
+        for text in [
+            "node[0-99999]",
+            "a[98-102],b,c[007-011]-eth0,d[9-10],e[0099-0101],x1,y",
+            "n[18446744073709551610-18446744073709551615]",
+            "z[0,2,4-5]s",
+            "m18446744073709551615,m[0-1]",
+        ] {
+            let h = hl(text);
+            let mut got = Vec::new();
+            h.for_each_host(|name| got.push(name.to_string()));
+            let want: Vec<String> = h.iter().collect();
+            assert_eq!(got, want, "{text}");
+        }
     }
 
     #[test]
