@@ -1,4 +1,4 @@
-//! JSON text as flux-core writes it, and the exact reading of a top-level number.
+//! JSON text as flux-core writes it.
 //!
 //! flux-core serialises events with jansson (`json_dumps(entry, JSON_COMPACT)`), so a
 //! byte-for-byte match with its eventlogs needs jansson's choices where serde_json's
@@ -11,16 +11,13 @@
 //! jansson builds with a dtoa option write shortest reals instead; the Flux
 //! eventlogs we have (flux-core 0.88) show `%.17g`, so that is what is written here.
 //!
-//! serde_json (without its `float_roundtrip` feature) may read a 17-digit real one
-//! unit in the last place off, which would change the bytes on re-emission, so the
-//! timestamp is re-read from its own text with Rust's correctly rounded parser.
+//! Reading needs serde_json's `float_roundtrip` feature (enabled for the workspace):
+//! without it a 17-digit real may be read one unit in the last place off, which
+//! would change the bytes on re-emission.
 
 use std::io;
 
-use std::borrow::Cow;
-
 use serde_json::ser::{CharEscape, Formatter};
-use serde_json::{Number, Value};
 
 /// serde_json formatter emitting jansson's compact output.
 pub(super) struct JanssonFormatter;
@@ -116,172 +113,6 @@ pub(crate) fn push_real(out: &mut String, value: f64) {
     }
 }
 
-/// Re-read every real in `value` from its own text in `raw` (the JSON `value` was
-/// parsed from), so that it is the correctly rounded double.
-pub(super) fn fix_reals(value: &mut Value, raw: &str) {
-    match value {
-        Value::Number(n) if n.is_f64() => {
-            if let Some(exact) = raw.parse::<f64>().ok().and_then(Number::from_f64) {
-                *n = exact;
-            }
-        }
-        Value::Array(items) => {
-            for (item, raw_item) in items.iter_mut().zip(elements(raw)) {
-                if has_real(item) {
-                    fix_reals(item, raw_item);
-                }
-            }
-        }
-        Value::Object(map) => {
-            // Members in text order: with duplicate keys the last one is applied last,
-            // and it is the one the parser kept.
-            for (raw_key, raw_value) in members(raw) {
-                if let Some(v) = map.get_mut(key_text(raw_key).as_ref())
-                    && has_real(v)
-                {
-                    fix_reals(v, raw_value);
-                }
-            }
-        }
-        _ => {}
-    }
-}
-
-/// Whether any number in `value` is a real.
-pub(super) fn has_real(value: &Value) -> bool {
-    match value {
-        Value::Number(n) => n.is_f64(),
-        Value::Array(items) => items.iter().any(has_real),
-        Value::Object(map) => map.values().any(has_real),
-        _ => false,
-    }
-}
-
-/// `(raw key with quotes, raw value)` of each member of the object text `raw`.
-fn members(raw: &str) -> impl Iterator<Item = (&str, &str)> {
-    let b = raw.as_bytes();
-    let mut i = skip_ws(b, 0);
-    let mut open = b.get(i) == Some(&b'{');
-    i += 1;
-    std::iter::from_fn(move || {
-        if !open {
-            return None;
-        }
-        let member = (|| {
-            i = skip_ws(b, i);
-            if b.get(i) == Some(&b',') {
-                i = skip_ws(b, i + 1);
-            }
-            if b.get(i) != Some(&b'"') {
-                return None;
-            }
-            let key_start = i;
-            i = skip_string(b, i)?;
-            let key = &raw[key_start..i];
-            i = skip_ws(b, i);
-            if b.get(i) != Some(&b':') {
-                return None;
-            }
-            i = skip_ws(b, i + 1);
-            let value_start = i;
-            i = skip_value(b, i)?;
-            Some((key, &raw[value_start..i]))
-        })();
-        open = member.is_some();
-        member
-    })
-}
-
-/// Raw text of each element of the array text `raw`.
-fn elements(raw: &str) -> impl Iterator<Item = &str> {
-    let b = raw.as_bytes();
-    let mut i = skip_ws(b, 0);
-    let mut open = b.get(i) == Some(&b'[');
-    i += 1;
-    std::iter::from_fn(move || {
-        if !open {
-            return None;
-        }
-        i = skip_ws(b, i);
-        if b.get(i) == Some(&b',') {
-            i = skip_ws(b, i + 1);
-        }
-        if matches!(b.get(i), None | Some(b']')) {
-            open = false;
-            return None;
-        }
-        let start = i;
-        let end = skip_value(b, i);
-        open = end.is_some();
-        i = end?;
-        Some(&raw[start..i])
-    })
-}
-
-/// The text of a raw JSON string token (quotes included), escapes decoded.
-fn key_text(raw: &str) -> Cow<'_, str> {
-    if raw.contains('\\') {
-        Cow::Owned(serde_json::from_str::<String>(raw).unwrap_or_default())
-    } else {
-        Cow::Borrowed(raw.get(1..raw.len().saturating_sub(1)).unwrap_or_default())
-    }
-}
-
-fn skip_ws(b: &[u8], mut i: usize) -> usize {
-    while matches!(b.get(i), Some(b' ' | b'\t' | b'\n' | b'\r')) {
-        i += 1;
-    }
-    i
-}
-
-/// Index just past the string starting at `i` (which is a `"`).
-fn skip_string(b: &[u8], mut i: usize) -> Option<usize> {
-    i += 1;
-    loop {
-        match b.get(i)? {
-            b'\\' => i += 2,
-            b'"' => return Some(i + 1),
-            _ => i += 1,
-        }
-    }
-}
-
-/// Index just past the value starting at `i`.
-fn skip_value(b: &[u8], mut i: usize) -> Option<usize> {
-    match b.get(i)? {
-        b'"' => skip_string(b, i),
-        b'{' | b'[' => {
-            let mut depth = 0usize;
-            loop {
-                match b.get(i)? {
-                    b'"' => {
-                        i = skip_string(b, i)?;
-                        continue;
-                    }
-                    b'{' | b'[' => depth += 1,
-                    b'}' | b']' => {
-                        depth -= 1;
-                        if depth == 0 {
-                            return Some(i + 1);
-                        }
-                    }
-                    _ => {}
-                }
-                i += 1;
-            }
-        }
-        _ => {
-            while !matches!(
-                b.get(i),
-                None | Some(b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r')
-            ) {
-                i += 1;
-            }
-            Some(i)
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -318,27 +149,5 @@ mod tests {
         for &(v, want) in cases {
             assert_eq!(real(v), want, "{v:e}");
         }
-    }
-
-    #[test]
-    fn fix_reals_rereads_each_real_from_its_text() {
-        let t = r#"{"a":{"t":1},"t":0.1,"s":"x\"}","t" : 10967.385080918984 ,
-            "l":[1, "]", {"x": 5.8301083732982434e-211}], "\u0074": 2}"#;
-        let mut v: Value = serde_json::from_str(t).unwrap();
-        fix_reals(&mut v, t);
-        assert_eq!(v["t"].as_f64(), Some(2.0));
-        assert_eq!(
-            v["l"][2]["x"].as_f64().unwrap().to_bits(),
-            5.8301083732982434e-211f64.to_bits()
-        );
-        let t = r#"{"t":10967.385080918984,"u":[0.1,7]}"#;
-        let mut v: Value = serde_json::from_str(t).unwrap();
-        fix_reals(&mut v, t);
-        assert_eq!(
-            v["t"].as_f64().unwrap().to_bits(),
-            10967.385080918984f64.to_bits()
-        );
-        assert_eq!(v["u"][0].as_f64(), Some(0.1));
-        assert!(!has_real(&v["u"][1]));
     }
 }

@@ -9,6 +9,7 @@
 //! [`timestamp_from_unix`] as flux-core computes it.
 
 mod json;
+mod parse;
 mod reader;
 
 use std::fmt;
@@ -161,36 +162,7 @@ impl Event {
         if text.is_empty() {
             return Err(EventError::Empty);
         }
-        let mut value: Value =
-            serde_json::from_str(text).map_err(|e| EventError::Json(e.to_string()))?;
-        if json::has_real(&value) {
-            json::fix_reals(&mut value, text);
-        }
-        let Value::Object(mut object) = value else {
-            return Err(EventError::NotObject(type_name(&value)));
-        };
-        let timestamp = match object.get("timestamp") {
-            None => return Err(EventError::MissingTimestamp),
-            Some(Value::Number(n)) => n
-                .as_f64()
-                .ok_or(EventError::TimestampNotNumber("a number out of range"))?,
-            Some(other) => return Err(EventError::TimestampNotNumber(type_name(other))),
-        };
-        let name = match object.remove("name") {
-            None => return Err(EventError::MissingName),
-            Some(Value::String(s)) => s,
-            Some(other) => return Err(EventError::NameNotString(type_name(&other))),
-        };
-        let context = match object.remove("context") {
-            None => None,
-            Some(Value::Object(map)) => Some(map),
-            Some(other) => return Err(EventError::ContextNotObject(type_name(&other))),
-        };
-        Ok(Event {
-            timestamp,
-            name,
-            context,
-        })
+        parse::event(text)
     }
 
     /// The event as one eventlog line ending in `\n`, byte for byte as flux-core
