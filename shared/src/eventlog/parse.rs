@@ -40,6 +40,82 @@ enum Line {
 
 /// Parse the JSON text of one event (no newline checks here).
 pub(super) fn event(text: &str) -> Result<Event, EventError> {
+    match flux_shaped(text) {
+        Some(event) => Ok(event),
+        None => any_shape(text),
+    }
+}
+
+/// The event when `text` is laid out exactly as flux-core writes events
+/// (`{"timestamp":T,"name":"N"[,"context":{...}]}`, compact, members in that
+/// order, a plain positive real and an unescaped name), read without going
+/// through the general object reader; `None` for anything else, which
+/// [`any_shape`] then reads (and rejects, when it is wrong). Accepted text is
+/// valid JSON with exactly these members, so both readers give the same event.
+fn flux_shaped(text: &str) -> Option<Event> {
+    let rest = text.strip_prefix("{\"timestamp\":")?;
+    let number_len = rest
+        .bytes()
+        .position(|b| !(b.is_ascii_digit() || b == b'.'))?;
+    let (number, rest) = rest.split_at(number_len);
+    let timestamp = plain_real(number)?;
+    let rest = rest.strip_prefix(",\"name\":\"")?;
+    // A name with escapes or (invalid) raw control characters takes the long way.
+    let name_len = rest
+        .bytes()
+        .position(|b| b == b'"' || b == b'\\' || b < 0x20)?;
+    let (name, rest) = rest.split_at(name_len);
+    let rest = rest.strip_prefix('"')?;
+    if rest == "}" {
+        return Some(Event {
+            timestamp,
+            name: name.to_owned(),
+            context: None,
+        });
+    }
+    let body = rest.strip_prefix(",\"context\":")?.strip_suffix('}')?;
+    // Read alone, the context sits one level higher than inside the line, so
+    // the parser's nesting limit would allow one level more: leave anything
+    // that could be that deep to the full reader.
+    if body.len() >= 2 * DEEP && body.bytes().filter(|&b| b == b'{' || b == b'[').count() >= DEEP {
+        return None;
+    }
+    let mut de = serde_json::Deserializer::from_str(body);
+    let Ok(Slot::Found(context)) = ContextSeed.deserialize(&mut de) else {
+        return None;
+    };
+    de.end().ok()?;
+    Some(Event {
+        timestamp,
+        name: name.to_owned(),
+        context: Some(context),
+    })
+}
+
+/// Nesting (well under serde_json's limit of 128) beyond which a context is
+/// left to the full reader.
+const DEEP: usize = 100;
+
+/// `digits[.digits]` (JSON grammar, no sign or exponent) as serde_json reads
+/// it: both it (with `float_roundtrip`) and Rust's parser round correctly, and
+/// an integer converts to the same double either way.
+fn plain_real(number: &str) -> Option<f64> {
+    let (int, frac) = match number.split_once('.') {
+        Some((int, frac)) => (int, Some(frac)),
+        None => (number, None),
+    };
+    if int.is_empty() || (int.len() > 1 && int.starts_with('0')) {
+        return None;
+    }
+    if frac.is_some_and(|f| f.is_empty() || f.contains('.')) {
+        return None;
+    }
+    let value: f64 = number.parse().ok()?;
+    value.is_finite().then_some(value)
+}
+
+/// Any JSON text: the general reader, which also names every mistake.
+fn any_shape(text: &str) -> Result<Event, EventError> {
     let line: Line = serde_json::from_str(text).map_err(|e| EventError::Json(e.to_string()))?;
     let (timestamp, name, context) = match line {
         Line::Other(kind) => return Err(EventError::NotObject(kind)),
@@ -267,6 +343,43 @@ mod tests {
             5.8301083732982434e-211f64.to_bits()
         );
         assert_eq!(c["t"].as_f64(), Some(0.1));
+    }
+
+    #[test]
+    fn both_readers_agree() {
+        let lines = [
+            r#"{"timestamp":42.0,"name":"foo"}"#,
+            r#"{"timestamp":42,"name":"foo","context":{"bar":16,"bar":[1,{"x":null}]}}"#,
+            "{\"timestamp\":1795326931.5103021,\"name\":\"é\u{7f}\",\"context\":{}}",
+            r#"{"timestamp":18446744073709551616123,"name":"a","context":{"s":"a\"b"} }"#,
+            r#"{"timestamp":0.1,"name":"","context":{"t":1e-3}}"#,
+        ];
+        for text in lines {
+            assert!(flux_shaped(text).is_some(), "{text}");
+            assert_eq!(flux_shaped(text), any_shape(text).ok(), "{text}");
+        }
+        let deep = format!(
+            r#"{{"timestamp":1.0,"name":"d","context":{}{}}}"#,
+            "[".repeat(127),
+            "]".repeat(127)
+        );
+        assert!(flux_shaped(&deep).is_none());
+        assert!(matches!(any_shape(&deep), Err(EventError::Json(_))));
+        for text in [
+            r#"{"timestamp":01.5,"name":"a"}"#,
+            r#"{"timestamp":1.,"name":"a"}"#,
+            r#"{"timestamp":1.5.5,"name":"a"}"#,
+            r#"{"timestamp":1e999,"name":"a"}"#,
+            r#"{"timestamp":-1.5,"name":"a"}"#,
+            r#"{"timestamp":1.5,"name":"a\u0062"}"#,
+            r#"{"timestamp":1.5,"name":"a","context":null}"#,
+            r#"{"timestamp":1.5,"name":"a","context":{},"x":{}}"#,
+            r#"{"timestamp":1.5,"name":"a","context":{}"#,
+        ] {
+            assert!(flux_shaped(text).is_none(), "{text}");
+        }
+        let negative = any_shape(r#"{"timestamp":-1.5,"name":"a"}"#).unwrap();
+        assert_eq!(negative.timestamp, -1.5);
     }
 
     #[test]

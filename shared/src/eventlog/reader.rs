@@ -27,9 +27,7 @@ pub struct LenientEventlog {
 /// flux-core ignores text after the last newline when the log has one; here such
 /// a torn last line is an error, since RFC 18 ends every event with `\n`.
 pub fn parse_eventlog(log: &str) -> Result<Vec<Event>, EventlogError> {
-    // Sized up front: a log has about as many events as newlines, and growing
-    // the vector from empty moves every event several times.
-    let mut events = Vec::with_capacity(newlines(log));
+    let mut events = Vec::new();
     for (line, text) in lines(log) {
         events.push(split_line(text).map_err(|error| EventlogError { line, error })?);
     }
@@ -57,27 +55,6 @@ fn split_line(text: &str) -> Result<Event, EventError> {
         Some("") => Err(EventError::Empty),
         Some(body) => super::parse::event(body),
     }
-}
-
-/// Number of `\n` bytes, eight at a time.
-fn newlines(log: &str) -> usize {
-    const LOW7: u64 = u64::from_ne_bytes([0x7f; 8]);
-    const HIGH: u64 = u64::from_ne_bytes([0x80; 8]);
-    const NEWLINES: u64 = u64::from_ne_bytes([b'\n'; 8]);
-    let words = log.as_bytes().chunks_exact(8);
-    let tail = words.remainder().iter().filter(|&&b| b == b'\n').count();
-    let full: usize = words
-        .map(|w| {
-            let mut word = [0u8; 8];
-            word.copy_from_slice(w);
-            // A byte of `x` is zero exactly where the text has a newline;
-            // the high bit of each byte of `seen` says the byte is not zero.
-            let x = u64::from_ne_bytes(word) ^ NEWLINES;
-            let seen = (((x & LOW7) + LOW7) | x) & HIGH;
-            8 - seen.count_ones() as usize
-        })
-        .sum();
-    full + tail
 }
 
 /// Numbered lines, each with its `\n` (the last may lack it).
@@ -144,17 +121,5 @@ impl LineSplitter {
     /// Number of complete lines returned so far.
     pub fn lines_read(&self) -> usize {
         self.lines
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn newlines_counts_every_newline() {
-        for text in ["", "\n", "a\nb", "\n\n\n\n\n\n\n\n\n", "é\n\u{a0a}xxxxxxxxxxxxxx\n\n"] {
-            assert_eq!(newlines(text), text.matches('\n').count(), "{text:?}");
-        }
     }
 }
