@@ -79,7 +79,11 @@ pub fn block_on<F: std::future::Future>(fut: F) -> anyhow::Result<F::Output> {
 /// A job id as flux prints it: F58, with an ASCII `f` when the locale is not
 /// UTF-8 (or `FLUX_F58_FORCE_ASCII` is set), as flux-core's `fluid_encode`.
 pub fn f58(id: JobId) -> String {
-    if f58_ascii() { id.to_f58_ascii() } else { id.to_f58() }
+    if f58_ascii() {
+        id.to_f58_ascii()
+    } else {
+        id.to_f58()
+    }
 }
 
 fn f58_ascii() -> bool {
@@ -138,6 +142,8 @@ pub fn waitstatus_to_exitcode(ws: i32) -> (i32, Option<String>) {
 }
 
 /// One eventlog line as the wire carries it (without its newline).
-pub fn parse_event(line: &str) -> Result<fluxgate_shared::Event, fluxgate_shared::eventlog::EventError> {
+pub fn parse_event(
+    line: &str,
+) -> Result<fluxgate_shared::Event, fluxgate_shared::eventlog::EventError> {
     fluxgate_shared::Event::parse_json(line.strip_suffix('\n').unwrap_or(line))
 }

@@ -31,6 +31,14 @@ enum Command {
     Submit(cmd::submit::SubmitArgs),
     /// Run a job interactively (as flux run).
     Run(cmd::submit::RunArgs),
+    /// List jobs (as flux jobs).
+    Jobs(cmd::jobs::Args),
+    /// Cancel jobs (as flux cancel).
+    Cancel(cmd::cancel::Args),
+    /// Resource status and administration (as flux resource).
+    Resource(cmd::resource::Args),
+    /// Queue control (as flux queue).
+    Queue(cmd::queue::Args),
     /// Start an instance on this machine and run a command in it (as flux start).
     Start(cmd::start::Args),
 }
@@ -44,6 +52,10 @@ fn main() -> ExitCode {
         Command::Job(args) => ("job", cmd::job::run(args)),
         Command::Submit(args) => ("submit", cmd::submit::run_submit(args)),
         Command::Run(args) => ("run", cmd::submit::run_run(args)),
+        Command::Jobs(args) => ("jobs", cmd::jobs::run(args)),
+        Command::Cancel(args) => ("cancel", cmd::cancel::run(args)),
+        Command::Resource(args) => ("resource", cmd::resource::run(args)),
+        Command::Queue(args) => ("queue", cmd::queue::run(args)),
         Command::Start(args) => ("start", cmd::start::run(args)),
     };
     match result {

@@ -113,7 +113,8 @@ pub async fn outcome(inst: &mut Instance, id: JobId) -> anyhow::Result<Outcome> 
     let mut stream = watch(inst, id, "eventlog", true, false).await?;
     let mut t = Tracker::default();
     while let Some(line) = next(&mut stream).await.map_err(client::status_error)? {
-        let ev = client::parse_event(&line.line).context("bad eventlog line from the job manager")?;
+        let ev =
+            client::parse_event(&line.line).context("bad eventlog line from the job manager")?;
         t.apply(&ev);
         if t.clean {
             break;
@@ -161,7 +162,8 @@ pub async fn attach(inst: &mut Instance, id: JobId) -> anyhow::Result<ExitCode> 
     });
     let mut t = Tracker::default();
     while let Some(line) = next(&mut main).await.map_err(client::status_error)? {
-        let ev = client::parse_event(&line.line).context("bad eventlog line from the job manager")?;
+        let ev =
+            client::parse_event(&line.line).context("bad eventlog line from the job manager")?;
         if let Some(msg) = t.apply(&ev) {
             eprintln!("{msg}");
         }

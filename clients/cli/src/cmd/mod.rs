@@ -1,9 +1,13 @@
 //! One module per subcommand family.
 
 pub mod attach;
+pub mod cancel;
 pub mod hostlist;
 pub mod idset;
 pub mod job;
+pub mod jobs;
+pub mod queue;
 pub mod r;
+pub mod resource;
 pub mod start;
 pub mod submit;

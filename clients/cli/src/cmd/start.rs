@@ -213,7 +213,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         );
     }
     if args.verbose {
-        eprintln!("fluxgate-start: job manager at {uri}, logs in {}", statedir.display());
+        eprintln!(
+            "fluxgate-start: job manager at {uri}, logs in {}",
+            statedir.display()
+        );
     }
 
     for (i, name) in names.iter().enumerate() {

@@ -126,11 +126,11 @@ pub fn parse_urgency(s: &str) -> anyhow::Result<u32> {
         "hold" => Ok(0),
         "default" => Ok(16),
         "expedite" => Ok(31),
-        n => n
-            .parse::<u32>()
-            .ok()
-            .filter(|u| *u <= 31)
-            .ok_or_else(|| anyhow!("urgency must be 0-31, hold, default or expedite (got {s:?})")),
+        n => {
+            n.parse::<u32>().ok().filter(|u| *u <= 31).ok_or_else(|| {
+                anyhow!("urgency must be 0-31, hold, default or expedite (got {s:?})")
+            })
+        }
     }
 }
 
@@ -230,7 +230,11 @@ impl JobOpts {
         Ok(value.to_string())
     }
 
-    fn request(&self, command: &[String], cc: Option<(u32, bool)>) -> anyhow::Result<pb::SubmitRequest> {
+    fn request(
+        &self,
+        command: &[String],
+        cc: Option<(u32, bool)>,
+    ) -> anyhow::Result<pb::SubmitRequest> {
         Ok(pb::SubmitRequest {
             jobspec: self.jobspec(command, cc)?,
             urgency: self.urgency.as_deref().map(parse_urgency).transpose()?,
@@ -250,7 +254,10 @@ pub fn filtered_environment(
 ) -> BTreeMap<String, String> {
     let source: BTreeMap<String, String> = environ.collect();
     let mut env = source.clone();
-    let all = removes.iter().map(|r| format!("-{r}")).chain(rules.iter().cloned());
+    let all = removes
+        .iter()
+        .map(|r| format!("-{r}"))
+        .chain(rules.iter().cloned());
     for rule in all {
         if let Some(pat) = rule.strip_prefix('-') {
             env.retain(|k, _| !glob_match(pat, k));
@@ -266,7 +273,11 @@ pub fn filtered_environment(
     env
 }
 
-fn expand_vars(v: &str, env: &BTreeMap<String, String>, source: &BTreeMap<String, String>) -> String {
+fn expand_vars(
+    v: &str,
+    env: &BTreeMap<String, String>,
+    source: &BTreeMap<String, String>,
+) -> String {
     let lookup = |name: &str| {
         env.get(name)
             .or_else(|| source.get(name))
@@ -361,7 +372,10 @@ pub async fn submit_one(inst: &mut Instance, req: pb::SubmitRequest) -> anyhow::
 pub fn run_submit(args: SubmitArgs) -> anyhow::Result<ExitCode> {
     let copies: Option<(IdSet, bool)> = match (&args.cc, &args.bcc) {
         (Some(s), _) => Some((IdSet::parse(s).map_err(|e| anyhow!("--cc={s}: {e}"))?, true)),
-        (None, Some(s)) => Some((IdSet::parse(s).map_err(|e| anyhow!("--bcc={s}: {e}"))?, false)),
+        (None, Some(s)) => Some((
+            IdSet::parse(s).map_err(|e| anyhow!("--bcc={s}: {e}"))?,
+            false,
+        )),
         _ => None,
     };
     let mut requests = Vec::new();
@@ -470,7 +484,12 @@ mod tests {
 
     #[test]
     fn env_rules_follow_flux() {
-        let base = [("HOME", "/h"), ("PATH", "/bin"), ("FOO_A", "1"), ("FOO_B", "2")];
+        let base = [
+            ("HOME", "/h"),
+            ("PATH", "/bin"),
+            ("FOO_A", "1"),
+            ("FOO_B", "2"),
+        ];
         let all = filtered_environment(env(&base), &[], &[]);
         assert_eq!(all.len(), 4);
         let only_home = filtered_environment(env(&base), &[], &["-*".into(), "HOME".into()]);

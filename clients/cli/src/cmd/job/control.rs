@@ -275,11 +275,22 @@ pub fn run_wait(args: WaitArgs) -> anyhow::Result<ExitCode> {
                         }
                     }
                     // No waitable jobs remain.
-                    Err(s) if s.code() == tonic::Code::NotFound => break,
+                    Err(s)
+                        if matches!(
+                            s.code(),
+                            tonic::Code::NotFound | tonic::Code::FailedPrecondition
+                        ) =>
+                    {
+                        break;
+                    }
                     Err(s) => return Err(client::status_error(s)),
                 }
             }
-            return Ok(if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS });
+            return Ok(if failed {
+                ExitCode::FAILURE
+            } else {
+                ExitCode::SUCCESS
+            });
         }
         let r = inst
             .jobs
@@ -310,18 +321,20 @@ pub struct LastArgs {
 
 /// Run `fluxgate job last`: the user's most recently submitted jobs.
 pub fn run_last(args: LastArgs) -> anyhow::Result<ExitCode> {
-    let (start, stop) = match args.which.trim_matches(|c| c == '[' || c == ']').split_once(':') {
-        Some((a, b)) => (
-            a.parse::<usize>().unwrap_or(0),
-            b.parse::<usize>().ok(),
-        ),
+    let (start, stop) = match args
+        .which
+        .trim_matches(|c| c == '[' || c == ']')
+        .split_once(':')
+    {
+        Some((a, b)) => (a.parse::<usize>().unwrap_or(0), b.parse::<usize>().ok()),
         None => (
             0,
-            Some(
-                args.which
-                    .parse::<usize>()
-                    .map_err(|_| anyhow!("invalid argument {:?}: expected N or [start:stop]", args.which))?,
-            ),
+            Some(args.which.parse::<usize>().map_err(|_| {
+                anyhow!(
+                    "invalid argument {:?}: expected N or [start:stop]",
+                    args.which
+                )
+            })?),
         ),
     };
     client::block_on(async {

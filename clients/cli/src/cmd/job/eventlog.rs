@@ -23,10 +23,20 @@ use crate::client::{self, Instance};
 #[derive(Debug, Clone, clap::Args)]
 pub struct FormatOpts {
     /// Specify output format: text, json.
-    #[arg(short = 'f', long = "format", value_name = "FORMAT", default_value = "text")]
+    #[arg(
+        short = 'f',
+        long = "format",
+        value_name = "FORMAT",
+        default_value = "text"
+    )]
     format: String,
     /// Specify time format: raw, iso, offset, human.
-    #[arg(short = 'T', long = "time-format", value_name = "FORMAT", default_value = "raw")]
+    #[arg(
+        short = 'T',
+        long = "time-format",
+        value_name = "FORMAT",
+        default_value = "raw"
+    )]
     time_format: String,
     /// Display human-readable output.
     #[arg(short = 'H', long = "human")]
@@ -35,7 +45,12 @@ pub struct FormatOpts {
     #[arg(short = 'L', long = "color", value_name = "WHEN", num_args = 0..=1, default_missing_value = "always")]
     color: Option<String>,
     /// Eventlog name: eventlog, exec, output (or guest.exec.eventlog, guest.output).
-    #[arg(short = 'p', long = "path", value_name = "PATH", default_value = "eventlog")]
+    #[arg(
+        short = 'p',
+        long = "path",
+        value_name = "PATH",
+        default_value = "eventlog"
+    )]
     path: String,
 }
 
@@ -100,10 +115,15 @@ pub struct Formatter {
 
 impl Formatter {
     fn new(o: &FormatOpts) -> anyhow::Result<Formatter> {
-        let (format, time) = if o.human {
+        Formatter::from_parts(&o.format, &o.time_format, o.human)
+    }
+
+    /// A formatter for `--format`, `--time-format` and `--human`.
+    pub fn from_parts(format: &str, time: &str, human: bool) -> anyhow::Result<Formatter> {
+        let (format, time) = if human {
             ("text", "human")
         } else {
-            (o.format.as_str(), o.time_format.as_str())
+            (format, time)
         };
         let json = match format.to_ascii_lowercase().as_str() {
             "text" => false,
@@ -296,7 +316,7 @@ pub fn run_eventlog(args: EventlogArgs) -> anyhow::Result<ExitCode> {
 
 /// Run `fluxgate job wait-event`.
 pub fn run_wait_event(args: WaitEventArgs) -> anyhow::Result<ExitCode> {
-    let id = client::parse_jobid(&args.id)?;
+    let _ = client::parse_jobid(&args.id)?;
     if args.count <= 0 {
         bail!("count must be > 0");
     }
@@ -318,10 +338,12 @@ pub fn run_wait_event(args: WaitEventArgs) -> anyhow::Result<ExitCode> {
         let mut inst = client::connect().await?;
         let work = wait_event(&mut inst, &args, &name, matcher, &mut fmt);
         match timeout {
-            Some(t) => match tokio::time::timeout(Duration::from_secs_f64(t.max(0.0)), work).await {
-                Ok(r) => r,
-                Err(_) => Err(anyhow!("wait-event timeout on event '{}'", args.event)),
-            },
+            Some(t) => {
+                match tokio::time::timeout(Duration::from_secs_f64(t.max(0.0)), work).await {
+                    Ok(r) => r,
+                    Err(_) => Err(anyhow!("wait-event timeout on event '{}'", args.event)),
+                }
+            }
             None => work.await,
         }
     })?
@@ -360,9 +382,9 @@ async fn wait_event(
         let hit = ev.name == args.event
             && match &matcher {
                 None => true,
-                Some((k, v)) => ev.ctx(k).is_some_and(|val| {
-                    compact(val) == *v || val.as_str().is_some_and(|s| s == v)
-                }),
+                Some((k, v)) => ev
+                    .ctx(k)
+                    .is_some_and(|val| compact(val) == *v || val.as_str().is_some_and(|s| s == v)),
             };
         if hit {
             matches += 1;
@@ -388,7 +410,10 @@ mod tests {
     #[test]
     fn civil_dates() {
         let c = civil(1_795_326_931);
-        assert_eq!((c.year, c.month, c.day, c.hour, c.min), (2026, 11, 22, 5, 55));
+        assert_eq!(
+            (c.year, c.month, c.day, c.hour, c.min),
+            (2026, 11, 22, 5, 55)
+        );
         let c = civil(0);
         assert_eq!((c.year, c.month, c.day), (1970, 1, 1));
     }
@@ -409,8 +434,15 @@ mod tests {
             f.format(raw, &ev),
             "1795326931.498617 submit userid=0 urgency=16 flags=0 version=1"
         );
-        let mut h = Formatter::new(&FormatOpts { human: true, ..opts }).unwrap();
-        assert_eq!(h.format(raw, &ev), "[Nov22 05:55] submit userid=0 urgency=16 flags=0 version=1");
+        let mut h = Formatter::new(&FormatOpts {
+            human: true,
+            ..opts
+        })
+        .unwrap();
+        assert_eq!(
+            h.format(raw, &ev),
+            "[Nov22 05:55] submit userid=0 urgency=16 flags=0 version=1"
+        );
         let raw2 = r#"{"timestamp":1795326931.5103021,"name":"validate"}"#;
         let ev2 = Event::parse_line(raw2).unwrap();
         assert_eq!(h.format(raw2, &ev2), "[  +0.011685] validate");

@@ -1,0 +1,132 @@
+//! `fluxgate cancel`: cancel jobs as `flux cancel` does (an exception of
+//! type `cancel`, severity 0), by id or all of a user's active jobs.
+
+use std::process::ExitCode;
+
+use anyhow::bail;
+use fluxgate_proto::v1 as pb;
+use fluxgate_shared::JobId;
+use fluxgate_shared::job::StateMask;
+
+use crate::client;
+
+/// Arguments of `fluxgate cancel`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Target all jobs matching the filters (default: your pending and running jobs).
+    #[arg(long)]
+    all: bool,
+    /// With --all, target jobs of USER ("all" for every user).
+    #[arg(short = 'u', long = "user", value_name = "USER")]
+    user: Option<String>,
+    /// With --all, target jobs in these states (default: pending,running).
+    #[arg(
+        short = 'S',
+        long = "states",
+        value_name = "STATES",
+        value_delimiter = ','
+    )]
+    states: Vec<String>,
+    /// Do not cancel, only say what would be canceled.
+    #[arg(short = 'n', long = "dry-run")]
+    dry_run: bool,
+    /// Suppress the summary line of --all.
+    #[arg(short = 'q', long = "quiet")]
+    quiet: bool,
+    /// Set the cancel exception note.
+    #[arg(short = 'm', long = "message", value_name = "NOTE")]
+    message: Option<String>,
+    /// Job ids.
+    ids: Vec<String>,
+}
+
+/// Run `fluxgate cancel`.
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    if args.ids.is_empty() && !args.all {
+        bail!("specify jobids or use --all");
+    }
+    if !args.ids.is_empty() && args.all {
+        bail!("jobids and --all are mutually exclusive");
+    }
+    let mut mask = StateMask::EMPTY;
+    for s in args.states.iter().filter(|s| !s.is_empty()) {
+        mask |= s
+            .parse::<StateMask>()
+            .map_err(|e| anyhow::anyhow!("--states: {e}"))?;
+    }
+    if mask.is_empty() {
+        mask = StateMask::ACTIVE;
+    }
+    let ids = args
+        .ids
+        .iter()
+        .map(|s| client::parse_jobid(s))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let note = args.message.clone().unwrap_or_default();
+    client::block_on(async {
+        let mut inst = client::connect().await?;
+        let targets: Vec<JobId> = if args.all {
+            let userid = match args.user.as_deref() {
+                Some("all") => None,
+                Some(u) => Some(u.parse::<u32>().or_else(|_| {
+                    nix::unistd::User::from_name(u)
+                        .ok()
+                        .flatten()
+                        .map(|x| x.uid.as_raw())
+                        .ok_or_else(|| anyhow::anyhow!("Unknown user {u}"))
+                })?),
+                None => Some(nix::unistd::getuid().as_raw()),
+            };
+            inst.jobs
+                .list(pb::ListRequest {
+                    states: mask.bits(),
+                    userid,
+                    ..Default::default()
+                })
+                .await
+                .map_err(client::status_error)?
+                .into_inner()
+                .jobs
+                .iter()
+                .map(|j| JobId::from(j.id))
+                .collect()
+        } else {
+            ids
+        };
+        if args.all && targets.is_empty() {
+            if !args.quiet {
+                eprintln!("fluxgate-cancel: Command matched 0 jobs");
+            }
+            return Ok(ExitCode::SUCCESS);
+        }
+        if args.dry_run {
+            eprintln!("fluxgate-cancel: Would cancel {} jobs", targets.len());
+            return Ok(ExitCode::SUCCESS);
+        }
+        let mut errors = 0;
+        for id in &targets {
+            if let Err(e) = inst
+                .jobs
+                .cancel(pb::CancelRequest {
+                    id: id.as_u64(),
+                    note: note.clone(),
+                })
+                .await
+            {
+                errors += 1;
+                eprintln!("fluxgate-cancel: {}: {}", client::f58(*id), e.message());
+            }
+        }
+        if args.all && !args.quiet {
+            eprintln!(
+                "fluxgate-cancel: Canceled {} jobs ({errors} errors)",
+                targets.len() - errors
+            );
+        }
+        Ok(if errors > 0 {
+            ExitCode::FAILURE
+        } else {
+            ExitCode::SUCCESS
+        })
+    })?
+}

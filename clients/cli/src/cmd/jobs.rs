@@ -1,0 +1,372 @@
+//! `fluxgate jobs`: list jobs as `flux jobs` does, with its default format
+//! `{id.f58:>12} ?:{queue:<8.8} {username:<8.8} {name:<10.10+}
+//! {status_abbrev:>2.2} {ntasks:>6} {nnodes:>6h} {contextual_time!F:>8h}
+//! {contextual_info}` (the QUEUE column only when some job has a queue).
+//! Pending jobs come first (highest priority first), then running, then
+//! inactive, most recent first.
+
+use std::collections::HashMap;
+use std::io::{self, Write};
+use std::process::ExitCode;
+
+use anyhow::{anyhow, bail};
+use fluxgate_proto::v1 as pb;
+use fluxgate_shared::job::{JobResult, StateMask};
+use fluxgate_shared::jobspec::parse_fsd;
+use fluxgate_shared::{JobId, JobState};
+use serde_json::{Value, json};
+
+use crate::client;
+use crate::output::{self, Mode, Render, fsd, pad, pad_plus};
+
+/// Arguments of `fluxgate jobs`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// List jobs in all states, including inactive jobs.
+    #[arg(short = 'a')]
+    all: bool,
+    /// List jobs of all users.
+    #[arg(short = 'A')]
+    all_users: bool,
+    /// For default output, do not output column headers.
+    #[arg(short = 'n', long = "no-header", alias = "suppress-header")]
+    no_header: bool,
+    /// List jobs for a specific username or userid; "all" for all users.
+    #[arg(short = 'u', long = "user", value_name = "USER")]
+    user: Option<String>,
+    /// List jobs with a specific job name.
+    #[arg(long, value_name = "NAME")]
+    name: Option<String>,
+    /// List jobs in a specific queue.
+    #[arg(long, value_name = "QUEUE")]
+    queue: Option<String>,
+    /// Limit output to N jobs.
+    #[arg(short = 'c', long = "count", value_name = "N", default_value_t = 1000)]
+    count: u32,
+    /// List jobs inactive since WHEN (seconds since the epoch or -FSD ago); implies -a.
+    #[arg(long, value_name = "WHEN", allow_hyphen_values = true)]
+    since: Option<String>,
+    /// List jobs with specific job state or result (comma separated).
+    #[arg(
+        short = 'f',
+        long = "filter",
+        value_name = "STATE|RESULT",
+        value_delimiter = ','
+    )]
+    filter: Vec<String>,
+    /// Output format: only "default" is built in.
+    #[arg(
+        short = 'o',
+        long = "format",
+        value_name = "FORMAT",
+        default_value = "default"
+    )]
+    format: String,
+    /// Emit the jobs as JSON.
+    #[arg(long)]
+    json: bool,
+    /// Color output (accepted for compatibility; output is never colored).
+    #[arg(long, value_name = "WHEN")]
+    color: Option<String>,
+    /// Only these job ids.
+    ids: Vec<String>,
+}
+
+/// Jobs as `flux jobs` shows them.
+#[derive(Debug)]
+struct JobTable {
+    jobs: Vec<pb::JobSummary>,
+    header: bool,
+    now: f64,
+    users: HashMap<u32, String>,
+}
+
+fn username(uid: u32) -> String {
+    match nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid)) {
+        Ok(Some(u)) => u.name,
+        _ => uid.to_string(),
+    }
+}
+
+fn state_of(j: &pb::JobSummary) -> Option<JobState> {
+    j.state.parse().ok()
+}
+
+fn status_abbrev(j: &pb::JobSummary) -> String {
+    match state_of(j) {
+        Some(JobState::Inactive) => j
+            .result
+            .parse::<JobResult>()
+            .map(|r| r.abbrev().to_string())
+            .unwrap_or_default(),
+        Some(s) => s.letter().to_string(),
+        None => String::new(),
+    }
+}
+
+/// `{value:h}`: flux shows an empty or zero value as `-`.
+fn or_dash(s: String) -> String {
+    if ["", "0", "0s", "0.0", "0:00:00"].contains(&s.as_str()) {
+        "-".into()
+    } else {
+        s
+    }
+}
+
+impl JobTable {
+    fn contextual_time(&self, j: &pb::JobSummary) -> f64 {
+        match state_of(j) {
+            Some(s) if s.is_pending() => 0.0,
+            Some(JobState::Inactive) if j.t_run > 0.0 => (j.t_inactive - j.t_run).max(0.0),
+            _ if j.t_run > 0.0 => (self.now - j.t_run).max(0.0),
+            _ => 0.0,
+        }
+    }
+
+    fn contextual_info(j: &pb::JobSummary) -> String {
+        match state_of(j) {
+            Some(JobState::Depend) => "depends:".into(),
+            Some(JobState::Priority) => "priority-wait".into(),
+            Some(JobState::New) | Some(JobState::Sched) => String::new(),
+            _ => j.nodelist.clone(),
+        }
+    }
+}
+
+impl Render for JobTable {
+    fn table(&self, out: &mut dyn Write) -> io::Result<()> {
+        let queue = self.jobs.iter().any(|j| !j.queue.is_empty());
+        let row = |id: &str,
+                   q: &str,
+                   user: &str,
+                   name: &str,
+                   st: &str,
+                   nt: &str,
+                   nn: &str,
+                   t: &str,
+                   info: &str| {
+            let mut s = format!("{} ", pad(id, 12, None, true));
+            if queue {
+                s.push_str(&pad(q, 8, Some(8), false));
+                s.push(' ');
+            }
+            s.push_str(&format!(
+                "{} {} {} {} {} {} {}",
+                pad(user, 8, Some(8), false),
+                name,
+                pad(st, 2, Some(2), true),
+                pad(nt, 6, None, true),
+                pad(nn, 6, None, true),
+                pad(t, 8, None, true),
+                info
+            ));
+            s
+        };
+        if self.header {
+            writeln!(
+                out,
+                "{}",
+                row(
+                    "JOBID",
+                    "QUEUE",
+                    "USER",
+                    &pad("NAME", 10, None, false),
+                    "ST",
+                    "NTASKS",
+                    "NNODES",
+                    "TIME",
+                    "INFO"
+                )
+            )?;
+        }
+        for j in &self.jobs {
+            let user = self.users.get(&j.userid).cloned().unwrap_or_default();
+            let line = row(
+                &client::f58(JobId::from(j.id)),
+                &j.queue,
+                &user,
+                &pad_plus(&j.name, 10),
+                &status_abbrev(j),
+                &j.ntasks.to_string(),
+                &or_dash(j.nnodes.to_string()),
+                &or_dash(fsd(self.contextual_time(j))),
+                &JobTable::contextual_info(j),
+            );
+            writeln!(out, "{line}")?;
+        }
+        Ok(())
+    }
+
+    fn json(&self) -> Value {
+        let jobs: Vec<Value> = self
+            .jobs
+            .iter()
+            .map(|j| {
+                let mut o = json!({
+                    "id": j.id,
+                    "userid": j.userid,
+                    "urgency": j.urgency,
+                    "priority": j.priority,
+                    "t_submit": j.t_submit,
+                    "state": j.state,
+                    "name": j.name,
+                    "ntasks": j.ntasks,
+                    "nnodes": j.nnodes,
+                    "nodelist": j.nodelist,
+                });
+                if let Some(m) = o.as_object_mut() {
+                    if !j.queue.is_empty() {
+                        m.insert("queue".into(), json!(j.queue));
+                    }
+                    if j.t_run > 0.0 {
+                        m.insert("t_run".into(), json!(j.t_run));
+                    }
+                    if j.t_inactive > 0.0 {
+                        m.insert("t_inactive".into(), json!(j.t_inactive));
+                    }
+                    if !j.result.is_empty() {
+                        m.insert("result".into(), json!(j.result));
+                        m.insert("success".into(), json!(j.result == "COMPLETED"));
+                    }
+                    if let Some(ws) = j.waitstatus {
+                        m.insert("waitstatus".into(), json!(ws));
+                    }
+                    if !j.exception_type.is_empty() {
+                        m.insert("exception_occurred".into(), json!(true));
+                        m.insert("exception_type".into(), json!(j.exception_type));
+                        m.insert("exception_note".into(), json!(j.exception_note));
+                    }
+                    if let Ok(a) = serde_json::from_str::<Value>(&j.annotations)
+                        && a.as_object().is_some_and(|a| !a.is_empty())
+                    {
+                        m.insert("annotations".into(), a);
+                    }
+                }
+                o
+            })
+            .collect();
+        json!({ "jobs": jobs })
+    }
+}
+
+fn parse_user(u: &str) -> anyhow::Result<Option<u32>> {
+    if u == "all" {
+        return Ok(None);
+    }
+    if let Ok(n) = u.parse::<u32>() {
+        return Ok(Some(n));
+    }
+    match nix::unistd::User::from_name(u) {
+        Ok(Some(user)) => Ok(Some(user.uid.as_raw())),
+        _ => bail!("Unknown user {u}"),
+    }
+}
+
+/// Run `fluxgate jobs`.
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    if args.format != "default" {
+        bail!("--format: No such format {}", args.format);
+    }
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or_default();
+    let mut mask = StateMask::EMPTY;
+    let mut results = Vec::new();
+    for f in args.filter.iter().filter(|f| !f.is_empty()) {
+        if let Ok(m) = f.parse::<StateMask>() {
+            mask |= m;
+        } else if let Ok(r) = f.parse::<JobResult>() {
+            mask |= StateMask::from(JobState::Inactive);
+            results.push(r.abbrev().to_string());
+        } else if f.eq_ignore_ascii_case("inactive") {
+            mask |= StateMask::from(JobState::Inactive);
+        } else {
+            bail!("invalid filter specified: {f}");
+        }
+    }
+    let since = match &args.since {
+        Some(w) => {
+            let t = match w.strip_prefix('-') {
+                Some(d) => now - parse_fsd(d).map_err(|e| anyhow!("--since={w}: {e}"))?,
+                None => w.parse::<f64>().map_err(|_| {
+                    anyhow!("--since={w}: expected seconds since the epoch or -DURATION")
+                })?,
+            };
+            if t > now {
+                bail!("--since={w} appears to be in the future");
+            }
+            Some(t)
+        }
+        None => None,
+    };
+    if args.all || args.all_users || (since.is_some() && args.filter.is_empty()) {
+        mask |= StateMask::ACTIVE | JobState::Inactive;
+    }
+    if mask.is_empty() {
+        mask = StateMask::ACTIVE;
+    }
+    let userid = if args.all_users {
+        None
+    } else {
+        match &args.user {
+            Some(u) => parse_user(u)?,
+            None => Some(nix::unistd::getuid().as_raw()),
+        }
+    };
+    let ids = args
+        .ids
+        .iter()
+        .map(|s| client::parse_jobid(s).map(JobId::as_u64))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let mut jobs = client::block_on(async {
+        let mut inst = client::connect().await?;
+        let resp = inst
+            .jobs
+            .list(pb::ListRequest {
+                // Specific ids are listed whatever their state.
+                states: if ids.is_empty() { mask.bits() } else { 0x7f },
+                userid: if ids.is_empty() { userid } else { None },
+                name: args.name.clone(),
+                since,
+                max_entries: if ids.is_empty() { args.count } else { 0 },
+                results: results.clone(),
+            })
+            .await
+            .map_err(client::status_error)?;
+        anyhow::Ok(resp.into_inner().jobs)
+    })??;
+    if !ids.is_empty() {
+        jobs.retain(|j| ids.contains(&j.id));
+    }
+    if let Some(q) = &args.queue {
+        jobs.retain(|j| &j.queue == q);
+    }
+    let rank = |j: &pb::JobSummary| match state_of(j) {
+        Some(s) if s.is_pending() => 0,
+        Some(s) if s.is_running() => 1,
+        _ => 2,
+    };
+    jobs.sort_by(|a, b| {
+        rank(a).cmp(&rank(b)).then_with(|| match rank(a) {
+            0 => b.priority.cmp(&a.priority).then(a.id.cmp(&b.id)),
+            1 => b.t_run.total_cmp(&a.t_run),
+            _ => b.t_inactive.total_cmp(&a.t_inactive),
+        })
+    });
+    let users = jobs
+        .iter()
+        .map(|j| j.userid)
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .map(|u| (u, username(u)))
+        .collect();
+    let table = JobTable {
+        jobs,
+        header: !args.no_header,
+        now,
+        users,
+    };
+    output::emit(Mode::from_flags(args.json, false), &table)?;
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,204 @@
+//! Instance commands against a real instance: each test runs a script under
+//! `fluxgate start --size 2` (the job manager and exec binaries must sit
+//! beside the CLI binary: `cargo build --workspace`).
+
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+
+fn cli() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_fluxgate"))
+}
+
+fn require_services() {
+    let dir = cli().parent().expect("bin dir").to_path_buf();
+    for b in ["fluxgate-job-manager", "fluxgate-exec"] {
+        assert!(
+            dir.join(b).is_file(),
+            "{b} is missing from {}: run `cargo build --workspace` first",
+            dir.display()
+        );
+    }
+}
+
+/// A `fluxgate start` run; its process group is killed if the test fails.
+struct Run {
+    child: Option<Child>,
+}
+
+impl Drop for Run {
+    fn drop(&mut self) {
+        if let Some(c) = &mut self.child {
+            let pg = Pid::from_raw(c.id() as i32);
+            let _ = killpg(pg, Signal::SIGTERM);
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while Instant::now() < deadline && matches!(c.try_wait(), Ok(None)) {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = killpg(pg, Signal::SIGKILL);
+            let _ = c.wait();
+        }
+    }
+}
+
+/// Run `script` (sh) inside a 2-node instance; `$F` is the CLI.
+fn in_instance(script: &str) -> Output {
+    require_services();
+    let child = Command::new(cli())
+        .args([
+            "start",
+            "--size",
+            "2",
+            "--kill-timeout",
+            "1",
+            "--",
+            "sh",
+            "-c",
+            script,
+        ])
+        .env("F", cli())
+        .env("LC_ALL", "C.UTF-8")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .expect("spawn fluxgate start");
+    let mut run = Run { child: Some(child) };
+    let child = run.child.take().expect("child");
+    let pid = child.id();
+    // Reading to the end returns once fluxgate start exits.
+    run.child = None;
+    let guard = Run { child: None };
+    let out = child.wait_with_output().expect("wait");
+    drop(guard);
+    let _ = pid;
+    out
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+#[test]
+fn run_on_two_nodes_prints_two_lines() {
+    let out = in_instance(r#"$F run -N2 hostname"#);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "stderr: {}", text(&out.stderr));
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 2, "stdout: {stdout}");
+}
+
+#[test]
+fn run_false_exits_1_with_flux_message() {
+    let out = in_instance(r#"$F run false; echo "rc=$?""#);
+    assert_eq!(text(&out.stdout), "rc=1\n");
+    assert_eq!(
+        text(&out.stderr),
+        "fluxgate-job: task(s) exited with exit code 1\n"
+    );
+}
+
+#[test]
+fn run_streams_stdout_and_stderr_and_exit_code() {
+    let out = in_instance(r#"$F run sh -c 'echo out; echo err >&2; exit 3'; echo "rc=$?""#);
+    assert_eq!(text(&out.stdout), "out\nrc=3\n");
+    assert!(
+        text(&out.stderr).starts_with("err\n"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn submit_then_wait_event_clean_and_eventlog_json() {
+    let out = in_instance(
+        r#"id=$($F submit true) && $F job wait-event -q $id clean && $F job eventlog --format=json $id"#,
+    );
+    assert!(out.status.success(), "stderr: {}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    let names: Vec<String> = stdout
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).expect("json line");
+            v["name"].as_str().expect("name").to_string()
+        })
+        .collect();
+    assert_eq!(names.first().map(String::as_str), Some("submit"));
+    assert_eq!(names.last().map(String::as_str), Some("clean"));
+    for n in [
+        "validate", "depend", "priority", "alloc", "start", "finish", "release", "free",
+    ] {
+        assert!(names.iter().any(|x| x == n), "{n} missing from {names:?}");
+    }
+}
+
+#[test]
+fn jobs_shows_completed_and_failed_rows() {
+    let out = in_instance(
+        r#"a=$($F submit true); b=$($F submit false);
+           $F job wait-event -q $a clean; $F job wait-event -q $b clean;
+           $F jobs -a"#,
+    );
+    let stdout = text(&out.stdout);
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(
+        lines[0],
+        "       JOBID USER     NAME       ST NTASKS NNODES     TIME INFO"
+    );
+    assert_eq!(lines.len(), 3, "{stdout}");
+    let st: Vec<&str> = lines[1..]
+        .iter()
+        .map(|l| l.split_whitespace().nth(3).unwrap_or(""))
+        .collect();
+    assert!(st.contains(&"CD") && st.contains(&"F"), "{stdout}");
+}
+
+#[test]
+fn cancel_running_job_gives_ca() {
+    let out = in_instance(
+        r#"a=$($F submit sleep 30); $F job wait-event -q -t 10 $a start;
+           $F cancel $a; $F job wait-event -q -t 10 $a clean;
+           $F jobs -a -n"#,
+    );
+    let stdout = text(&out.stdout);
+    assert_eq!(stdout.lines().count(), 1, "{stdout} {}", text(&out.stderr));
+    assert_eq!(stdout.split_whitespace().nth(3), Some("CA"), "{stdout}");
+}
+
+#[test]
+fn time_limit_gives_to() {
+    let out = in_instance(
+        r#"a=$($F submit -t 1s sleep 10); $F job wait-event -q -t 15 $a clean; $F jobs -a -n"#,
+    );
+    let stdout = text(&out.stdout);
+    assert_eq!(
+        stdout.split_whitespace().nth(3),
+        Some("TO"),
+        "{stdout} {}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn urgency_hold_then_release() {
+    let out = in_instance(
+        r#"a=$($F submit --urgency=hold true); sleep 0.5; $F jobs -n;
+           $F job urgency $a default; $F job wait-event -q -t 10 $a clean && echo done"#,
+    );
+    let stdout = text(&out.stdout);
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 2, "{stdout} {}", text(&out.stderr));
+    assert_eq!(lines[0].split_whitespace().nth(3), Some("S"), "{stdout}");
+    assert_eq!(lines[1], "done");
+}
+
+#[test]
+fn start_exits_with_command_status_and_leaves_nothing() {
+    let out = in_instance("exit 7");
+    assert_eq!(out.status.code(), Some(7));
+}
