@@ -47,8 +47,9 @@ impl Drop for Run {
 
 /// Run `script` (sh) inside a 2-node instance; `$F` is the CLI.
 fn in_instance(script: &str) -> Output {
+    use std::io::Read;
     require_services();
-    let child = Command::new(cli())
+    let mut child = Command::new(cli())
         .args([
             "start",
             "--size",
@@ -68,16 +69,38 @@ fn in_instance(script: &str) -> Output {
         .process_group(0)
         .spawn()
         .expect("spawn fluxgate start");
+    let mut stdout = child.stdout.take().expect("stdout");
+    let mut stderr = child.stderr.take().expect("stderr");
+    let out_reader = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = stdout.read_to_end(&mut v);
+        v
+    });
+    let err_reader = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = stderr.read_to_end(&mut v);
+        v
+    });
+    // The guard kills the whole group if the run hangs or the test panics.
     let mut run = Run { child: Some(child) };
-    let child = run.child.take().expect("child");
-    let pid = child.id();
-    // Reading to the end returns once fluxgate start exits.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let status = loop {
+        let c = run.child.as_mut().expect("child");
+        if let Some(st) = c.try_wait().expect("try_wait") {
+            break st;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "fluxgate start did not finish in 120 s"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
     run.child = None;
-    let guard = Run { child: None };
-    let out = child.wait_with_output().expect("wait");
-    drop(guard);
-    let _ = pid;
-    out
+    Output {
+        status,
+        stdout: out_reader.join().expect("stdout reader"),
+        stderr: err_reader.join().expect("stderr reader"),
+    }
 }
 
 fn text(b: &[u8]) -> String {

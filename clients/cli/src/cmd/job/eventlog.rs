@@ -429,7 +429,7 @@ mod tests {
         };
         let mut f = Formatter::new(&opts).unwrap();
         let raw = r#"{"timestamp":1795326931.4986172,"name":"submit","context":{"userid":0,"urgency":16,"flags":0,"version":1}}"#;
-        let ev = Event::parse_line(raw).unwrap();
+        let ev = client::parse_event(raw).unwrap();
         assert_eq!(
             f.format(raw, &ev),
             "1795326931.498617 submit userid=0 urgency=16 flags=0 version=1"
@@ -444,7 +444,7 @@ mod tests {
             "[Nov22 05:55] submit userid=0 urgency=16 flags=0 version=1"
         );
         let raw2 = r#"{"timestamp":1795326931.5103021,"name":"validate"}"#;
-        let ev2 = Event::parse_line(raw2).unwrap();
+        let ev2 = client::parse_event(raw2).unwrap();
         assert_eq!(h.format(raw2, &ev2), "[  +0.011685] validate");
     }
 }
