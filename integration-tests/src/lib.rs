@@ -253,6 +253,30 @@ impl Instance {
         self.events_until(id, "eventlog", "clean").await
     }
 
+    /// Stop the job manager (SIGTERM when `graceful`, else SIGKILL) and start it
+    /// again on the same address and state directory; wait for the nodes.
+    pub async fn restart_jm(&mut self, graceful: bool) {
+        let mut jm = self.jm.take().expect("job manager running");
+        let signal = if graceful {
+            Signal::SIGTERM
+        } else {
+            Signal::SIGKILL
+        };
+        let _ = kill(Pid::from_raw(jm.id() as i32), signal);
+        let status = jm.wait().expect("wait for job manager");
+        if graceful {
+            assert!(status.success(), "graceful stop exited {status}");
+        }
+        let _ = std::fs::remove_file(self.statedir.path().join("uri"));
+        let addr = self.uri.trim_start_matches("http://").to_string();
+        let nodelist = format!("node[0-{}]", self.nodes - 1);
+        let jm = spawn_jm_at(&self.statedir, &nodelist, &addr, &[]);
+        self.jm = Some(jm);
+        let uri = self.wait_uri();
+        assert_eq!(uri, self.uri, "restarted on another address");
+        self.wait_up(self.nodes).await;
+    }
+
     /// SIGTERM the job manager and wait for it to exit; its exit status.
     pub fn stop_jm(&mut self) -> Option<std::process::ExitStatus> {
         let mut jm = self.jm.take()?;
@@ -262,8 +286,17 @@ impl Instance {
 }
 
 fn spawn_jm(statedir: &tempfile::TempDir, nodelist: &str, extra: &[&str]) -> Child {
+    spawn_jm_at(statedir, nodelist, "127.0.0.1:0", extra)
+}
+
+fn spawn_jm_at(
+    statedir: &tempfile::TempDir,
+    nodelist: &str,
+    listen: &str,
+    extra: &[&str],
+) -> Child {
     Command::new(binary("fluxgate-job-manager"))
-        .args(["--listen", "127.0.0.1:0", "--nodelist", nodelist])
+        .args(["--listen", listen, "--nodelist", nodelist])
         .arg("--statedir")
         .arg(statedir.path())
         .args(extra)

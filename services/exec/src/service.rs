@@ -224,7 +224,16 @@ impl Exec for ExecService {
             return Err(ExecError::ShuttingDown.into());
         }
         let Some((job, channels)) = self.jobs.insert(id) else {
-            return Err(ExecError::AlreadyRunning(JobId::from(id)).into());
+            // The job manager restarted after launching the job but before it
+            // stored `start`: it asks again. Launching twice would run the tasks
+            // twice, so adopt the running job and say `start` once more.
+            let Some(job) = self.jobs.get(id) else {
+                return Err(ExecError::AlreadyRunning(JobId::from(id)).into());
+            };
+            tracing::info!(id = %JobId::from(id), "start for a running job: adopting it");
+            return Ok(Response::new(
+                self.jobs.attach(&job, vec![response(id, R::Start(true))]),
+            ));
         };
         let stream = self.jobs.attach(&job, Vec::new());
         match self.plan(&req) {

@@ -47,8 +47,9 @@ pub struct ResourceConfig {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ExecConfig {
-    /// Seconds between the first signal and SIGKILL when a job is ended.
-    pub kill_timeout: f64,
+    /// Seconds a running job waits, after a restart, for its nodes to rejoin
+    /// before it is declared lost.
+    pub rejoin_timeout: f64,
 }
 
 /// `[limits]`.
@@ -89,7 +90,9 @@ impl Default for ResourceConfig {
 
 impl Default for ExecConfig {
     fn default() -> Self {
-        ExecConfig { kill_timeout: 5.0 }
+        ExecConfig {
+            rejoin_timeout: 60.0,
+        }
     }
 }
 
@@ -165,7 +168,7 @@ impl Config {
                     self.resource.heartbeat_interval = num(&value)?
                 }
                 "FLUXGATE_RESOURCE_TORPID_TIMEOUT" => self.resource.torpid_timeout = num(&value)?,
-                "FLUXGATE_EXEC_KILL_TIMEOUT" => self.exec.kill_timeout = num(&value)?,
+                "FLUXGATE_EXEC_REJOIN_TIMEOUT" => self.exec.rejoin_timeout = num(&value)?,
                 _ => {}
             }
         }
@@ -190,12 +193,15 @@ mod tests {
         assert_eq!(c.listen, "127.0.0.1:7000");
         assert_eq!(c.resource.nodelist.as_deref(), Some("node[0-3]"));
         assert_eq!(c.resource.torpid_timeout, 5.0);
-        assert_eq!(c.exec.kill_timeout, 5.0);
+        assert_eq!(c.exec.rejoin_timeout, 60.0);
         c.apply_env([("FLUXGATE_LISTEN".to_string(), "0.0.0.0:1".to_string())])
             .unwrap();
         assert_eq!(c.listen, "0.0.0.0:1");
         let err = c
-            .apply_env([("FLUXGATE_EXEC_KILL_TIMEOUT".to_string(), "soon".to_string())])
+            .apply_env([(
+                "FLUXGATE_EXEC_REJOIN_TIMEOUT".to_string(),
+                "soon".to_string(),
+            )])
             .unwrap_err();
         assert!(err.to_string().contains("expected a number"), "{err}");
     }

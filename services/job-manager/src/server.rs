@@ -12,6 +12,7 @@ use fluxgate_shared::{Hostlist, ResourceSet};
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
 use tokio_stream::wrappers::TcpListenerStream;
+use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
 use crate::core::{self, Committer, Core, Nodes};
@@ -116,7 +117,8 @@ pub async fn serve(
     let committer = Committer::spawn(move |e| {
         let _ = fatal_tx.send(Some(e));
     });
-    let core_task = tokio::spawn(core.run(inbox_rx, committer));
+    let core_stop = CancellationToken::new();
+    let mut core_task = tokio::spawn(core.run(inbox_rx, committer, core_stop.clone()));
 
     let listener = TcpListener::bind(&config.listen)
         .await
@@ -138,18 +140,28 @@ pub async fn serve(
         .build_v1()
         .map_err(|e| ServeError::Config(format!("reflection: {e}")))?;
 
+    // One token ends every long-lived stream at shutdown, so that the
+    // server's graceful stop does not wait on them forever.
+    let cancel = CancellationToken::new();
     let jobs = JobManagerService::new(
         inbox_tx.clone(),
         Arc::clone(&store),
         hub.clone(),
         Arc::clone(&config),
+        cancel.clone(),
     );
-    let node = NodeService::new(inbox_tx.clone(), Arc::clone(&config));
-    let resource = ResourceService::new(inbox_tx.clone(), journal.clone(), Arc::clone(&store));
+    let node = NodeService::new(inbox_tx.clone(), Arc::clone(&config), cancel.clone());
+    let resource = ResourceService::new(
+        inbox_tx.clone(),
+        journal.clone(),
+        Arc::clone(&store),
+        cancel.clone(),
+    );
     drop(inbox_tx);
 
     let stop = {
         let health = health_reporter.clone();
+        let cancel = cancel.clone();
         let mut fatal_rx = fatal_rx.clone();
         async move {
             tokio::select! {
@@ -159,6 +171,12 @@ pub async fn serve(
             health
                 .set_not_serving::<JobManagerServer<JobManagerService>>()
                 .await;
+            // The core stops first (flushing what it holds), so that the join
+            // streams ending below are not taken for lost nodes; then every
+            // long-lived stream ends and the server can stop.
+            core_stop.cancel();
+            let _ = (&mut core_task).await;
+            cancel.cancel();
         }
     };
     tracing::info!(%addr, statedir = %config.statedir.display(), "job manager serving");
@@ -172,9 +190,6 @@ pub async fn serve(
         .add_service(ResourceServer::new(resource))
         .serve_with_incoming_shutdown(TcpListenerStream::new(listener), stop)
         .await?;
-    // Every service handle is gone with the server: the core drains its inbox,
-    // flushes, and ends.
-    let _ = core_task.await;
     if let Some(e) = fatal_rx.borrow().clone() {
         return Err(ServeError::Fatal(e));
     }

@@ -15,6 +15,7 @@ use fluxgate_shared::{Event, JobId, JobState};
 use serde_json::Value;
 
 use super::Core;
+use super::timers::Timer;
 use crate::exec_client::{self, StartJob};
 use crate::store::Log;
 
@@ -95,9 +96,19 @@ impl Core {
             }
         }
         if !missing.is_empty() {
-            let note = format!("{} not connected to the job manager", missing.join(", "));
-            self.lost(id, &note);
+            // After a restart the exec services rejoin on their own time: wait
+            // for them (bounded), rather than declaring the job lost. The start
+            // guard stays set, so the start is not owed again until a node joins.
+            if self.deferred.insert(id) {
+                let wait = self.config.exec.rejoin_timeout;
+                tracing::info!(job = %id, waiting = %missing.join(", "), "start waits for nodes to join");
+                self.timers
+                    .add(crate::clock::now() + wait, id, Timer::StartDeadline);
+            }
             return;
+        }
+        if self.deferred.remove(&id) {
+            self.timers.cancel_kind(id, &Timer::StartDeadline);
         }
         let leader = r.nodes().first().map(|n| n.rank()).unwrap_or(0);
         let Some(leader_addr) = peers.get(&leader).cloned() else {
@@ -138,6 +149,28 @@ impl Core {
         let r = self.jobs.get(&id)?.r.as_ref()?;
         let leader = r.nodes().first()?.rank();
         self.exec.get(leader).map(str::to_string)
+    }
+
+    /// Nodes joined: starts that waited for them may go now.
+    pub(super) fn retry_deferred_starts(&mut self) {
+        for id in self.deferred.iter().copied() {
+            if let Some(a) = self.jobs.get_mut(&id) {
+                a.job.guards.start_pending = false;
+            }
+            self.out.touched.push(id);
+        }
+    }
+
+    /// A deferred start waited too long for its nodes.
+    pub(super) fn start_deadline(&mut self, id: JobId) {
+        if !self.deferred.remove(&id) {
+            return;
+        }
+        let note = format!(
+            "nodes of the job did not join within {}s",
+            self.config.exec.rejoin_timeout
+        );
+        self.lost(id, &note);
     }
 
     /// The start stream is gone without a final release: end the job.

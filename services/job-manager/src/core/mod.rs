@@ -226,6 +226,8 @@ pub struct Core {
     last_heard: HashMap<u32, std::time::Instant>,
     queue: QueueStatus,
     waiters: Vec<(Option<JobId>, WaitReply)>,
+    /// Jobs whose start waits for nodes to join.
+    deferred: std::collections::BTreeSet<JobId>,
     self_tx: mpsc::Sender<Msg>,
 }
 
@@ -285,6 +287,7 @@ impl Core {
                 reason: String::new(),
             },
             waiters: Vec::new(),
+            deferred: Default::default(),
             self_tx,
         };
         core.epoch_ms = core.fluid_epoch()?;
@@ -301,8 +304,15 @@ impl Core {
         Ok(core)
     }
 
-    /// Run until the inbox closes; batches go to `committer` in order.
-    pub async fn run(mut self, mut inbox: mpsc::Receiver<Msg>, committer: Committer) {
+    /// Run until `stop` is cancelled (or the inbox closes); batches go to
+    /// `committer` in order. The core holds a sender to its own inbox (for exec
+    /// streams it starts), so the inbox alone never closes.
+    pub async fn run(
+        mut self,
+        mut inbox: mpsc::Receiver<Msg>,
+        committer: Committer,
+        stop: tokio_util::sync::CancellationToken,
+    ) {
         let period = std::time::Duration::from_secs_f64(
             self.config.resource.heartbeat_interval.clamp(0.05, 60.0),
         );
@@ -321,6 +331,7 @@ impl Core {
                 },
                 _ = self.timers.next_deadline() => Wake::Timer,
                 _ = tick.tick() => Wake::Tick,
+                _ = stop.cancelled() => break,
             };
             match wake {
                 Wake::Msg(msg) => self.handle(msg),
@@ -662,6 +673,7 @@ impl Core {
         };
         self.sched.forget(id);
         self.timers.cancel(id);
+        self.deferred.remove(&id);
         let job = &active.job;
         let counts = active.jobspec.jj_counts();
         let mut inactive = Inactive {

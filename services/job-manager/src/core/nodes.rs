@@ -234,6 +234,7 @@ impl Core {
         }
         tracing::info!(?ranks, addr, "nodes joined");
         self.out.resched = true;
+        self.retry_deferred_starts();
         Ok(ranks)
     }
 

@@ -7,6 +7,9 @@ use serde_json::Value;
 
 use super::Core;
 
+/// Most rounds of owed actions for one job in one pass.
+const MAX_ROUNDS: usize = 32;
+
 /// flux-core's priority for urgency 31 (expedite).
 pub const PRIORITY_MAX: u32 = u32::MAX;
 
@@ -41,7 +44,10 @@ impl Core {
     /// Take `id`'s owed actions; true if the scheduler should run.
     fn act(&mut self, id: JobId) -> bool {
         let mut resched = false;
-        loop {
+        // Each round moves the job along its state machine, so a handful of
+        // rounds always suffices; the bound turns a pipeline bug into a log line
+        // instead of a hung job manager.
+        for _ in 0..MAX_ROUNDS {
             let Some(active) = self.jobs.get_mut(&id) else {
                 return resched;
             };
@@ -84,6 +90,8 @@ impl Core {
                 }
             }
         }
+        tracing::error!(job = %id, "owed actions did not settle; leaving the job as it is");
+        resched
     }
 
     /// Urgency changed: recompute the priority (a new `priority` event while

@@ -17,6 +17,8 @@ pub enum Timer {
     Expiration,
     /// A begin-time dependency is satisfied.
     BeginTime { description: String },
+    /// A start that waits for its nodes to join gives up.
+    StartDeadline,
 }
 
 /// Seconds since the epoch, totally ordered (timers never hold NaN).
@@ -126,6 +128,7 @@ impl Core {
                     }
                 }
                 Timer::BeginTime { description } => self.begin_time_reached(id, description),
+                Timer::StartDeadline => self.start_deadline(id),
             }
         }
         self.run_actions();

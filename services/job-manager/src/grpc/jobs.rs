@@ -11,6 +11,7 @@ use serde_json::{Map, Value};
 use tokio::sync::{broadcast, mpsc};
 use tokio_stream::Stream;
 use tokio_stream::wrappers::ReceiverStream;
+use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status};
 
 use super::ask;
@@ -30,6 +31,7 @@ pub struct JobManagerService {
     store: Arc<SqliteStore>,
     hub: Hub,
     config: Arc<Config>,
+    cancel: CancellationToken,
 }
 
 impl JobManagerService {
@@ -39,12 +41,14 @@ impl JobManagerService {
         store: Arc<SqliteStore>,
         hub: Hub,
         config: Arc<Config>,
+        cancel: CancellationToken,
     ) -> Self {
         JobManagerService {
             inbox,
             store,
             hub,
             config,
+            cancel,
         }
     }
 
@@ -385,6 +389,7 @@ impl JobManager for JobManagerService {
         }
         let (tx, out) = mpsc::channel(WATCH_BUFFER);
         let follow = req.follow && active;
+        let cancel = self.cancel.clone();
         tokio::spawn(async move {
             let mut next = 0u64;
             for line in first.unwrap_or_default() {
@@ -394,7 +399,11 @@ impl JobManager for JobManagerService {
                 }
             }
             if follow {
-                follow_log(rx, store, id, log, next, tx).await;
+                // Shutdown ends followers, so that the server can stop.
+                tokio::select! {
+                    _ = follow_log(rx, store, id, log, next, tx) => {}
+                    _ = cancel.cancelled() => {}
+                }
             }
         });
         Ok(Response::new(

@@ -10,6 +10,7 @@ use fluxgate_shared::IdSet;
 use tokio::sync::mpsc;
 use tokio_stream::Stream;
 use tokio_stream::wrappers::ReceiverStream;
+use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status, Streaming};
 
 use super::ask;
@@ -22,15 +23,17 @@ pub struct NodeService {
     inbox: mpsc::Sender<Msg>,
     config: Arc<Config>,
     sessions: Arc<AtomicU64>,
+    cancel: CancellationToken,
 }
 
 impl NodeService {
     /// A service feeding the core's inbox.
-    pub fn new(inbox: mpsc::Sender<Msg>, config: Arc<Config>) -> Self {
+    pub fn new(inbox: mpsc::Sender<Msg>, config: Arc<Config>, cancel: CancellationToken) -> Self {
         NodeService {
             inbox,
             config,
             sessions: Arc::new(AtomicU64::new(1)),
+            cancel,
         }
     }
 }
@@ -100,9 +103,18 @@ impl Node for NodeService {
         };
         let _ = tx.send(Ok(welcome)).await;
         let inbox = self.inbox.clone();
+        let cancel = self.cancel.clone();
         tokio::spawn(async move {
-            // Heartbeats until the stream ends or errs; then the nodes are gone.
-            while let Ok(Some(msg)) = incoming.message().await {
+            // Heartbeats until the stream ends or errs (or shutdown); then the
+            // nodes are gone.
+            loop {
+                let msg = tokio::select! {
+                    m = incoming.message() => m,
+                    _ = cancel.cancelled() => break,
+                };
+                let Ok(Some(msg)) = msg else {
+                    break;
+                };
                 if let Some(pb::join_message::Message::Heartbeat(_)) = msg.message
                     && inbox
                         .send(Msg::Node(NodeMsg::Heartbeat { session }))

@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 use tokio::sync::{broadcast, mpsc};
 use tokio_stream::Stream;
 use tokio_stream::wrappers::ReceiverStream;
+use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status};
 
 use super::ask;
@@ -24,15 +25,22 @@ pub struct ResourceService {
     inbox: mpsc::Sender<Msg>,
     journal: Journal,
     store: Arc<SqliteStore>,
+    cancel: CancellationToken,
 }
 
 impl ResourceService {
     /// A service over the core, the journal and the store.
-    pub fn new(inbox: mpsc::Sender<Msg>, journal: Journal, store: Arc<SqliteStore>) -> Self {
+    pub fn new(
+        inbox: mpsc::Sender<Msg>,
+        journal: Journal,
+        store: Arc<SqliteStore>,
+        cancel: CancellationToken,
+    ) -> Self {
         ResourceService {
             inbox,
             journal,
             store,
+            cancel,
         }
     }
 }
@@ -56,8 +64,16 @@ impl Resource for ResourceService {
         })
         .await??;
         let (tx, out) = mpsc::channel(16);
+        let cancel = self.cancel.clone();
         tokio::spawn(async move {
-            while let Some(m) = rx.recv().await {
+            loop {
+                let m = tokio::select! {
+                    m = rx.recv() => m,
+                    _ = cancel.cancelled() => None,
+                };
+                let Some(m) = m else {
+                    return;
+                };
                 let text = |k: &str| m.get(k).and_then(Value::as_str).map(str::to_string);
                 let json_of = |k: &str| m.get(k).map(Value::to_string);
                 let resp = pb::AcquireResponse {
@@ -86,6 +102,7 @@ impl Resource for ResourceService {
     ) -> Result<Response<Self::JournalStream>, Status> {
         let (backlog, mut rx) = self.journal.watch();
         let (tx, out) = mpsc::channel(256);
+        let cancel = self.cancel.clone();
         tokio::spawn(async move {
             for line in backlog {
                 let entry = pb::JournalEntry {
@@ -104,7 +121,11 @@ impl Resource for ResourceService {
                 return;
             }
             loop {
-                match rx.recv().await {
+                let next = tokio::select! {
+                    n = rx.recv() => n,
+                    _ = cancel.cancelled() => return,
+                };
+                match next {
                     Ok(line) => {
                         let entry = pb::JournalEntry {
                             line: line.to_string(),
