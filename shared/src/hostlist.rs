@@ -351,15 +351,17 @@ fn parse_range(input: &str, text: &str, pos: usize) -> Result<(u64, u64, usize),
     Ok((lo, hi, lo_text.len()))
 }
 
+/// Prefixes and suffixes obey the host name rules, so that every host they
+/// expand to decodes again as a host name.
 fn check_text(input: &str, text: &str, pos: usize, what: &str) -> Result<(), HostlistError> {
-    if let Some((i, c)) = text
+    if let Some((i, c, why)) = text
         .char_indices()
-        .find(|&(_, c)| c == '[' || c == ']' || c.is_control())
+        .find_map(|(i, c)| bad_host_char(c).map(|w| (i, c, w)))
     {
-        let why = if c.is_control() {
-            "control characters are not allowed".to_string()
-        } else {
+        let why = if c == '[' || c == ']' {
             format!("unmatched {c:?} in {what} (one bracket group per host expression)")
+        } else {
+            why.to_string()
         };
         return Err(invalid(
             input,
@@ -1123,6 +1125,16 @@ mod tests {
 
     fn hl(s: &str) -> Hostlist {
         Hostlist::parse(s).unwrap()
+    }
+
+    #[test]
+    fn a_suffix_with_a_blank_is_refused_like_a_host_name() {
+        // Found by fuzzing: a non-ASCII blank in a suffix decoded, but the hosts
+        // it expanded to did not.
+        let err = Hostlist::parse("u[2-3]1%\u{a0}").unwrap_err().to_string();
+        assert!(err.contains("whitespace separates hosts"), "{err}");
+        assert!(Hostlist::parse("\u{a0}[1-2]").is_err());
+        assert!(Hostlist::parse("n[1-2]-x").is_ok());
     }
 
     #[test]
