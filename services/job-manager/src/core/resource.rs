@@ -265,12 +265,17 @@ impl Core {
                         )
                     })
                     .collect();
-                let _ = reply.send(ResourceView {
+                let view = ResourceView {
                     inventory: self.sched.pool().map(|p| p.inventory().clone()),
                     groups,
                     up: self.up.clone(),
                     drains,
                     allocated,
+                };
+                // Answered after what is already queued is committed, so that a
+                // caller who sees a change also finds it in the journal.
+                self.after_commit(move || {
+                    let _ = reply.send(view);
                 });
             }
         }
