@@ -154,6 +154,8 @@ async fn nonzero_exit_is_a_failed_job() {
         .into_inner();
     assert_eq!(list.jobs[0].result, "FAILED");
     assert_eq!(list.jobs[0].waitstatus, Some(256));
+    assert_eq!(list.jobs[0].nnodes, 1);
+    assert_eq!(list.jobs[0].urgency, 16);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

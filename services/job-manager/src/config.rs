@@ -21,6 +21,30 @@ pub struct Config {
     pub exec: ExecConfig,
     /// Limits that protect the service from oversized requests.
     pub limits: LimitsConfig,
+    /// Prolog and epilog commands.
+    pub perilog: PerilogConfig,
+}
+
+/// `[perilog]`: site commands run around each job on the job manager's host.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PerilogConfig {
+    /// Shell command run before each job starts; a failure keeps the job from running.
+    pub prolog: Option<String>,
+    /// Shell command run after each job, before its resources are freed.
+    pub epilog: Option<String>,
+    /// Seconds either may run before it is killed (and counts as failed).
+    pub timeout: f64,
+}
+
+impl Default for PerilogConfig {
+    fn default() -> Self {
+        PerilogConfig {
+            prolog: None,
+            epilog: None,
+            timeout: 1800.0,
+        }
+    }
 }
 
 /// `[resource]`: where the inventory comes from and how nodes are watched.
@@ -71,6 +95,7 @@ impl Default for Config {
             resource: ResourceConfig::default(),
             exec: ExecConfig::default(),
             limits: LimitsConfig::default(),
+            perilog: PerilogConfig::default(),
         }
     }
 }
@@ -168,6 +193,9 @@ impl Config {
                     self.resource.heartbeat_interval = num(&value)?
                 }
                 "FLUXGATE_RESOURCE_TORPID_TIMEOUT" => self.resource.torpid_timeout = num(&value)?,
+                "FLUXGATE_PERILOG_PROLOG" => self.perilog.prolog = Some(value.clone()),
+                "FLUXGATE_PERILOG_EPILOG" => self.perilog.epilog = Some(value.clone()),
+                "FLUXGATE_PERILOG_TIMEOUT" => self.perilog.timeout = num(&value)?,
                 "FLUXGATE_EXEC_REJOIN_TIMEOUT" => self.exec.rejoin_timeout = num(&value)?,
                 _ => {}
             }

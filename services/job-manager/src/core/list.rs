@@ -62,7 +62,7 @@ impl Core {
                     name: j.name.to_string(),
                     state: JobState::Inactive,
                     result: Some(j.result),
-                    urgency: 0,
+                    urgency: j.urgency,
                     priority: None,
                     ntasks: j.ntasks,
                     nnodes: j.nnodes,
@@ -94,7 +94,9 @@ impl Core {
                 urgency: job.urgency(),
                 priority: job.priority(),
                 ntasks: u32::try_from(a.jobspec.ntasks()).unwrap_or(u32::MAX),
-                nnodes: u32::try_from(counts.nnodes).unwrap_or(u32::MAX),
+                nnodes: a
+                    .alloc_nnodes
+                    .unwrap_or_else(|| u32::try_from(counts.nnodes).unwrap_or(u32::MAX)),
                 nodelist: a.nodelist.clone(),
                 t_submit: job.t_submit().unwrap_or_default(),
                 t_run: a.t_run,

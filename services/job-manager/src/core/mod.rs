@@ -15,6 +15,7 @@ mod depend;
 mod exec;
 mod list;
 mod nodes;
+mod perilog;
 mod pipeline;
 mod resource;
 mod restart;
@@ -111,6 +112,12 @@ pub enum Msg {
     Node(NodeMsg),
     /// A resource request.
     Resource(ResourceMsg),
+    /// A prolog or epilog command ended with this wait status.
+    Perilog {
+        id: JobId,
+        which: perilog::Which,
+        status: i32,
+    },
 }
 
 /// Where a `Wait` answer goes.
@@ -162,6 +169,12 @@ pub struct Active {
     pub t_run: Option<f64>,
     /// Nodes allocated (kept after free, for listing).
     pub nodelist: String,
+    /// The prolog was started for this job (or none is needed any more).
+    pub prolog_done: bool,
+    /// The epilog was started for this job.
+    pub epilog_done: bool,
+    /// Nodes allocated, once allocated (kept after free, for listing).
+    pub alloc_nnodes: Option<u32>,
 }
 
 /// What is kept in memory of an inactive job: enough to list and wait on it.
@@ -181,7 +194,9 @@ pub struct Inactive {
     pub t_run: Option<f64>,
     /// Inactive time.
     pub t_inactive: f64,
-    /// Tasks and nodes it asked for.
+    /// Its urgency when it ended.
+    pub urgency: u8,
+    /// Tasks it asked for.
     pub ntasks: u32,
     /// Nodes it asked for (or got).
     pub nnodes: u32,
@@ -399,7 +414,11 @@ impl Core {
                 });
             }
             Msg::List { filter, reply } => {
-                let _ = reply.send(self.list(&filter));
+                // Answered once what the listing reflects is durable.
+                let jobs = self.list(&filter);
+                self.after_commit(move || {
+                    let _ = reply.send(jobs);
+                });
             }
             Msg::Lookup { id, reply } => {
                 let known = if self.jobs.contains_key(&id) {
@@ -437,6 +456,7 @@ impl Core {
             Msg::Exec(m) => self.exec_msg(m),
             Msg::Node(m) => self.node_msg(m),
             Msg::Resource(m) => self.resource_msg(m),
+            Msg::Perilog { id, which, status } => self.end_perilog(id, which, status),
         }
         self.run_actions();
     }
@@ -684,8 +704,11 @@ impl Core {
             t_submit: job.t_submit().unwrap_or_default(),
             t_run: active.t_run,
             t_inactive: job.entered(JobState::Inactive).unwrap_or_else(clock::now),
+            urgency: job.urgency(),
             ntasks: u32::try_from(active.jobspec.ntasks()).unwrap_or(u32::MAX),
-            nnodes: u32::try_from(counts.nnodes).unwrap_or(u32::MAX),
+            nnodes: active
+                .alloc_nnodes
+                .unwrap_or_else(|| u32::try_from(counts.nnodes).unwrap_or(u32::MAX)),
             nodelist: active.nodelist.clone().into(),
             exception: job
                 .fatal_exception()

@@ -5,7 +5,7 @@ use fluxgate_shared::JobId;
 use fluxgate_shared::job::{Action, JobState};
 use serde_json::Value;
 
-use super::Core;
+use super::{Core, perilog};
 
 /// Most rounds of owed actions for one job in one pass.
 const MAX_ROUNDS: usize = 32;
@@ -79,10 +79,25 @@ impl Core {
                         resched = true;
                     }
                     Action::CancelAlloc => self.cancel_alloc(id),
-                    Action::StartExec { reattach } => self.start_exec(id, reattach),
+                    Action::StartExec { reattach } => {
+                        if !reattach && self.begin_perilog(id, perilog::Which::Prolog) {
+                            // The start is owed again once prolog-finish lands.
+                            if let Some(a) = self.jobs.get_mut(&id) {
+                                a.job.guards.start_pending = false;
+                            }
+                        } else {
+                            self.start_exec(id, reattach);
+                        }
+                    }
                     Action::FreeResources => {
-                        self.free_resources(id);
-                        resched = true;
+                        if self.begin_perilog(id, perilog::Which::Epilog) {
+                            if let Some(a) = self.jobs.get_mut(&id) {
+                                a.job.guards.free_posted = false;
+                            }
+                        } else {
+                            self.free_resources(id);
+                            resched = true;
+                        }
                     }
                     Action::PostClean => {
                         self.post(id, "clean", None);

@@ -125,8 +125,12 @@ impl Core {
                 t_submit: job.t_submit().unwrap_or_default(),
                 t_run,
                 t_inactive: job.entered(JobState::Inactive).unwrap_or_default(),
+                urgency: job.urgency(),
                 ntasks: u32::try_from(jobspec.ntasks()).unwrap_or(u32::MAX),
-                nnodes: u32::try_from(counts.nnodes).unwrap_or(u32::MAX),
+                nnodes: r
+                    .as_ref()
+                    .and_then(|r| u32::try_from(r.nnodes()).ok())
+                    .unwrap_or_else(|| u32::try_from(counts.nnodes).unwrap_or(u32::MAX)),
                 nodelist: nodelist.into(),
                 exception: job
                     .fatal_exception()
@@ -145,6 +149,7 @@ impl Core {
                 .flatten()
                 .map_or(0, |v| v.len() as u64);
         }
+        let alloc_nnodes = r.as_ref().and_then(|r| u32::try_from(r.nnodes()).ok());
         let holds = job.has_resources();
         let expiration = r.as_ref().and_then(|r| r.expiration()).filter(|t| *t > 0.0);
         let r = r.filter(|_| holds).map(Arc::new);
@@ -153,6 +158,42 @@ impl Core {
         }
         let state = job.state();
         let deps: Vec<String> = job.dependencies().iter().cloned().collect();
+        let seen = |name: &str| log.events.iter().any(|e| e.name == name);
+        // A prolog or epilog is not run twice for a job, even when a restart
+        // interrupted it; an interrupted one is finished below as failed.
+        let (prolog_done, epilog_done) = (
+            seen("prolog-start") || job.has_started(),
+            seen("epilog-start"),
+        );
+        let interrupted: Vec<(&'static str, String)> = ["prolog", "epilog"]
+            .into_iter()
+            .filter_map(|w| {
+                let starts = log
+                    .events
+                    .iter()
+                    .filter(|e| e.name == format!("{w}-start"))
+                    .count();
+                let ends = log
+                    .events
+                    .iter()
+                    .filter(|e| e.name == format!("{w}-finish"))
+                    .count();
+                let desc = log
+                    .events
+                    .iter()
+                    .rev()
+                    .find(|e| e.name == format!("{w}-start"))
+                    .and_then(|e| {
+                        e.context
+                            .as_ref()?
+                            .get("description")?
+                            .as_str()
+                            .map(str::to_string)
+                    })
+                    .unwrap_or_default();
+                (starts > ends).then_some((w, desc))
+            })
+            .collect();
         self.jobs.insert(
             id,
             Active {
@@ -162,9 +203,25 @@ impl Core {
                 seq,
                 t_run,
                 nodelist,
+                prolog_done,
+                epilog_done,
+                alloc_nnodes,
             },
         );
         self.post(id, "flux-restart", None);
+        for (which, description) in interrupted {
+            self.post(
+                id,
+                &format!("{which}-finish"),
+                Self::context([
+                    ("description", serde_json::Value::from(description)),
+                    ("status", serde_json::Value::from(1 << 8)),
+                ]),
+            );
+            let note = format!("{which} interrupted by a job manager restart");
+            let severity = if which == "prolog" { 0 } else { 1 };
+            let _ = self.raise(id, which, severity, &note, None);
+        }
         if state == JobState::Run
             && let Some(t) = expiration
         {
@@ -186,6 +243,7 @@ impl Core {
                 name: "?".into(),
                 result: JobResult::Failed,
                 waitstatus: None,
+                urgency: 0,
                 t_submit: 0.0,
                 t_run: None,
                 t_inactive: 0.0,

@@ -189,6 +189,7 @@ impl Core {
         });
         if let Some(active) = self.jobs.get_mut(&id) {
             active.nodelist = r.nodelist().map(|h| h.encode()).unwrap_or_default();
+            active.alloc_nnodes = u32::try_from(r.nnodes()).ok();
             active.r = Some(Arc::new(r));
         }
         if self.post(

@@ -66,6 +66,9 @@ impl Core {
                 seq: [0; 3],
                 t_run: None,
                 nodelist: String::new(),
+                prolog_done: false,
+                epilog_done: false,
+                alloc_nnodes: None,
             },
         );
         self.post(

@@ -379,16 +379,20 @@ impl JobManager for JobManagerService {
         })?;
         // Subscribe before the first read, so nothing falls between them.
         let rx = self.hub.subscribe();
-        let active = ask(&self.inbox, |reply| Msg::Lookup { id, reply })
+        ask(&self.inbox, |reply| Msg::Lookup { id, reply })
             .await?
             .ok_or(Error::UnknownJob(id))?;
+        // Whether the logs are final is read from the store, not from the
+        // core's memory, which may be ahead of what is durable: a job the core
+        // already retired may still have its last events in the writer's queue.
         let store = Arc::clone(&self.store);
         let first = read_from(&store, id, log, 0).await?;
-        if first.is_none() && !(req.wait_create && active) {
+        let finished = is_final(&store, id).await?;
+        if first.is_none() && (finished || !req.wait_create) {
             return Err(Status::not_found(format!("job {id} has no {}", log.key())));
         }
         let (tx, out) = mpsc::channel(WATCH_BUFFER);
-        let follow = req.follow && active;
+        let follow = req.follow && !finished;
         let cancel = self.cancel.clone();
         tokio::spawn(async move {
             let mut next = 0u64;
@@ -453,6 +457,17 @@ async fn read_from(
         .map_err(|e| Status::internal(e.to_string()))?
         .map_err(Error::from)?;
     Ok(lines.map(|l| l.into_iter().skip(from as usize).collect()))
+}
+
+/// Is the job's stored eventlog final (it ends with `clean`)?
+async fn is_final(store: &Arc<SqliteStore>, id: JobId) -> Result<bool, Status> {
+    let main = read_from(store, id, Log::Main, 0)
+        .await?
+        .unwrap_or_default();
+    Ok(main
+        .last()
+        .and_then(|l| fluxgate_shared::Event::parse_json(l).ok())
+        .is_some_and(|e| e.name == "clean"))
 }
 
 /// Stream published lines from position `next` until the job is inactive.
