@@ -248,6 +248,21 @@ impl Instance {
         fluxgate_shared::eventlog::parse_eventlog(text).expect("stored log parses")
     }
 
+    /// The job's R, once allocated.
+    pub async fn r(&self, id: JobId) -> fluxgate_shared::ResourceSet {
+        let r = self
+            .jobs()
+            .await
+            .info(pb::InfoRequest {
+                id: id.into(),
+                keys: vec!["R".into()],
+            })
+            .await
+            .expect("info R")
+            .into_inner();
+        fluxgate_shared::ResourceSet::parse(&r.values["R"]).expect("stored R parses")
+    }
+
     /// Wait for the job to be inactive and return its main eventlog.
     pub async fn wait_clean(&self, id: JobId) -> Vec<Event> {
         self.events_until(id, "eventlog", "clean").await

@@ -121,17 +121,7 @@ async fn four_node_job_runs_a_task_per_node() {
             .map(|r| format!("rank={r} size=4 nnodes=4\n"))
             .collect::<Vec<_>>()
     );
-    let r = inst
-        .jobs()
-        .await
-        .info(pb::InfoRequest {
-            id: id.into(),
-            keys: vec!["R".into()],
-        })
-        .await
-        .unwrap()
-        .into_inner();
-    let r = fluxgate_shared::ResourceSet::parse(&r.values["R"]).unwrap();
+    let r = inst.r(id).await;
     assert_eq!(r.nnodes(), 4);
 }
 
@@ -288,17 +278,7 @@ async fn time_limit_ends_the_job_with_a_timeout() {
     assert_eq!(ctx["type"], "timeout");
     assert_eq!(ctx["note"], "resource allocation expired");
     assert_eq!(context_i64(&ev, "finish", "status"), 36352);
-    let r = inst
-        .jobs()
-        .await
-        .info(pb::InfoRequest {
-            id: id.into(),
-            keys: vec!["R".into()],
-        })
-        .await
-        .unwrap()
-        .into_inner();
-    let r = fluxgate_shared::ResourceSet::parse(&r.values["R"]).unwrap();
+    let r = inst.r(id).await;
     let (start, exp) = (r.starttime().unwrap(), r.expiration().unwrap());
     assert!((exp - start - 1.0).abs() < 1e-6, "{start} {exp}");
 }
@@ -452,17 +432,7 @@ async fn a_drained_node_is_not_used() {
     for _ in 0..3 {
         let id = inst.submit(&cmd(&["true"]), None).await;
         inst.wait_clean(id).await;
-        let r = inst
-            .jobs()
-            .await
-            .info(pb::InfoRequest {
-                id: id.into(),
-                keys: vec!["R".into()],
-            })
-            .await
-            .unwrap()
-            .into_inner();
-        let r = fluxgate_shared::ResourceSet::parse(&r.values["R"]).unwrap();
+        let r = inst.r(id).await;
         assert_eq!(r.ranks().to_string(), "1", "job ran on a drained node");
     }
     let st = inst.status().await;

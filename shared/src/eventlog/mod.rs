@@ -9,6 +9,8 @@
 //! [`timestamp_from_unix`] as flux-core computes it.
 
 mod json;
+
+pub(crate) use json::push_real;
 mod parse;
 mod reader;
 

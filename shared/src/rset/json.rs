@@ -378,37 +378,12 @@ fn json_str(s: &str) -> String {
     serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into())
 }
 
-/// A real as jansson prints it: `%.17g`, exponent without `+` or leading
-/// zeros, and `.0` appended when the result would read as an integer.
+/// A real as jansson prints it (the eventlog's writer: `%.17g`, exponent
+/// without `+` or leading zeros, `.0` when it would read as an integer).
 pub(crate) fn format_real(x: f64) -> String {
-    if !x.is_finite() {
-        return "0.0".into();
-    }
-    if x == 0.0 {
-        return "0.0".into();
-    }
-    let sci = format!("{x:.16e}");
-    let (mant, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
-    let exp: i32 = exp.parse().unwrap_or(0);
-    let mut s = if !(-4..17).contains(&exp) {
-        let m = strip_zeros(mant);
-        format!("{m}e{exp}")
-    } else {
-        let decimals = (16 - exp).max(0) as usize;
-        strip_zeros(&format!("{x:.decimals$}")).to_owned()
-    };
-    if !s.contains('.') && !s.contains('e') {
-        s.push_str(".0");
-    }
+    let mut s = String::with_capacity(24);
+    crate::eventlog::push_real(&mut s, x);
     s
-}
-
-fn strip_zeros(s: &str) -> &str {
-    if s.contains('.') {
-        s.trim_end_matches('0').trim_end_matches('.')
-    } else {
-        s
-    }
 }
 
 /// JSON text with jansson's default separators, for the opaque scheduling key.
