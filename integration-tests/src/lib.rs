@@ -138,10 +138,19 @@ impl Instance {
 
     /// Wait until `n` targets are schedulable.
     pub async fn wait_up(&self, n: usize) {
+        self.wait_count("up", n).await;
+    }
+
+    /// Wait until `n` targets are online (joined), drained or not.
+    pub async fn wait_online(&self, n: usize) {
+        self.wait_count("online", n).await;
+    }
+
+    async fn wait_count(&self, key: &str, n: usize) {
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             let st = self.status().await;
-            let up = st["up"].as_str().unwrap_or("");
+            let up = st[key].as_str().unwrap_or("");
             let count = fluxgate_shared::IdSet::parse(up)
                 .map(|s| s.count())
                 .unwrap_or(0);
@@ -289,7 +298,7 @@ impl Instance {
         self.jm = Some(jm);
         let uri = self.wait_uri();
         assert_eq!(uri, self.uri, "restarted on another address");
-        self.wait_up(self.nodes).await;
+        self.wait_online(self.nodes).await;
     }
 
     /// SIGTERM the job manager and wait for it to exit; its exit status.

@@ -1,0 +1,72 @@
+//! Nodes that die, come back, and stay drained across restarts.
+
+use fluxgate_integration_tests::{Instance, names};
+use fluxgate_proto::v1 as pb;
+use fluxgate_shared::jobspec::JobspecBuilder;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drained_node_stays_drained_across_a_restart() {
+    let mut inst = Instance::start(2, 1).await;
+    inst.resource()
+        .await
+        .drain(pb::DrainRequest {
+            targets: "node1".into(),
+            reason: "bad disk".into(),
+            mode: 0,
+        })
+        .await
+        .unwrap();
+    inst.restart_jm(false).await;
+    let st = inst.status().await;
+    assert_eq!(st["drained"], "1", "{st}");
+    assert_eq!(st["drain_info"][0]["reason"], "bad disk", "{st}");
+    let id = inst.submit(&JobspecBuilder::new(["true"]), None).await;
+    inst.wait_clean(id).await;
+    assert_eq!(inst.r(id).await.ranks().to_string(), "0");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_that_dies_ends_its_jobs_and_comes_back_online() {
+    let mut inst = Instance::start(2, 1).await;
+    let id = inst
+        .submit(&JobspecBuilder::new(["sleep", "60"]).nodes(2), None)
+        .await;
+    inst.events_until(id, "eventlog", "start").await;
+    inst.kill_exec(1);
+    let ev = inst.wait_clean(id).await;
+    let exc = ev
+        .iter()
+        .find(|e| e.name == "exception")
+        .unwrap_or_else(|| panic!("no exception: {:?}", names(&ev)));
+    let ctx = exc.context.as_ref().unwrap();
+    assert_eq!(ctx["severity"], 0);
+    assert!(
+        ctx["note"].as_str().unwrap().contains("node1")
+            || ctx["note"].as_str().unwrap().contains("rank 1"),
+        "{ctx:?}"
+    );
+    let st = inst.status().await;
+    assert_eq!(st["offline"], "1", "{st}");
+    inst.restart_exec(1, 1);
+    inst.wait_up(2).await;
+    let st = inst.status().await;
+    assert_eq!(st["offline"], "", "{st}");
+    // The journal saw it go and come back.
+    let mut journal = inst
+        .resource()
+        .await
+        .journal(pb::JournalRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    let mut seen = Vec::new();
+    loop {
+        let e = journal.message().await.unwrap().unwrap();
+        if e.sentinel {
+            break;
+        }
+        seen.push(fluxgate_shared::Event::parse_json(&e.line).unwrap().name);
+    }
+    let offline = seen.iter().position(|n| n == "offline").expect("offline");
+    assert!(seen[offline..].iter().any(|n| n == "online"), "{seen:?}");
+}
