@@ -40,9 +40,11 @@ async fn a_node_that_dies_ends_its_jobs_and_comes_back_online() {
         .unwrap_or_else(|| panic!("no exception: {:?}", names(&ev)));
     let ctx = exc.context.as_ref().unwrap();
     assert_eq!(ctx["severity"], 0);
+    let note = ctx["note"].as_str().unwrap();
     assert!(
-        ctx["note"].as_str().unwrap().contains("node1")
-            || ctx["note"].as_str().unwrap().contains("rank 1"),
+        ["node1", "rank 1", "rank(s) 1"]
+            .iter()
+            .any(|n| note.contains(n)),
         "{ctx:?}"
     );
     let st = inst.status().await;
@@ -69,4 +71,29 @@ async fn a_node_that_dies_ends_its_jobs_and_comes_back_online() {
     }
     let offline = seen.iter().position(|n| n == "offline").expect("offline");
     assert!(seen[offline..].iter().any(|n| n == "online"), "{seen:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_resource_eventlog_follows_persistent_events_only() {
+    let inst = Instance::start(2, 1).await;
+    let mut res = inst.resource().await;
+    let mut log = res
+        .eventlog(pb::ResourceEventlogRequest { follow: true })
+        .await
+        .unwrap()
+        .into_inner();
+    let first = log.message().await.unwrap().unwrap();
+    let first = fluxgate_shared::Event::parse_json(&first.line).unwrap();
+    assert_eq!(first.name, "resource-define");
+    res.drain(pb::DrainRequest {
+        targets: "1".into(),
+        reason: "test".into(),
+        mode: 0,
+    })
+    .await
+    .unwrap();
+    let next = log.message().await.unwrap().unwrap();
+    let next = fluxgate_shared::Event::parse_json(&next.line).unwrap();
+    // Online/offline and the like stay in the journal only.
+    assert_eq!(next.name, "drain");
 }

@@ -156,16 +156,69 @@ impl Resource for ResourceService {
 
     async fn eventlog(
         &self,
-        _request: Request<pb::ResourceEventlogRequest>,
+        request: Request<pb::ResourceEventlogRequest>,
     ) -> Result<Response<Self::EventlogStream>, Status> {
+        let follow = request.into_inner().follow;
+        // Subscribe before reading the store: an event committed in between is
+        // both stored and heard, and is sent once.
+        let (_, mut rx) = self.journal.watch();
         let store = Arc::clone(&self.store);
         let lines = tokio::task::spawn_blocking(move || store.resource_eventlog())
             .await
             .map_err(|e| Status::internal(e.to_string()))?
             .map_err(crate::error::Error::from)?;
-        let stream =
-            tokio_stream::iter(lines.into_iter().map(|line| Ok(pb::EventlogEntry { line })));
-        Ok(Response::new(Box::pin(stream) as Self::EventlogStream))
+        let (tx, out) = mpsc::channel(256);
+        let cancel = self.cancel.clone();
+        tokio::spawn(async move {
+            let sent: std::collections::HashSet<String> = lines.iter().cloned().collect();
+            for line in lines {
+                if tx.send(Ok(pb::EventlogEntry { line })).await.is_err() {
+                    return;
+                }
+            }
+            if !follow {
+                return;
+            }
+            loop {
+                let next = tokio::select! {
+                    n = rx.recv() => n,
+                    _ = cancel.cancelled() => return,
+                };
+                let line = match next {
+                    Ok(line) => line,
+                    Err(broadcast::error::RecvError::Lagged(n)) => {
+                        let _ = tx
+                            .send(Err(Status::data_loss(format!(
+                                "resource eventlog reader fell {n} events behind; reconnect"
+                            ))))
+                            .await;
+                        return;
+                    }
+                    Err(broadcast::error::RecvError::Closed) => return,
+                };
+                // The journal carries every resource event; the eventlog only
+                // the persistent ones.
+                let persistent = fluxgate_shared::Event::parse_json(&line)
+                    .ok()
+                    .and_then(|e| fluxgate_shared::resource::ResourceEvent::from_event(&e).ok())
+                    .is_some_and(|e| e.is_persistent());
+                if !persistent || sent.contains(&*line) {
+                    continue;
+                }
+                if tx
+                    .send(Ok(pb::EventlogEntry {
+                        line: line.to_string(),
+                    }))
+                    .await
+                    .is_err()
+                {
+                    return;
+                }
+            }
+        });
+        Ok(Response::new(
+            Box::pin(ReceiverStream::new(out)) as Self::EventlogStream
+        ))
     }
 
     async fn drain(
