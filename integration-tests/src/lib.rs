@@ -170,6 +170,13 @@ impl Instance {
         }
     }
 
+    /// Send `signal` to exec process `i` (SIGSTOP makes a node silent but connected).
+    pub fn signal_exec(&self, i: usize, signal: Signal) {
+        if let Some(c) = self.execs.get(i).and_then(Option::as_ref) {
+            let _ = kill(Pid::from_raw(c.id() as i32), signal);
+        }
+    }
+
     /// Start exec `i` again (the node comes back).
     pub fn restart_exec(&mut self, i: usize, cores: u32) {
         let child = self.spawn_exec(i, cores);

@@ -97,3 +97,44 @@ async fn the_resource_eventlog_follows_persistent_events_only() {
     // Online/offline and the like stay in the journal only.
     assert_eq!(next.name, "drain");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_node_is_torpid_and_unused_until_it_speaks_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("jm.toml");
+    std::fs::write(
+        &config,
+        "[resource]\nheartbeat_interval = 0.2\ntorpid_timeout = 1.0\n",
+    )
+    .unwrap();
+    let config = config.to_str().unwrap().to_string();
+    let inst = Instance::start_with(1, 1, &["--config", &config]).await;
+    inst.signal_exec(0, nix::sys::signal::Signal::SIGSTOP);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let st = inst.status().await;
+        if st["torpid"] == "0" {
+            assert_eq!(st["up"], "", "a torpid node is not schedulable: {st}");
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "never torpid: {st}");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    // A job submitted now waits: nothing is allocated on a torpid node.
+    let id = inst.submit(&JobspecBuilder::new(["true"]), None).await;
+    inst.events_until(id, "eventlog", "priority").await;
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    let list = inst
+        .jobs()
+        .await
+        .list(pb::ListRequest::default())
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(list.jobs[0].state, "SCHED");
+    inst.signal_exec(0, nix::sys::signal::Signal::SIGCONT);
+    let ev = inst.wait_clean(id).await;
+    assert_eq!(names(&ev).last(), Some(&"clean"));
+    let st = inst.status().await;
+    assert_eq!(st["torpid"], "", "{st}");
+}
