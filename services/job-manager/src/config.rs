@@ -84,6 +84,10 @@ pub struct LimitsConfig {
     pub max_jobspec_bytes: usize,
     /// Most jobs in one SubmitMany.
     pub max_batch: usize,
+    /// Inactive jobs older than this many seconds are purged (none if unset).
+    pub inactive_age_limit: Option<f64>,
+    /// At most this many inactive jobs are kept, the oldest purged first.
+    pub inactive_num_limit: Option<u64>,
 }
 
 impl Default for Config {
@@ -126,6 +130,8 @@ impl Default for LimitsConfig {
         LimitsConfig {
             max_jobspec_bytes: 1 << 20,
             max_batch: 10_000,
+            inactive_age_limit: None,
+            inactive_num_limit: None,
         }
     }
 }
@@ -193,6 +199,13 @@ impl Config {
                     self.resource.heartbeat_interval = num(&value)?
                 }
                 "FLUXGATE_RESOURCE_TORPID_TIMEOUT" => self.resource.torpid_timeout = num(&value)?,
+                "FLUXGATE_LIMITS_INACTIVE_AGE_LIMIT" => {
+                    self.limits.inactive_age_limit = Some(num(&value)?)
+                }
+                "FLUXGATE_LIMITS_INACTIVE_NUM_LIMIT" => {
+                    self.limits.inactive_num_limit =
+                        Some(value.parse().map_err(|_| bad("expected a job count"))?)
+                }
                 "FLUXGATE_PERILOG_PROLOG" => self.perilog.prolog = Some(value.clone()),
                 "FLUXGATE_PERILOG_EPILOG" => self.perilog.epilog = Some(value.clone()),
                 "FLUXGATE_PERILOG_TIMEOUT" => self.perilog.timeout = num(&value)?,

@@ -17,6 +17,7 @@ mod list;
 mod nodes;
 mod perilog;
 mod pipeline;
+mod purge;
 mod resource;
 mod restart;
 mod sched;
@@ -112,6 +113,14 @@ pub enum Msg {
     Node(NodeMsg),
     /// A resource request.
     Resource(ResourceMsg),
+    /// Remove old inactive jobs; answers how many (would be) purged.
+    Purge {
+        age_limit: Option<f64>,
+        num_limit: Option<u64>,
+        force: bool,
+        batch: usize,
+        reply: oneshot::Sender<u64>,
+    },
     /// A prolog or epilog command ended with this wait status.
     Perilog {
         id: JobId,
@@ -353,6 +362,7 @@ impl Core {
                 Wake::Timer => self.fire_timers(),
                 Wake::Tick => {
                     self.check_torpid();
+                    self.purge_by_config();
                     self.run_actions();
                 }
             }
@@ -457,6 +467,18 @@ impl Core {
             Msg::Node(m) => self.node_msg(m),
             Msg::Resource(m) => self.resource_msg(m),
             Msg::Perilog { id, which, status } => self.end_perilog(id, which, status),
+            Msg::Purge {
+                age_limit,
+                num_limit,
+                force,
+                batch,
+                reply,
+            } => {
+                let n = self.purge(age_limit, num_limit, force, batch);
+                self.after_commit(move || {
+                    let _ = reply.send(n);
+                });
+            }
         }
         self.run_actions();
     }

@@ -415,6 +415,28 @@ impl JobManager for JobManagerService {
         ))
     }
 
+    async fn purge(
+        &self,
+        request: Request<pb::PurgeRequest>,
+    ) -> Result<Response<pb::PurgeResponse>, Status> {
+        let req = request.into_inner();
+        if req.age_limit.is_some_and(|a| !a.is_finite() || a < 0.0) {
+            return Err(Status::invalid_argument(
+                "age limit must be a non-negative number of seconds",
+            ));
+        }
+        let batch = usize::try_from(req.batch).unwrap_or(usize::MAX);
+        let count = ask(&self.inbox, |reply| Msg::Purge {
+            age_limit: req.age_limit,
+            num_limit: req.num_limit,
+            force: req.force,
+            batch,
+            reply,
+        })
+        .await?;
+        Ok(Response::new(pb::PurgeResponse { count }))
+    }
+
     async fn queue(
         &self,
         request: Request<pb::QueueRequest>,

@@ -74,6 +74,8 @@ pub enum Write {
     ResourceEvent { line: String },
     /// Set an instance-wide value (e.g. the last job id issued).
     Meta { key: String, value: String },
+    /// Remove an inactive job and all its logs.
+    Purge { id: u64 },
 }
 
 /// Writes that become durable together.

@@ -144,6 +144,16 @@ fn apply(conn: &Connection, write: &Write) -> Result<(), StoreError> {
                 .and_then(|mut s| s.execute([line]))
                 .map_err(err)?;
         }
+        Write::Purge { id } => {
+            for sql in [
+                "DELETE FROM events WHERE job_id = ?1",
+                "DELETE FROM jobs WHERE id = ?1",
+            ] {
+                conn.prepare_cached(sql)
+                    .and_then(|mut s| s.execute([to_sql_id(*id)]))
+                    .map_err(err)?;
+            }
+        }
         Write::Meta { key, value } => {
             conn.prepare_cached(
                 "INSERT INTO meta (key, value) VALUES (?1, ?2) \

@@ -5,6 +5,7 @@ use std::process::ExitCode;
 pub mod control;
 pub mod eventlog;
 pub mod id;
+pub mod purge;
 
 /// Arguments of `fluxgate job`.
 #[derive(Debug, clap::Args)]
@@ -36,6 +37,8 @@ enum Command {
     Wait(control::WaitArgs),
     /// Print the most recently submitted job id(s).
     Last(control::LastArgs),
+    /// Remove the oldest inactive jobs.
+    Purge(purge::PurgeArgs),
 }
 
 /// Run `fluxgate job`.
@@ -51,5 +54,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Command::Kill(a) => control::run_kill(a),
         Command::Wait(a) => control::run_wait(a),
         Command::Last(a) => control::run_last(a),
+        Command::Purge(a) => purge::run(a),
     }
 }
