@@ -15,9 +15,9 @@ async fn bad_requests_get_clear_statuses_and_change_nothing() {
 
     // Oversized and deeply nested jobspecs.
     let huge = format!(
-        "{}{}",
+        "{},\"pad\":\"{}\"}}",
         &good[..good.len() - 1],
-        format!(",\"pad\":\"{}\"}}", "x".repeat(2 << 20))
+        "x".repeat(2 << 20)
     );
     let deep = format!("{}1{}", "[".repeat(10_000), "]".repeat(10_000));
     for (what, jobspec) in [("oversized", huge), ("deep", deep)] {
