@@ -386,8 +386,11 @@ impl JobManager for JobManagerService {
         // core's memory, which may be ahead of what is durable: a job the core
         // already retired may still have its last events in the writer's queue.
         let store = Arc::clone(&self.store);
-        let first = read_from(&store, id, log, 0).await?;
+        // Finality first, lines second: when the log was already final, the
+        // lines read after hold all of it; when it was not, the subscription
+        // above delivers whatever comes after the read.
         let finished = is_final(&store, id).await?;
+        let first = read_from(&store, id, log, 0).await?;
         if first.is_none() && (finished || !req.wait_create) {
             return Err(Status::not_found(format!("job {id} has no {}", log.key())));
         }
