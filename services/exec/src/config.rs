@@ -52,7 +52,7 @@ pub struct Args {
     /// Address to serve the Exec API on (port 0 picks a free port).
     #[arg(
         long,
-        env = "FLUXGATE_LISTEN",
+        env = "FLUXGATE_EXEC_LISTEN",
         value_name = "ADDR",
         default_value = "127.0.0.1:0"
     )]
