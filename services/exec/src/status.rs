@@ -4,57 +4,15 @@
 //! status: a shell exits with the largest task exit code, or 128+signal when a
 //! task was killed by a signal, so `finish.status` for a task killed by SIGTERM is
 //! (128+15)<<8 = 36608, not 15. Fluxgate has no separate shell process and
-//! computes the same value from the tasks' own statuses.
+//! computes the same value from the tasks' own statuses; the rule is
+//! `shared::job::WaitStatus::as_shell_status`, also used to read `finish`.
 
-/// A POSIX wait status (`exit_code << 8`, or the signal number in the low bits).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct WaitStatus(pub i32);
+pub use fluxgate_shared::job::WaitStatus;
 
-impl WaitStatus {
-    /// A normal exit with `code`.
-    pub fn exited(code: i32) -> Self {
-        WaitStatus((code & 0xff) << 8)
-    }
-
-    /// Killed by `signal`.
-    pub fn signaled(signal: i32) -> Self {
-        WaitStatus(signal & 0x7f)
-    }
-
-    /// The exit code, if it exited normally.
-    pub fn exit_code(self) -> Option<i32> {
-        (self.0 & 0x7f == 0).then_some((self.0 >> 8) & 0xff)
-    }
-
-    /// The signal that killed it, if any.
-    pub fn signal(self) -> Option<i32> {
-        let sig = self.0 & 0x7f;
-        (sig != 0 && sig != 0x7f).then_some(sig)
-    }
-
-    /// The status a Flux job shell would exit with for this task status.
-    pub fn as_shell_status(self) -> WaitStatus {
-        match self.signal() {
-            Some(sig) => WaitStatus::exited(128 + sig),
-            None => self,
-        }
-    }
-
-    /// The shell status of a rank running `tasks`: the largest, as flux-shell reports.
-    pub fn shell_status_of(tasks: impl IntoIterator<Item = WaitStatus>) -> WaitStatus {
-        tasks
-            .into_iter()
-            .map(WaitStatus::as_shell_status)
-            .max_by_key(|s| s.0)
-            .unwrap_or(WaitStatus(0))
-    }
-}
-
-impl From<std::process::ExitStatus> for WaitStatus {
-    fn from(status: std::process::ExitStatus) -> Self {
-        use std::os::unix::process::ExitStatusExt;
-        WaitStatus(status.into_raw())
-    }
+/// The wait status of a finished child process.
+pub fn from_exit(status: std::process::ExitStatus) -> WaitStatus {
+    use std::os::unix::process::ExitStatusExt;
+    WaitStatus(status.into_raw())
 }
 
 #[cfg(test)]

@@ -162,7 +162,7 @@ pub fn spawn(spec: &TaskSpec, events: mpsc::Sender<TaskEvent>) -> Result<Task, S
         .map(|s| tokio::spawn(forward(s, rank, Stream::Stderr, events.clone())));
     tokio::spawn(async move {
         let status = match child.wait().await {
-            Ok(s) => WaitStatus::from(s),
+            Ok(s) => crate::status::from_exit(s),
             Err(e) => {
                 tracing::error!(pid, error = %e, "cannot wait for task");
                 WaitStatus::exited(1)

@@ -313,6 +313,35 @@ impl FromStr for JobResult {
 pub struct WaitStatus(pub i32);
 
 impl WaitStatus {
+    /// A normal exit with `code`.
+    pub fn exited(code: i32) -> Self {
+        WaitStatus((code & 0xff) << 8)
+    }
+
+    /// Killed by `signal`.
+    pub fn signaled(signal: i32) -> Self {
+        WaitStatus(signal & 0x7f)
+    }
+
+    /// The status a Flux job shell exits with for a task that ended so: the
+    /// shell exits 128+signal when a task was killed, so a SIGTERM'd task gives
+    /// (128+15)<<8 = 36608 in `finish`, not 15.
+    pub fn as_shell_status(self) -> WaitStatus {
+        match self.signal() {
+            Some(sig) => WaitStatus::exited(128 + sig),
+            None => self,
+        }
+    }
+
+    /// The shell status of a rank running `tasks`: the largest, as flux-shell reports.
+    pub fn shell_status_of(tasks: impl IntoIterator<Item = WaitStatus>) -> WaitStatus {
+        tasks
+            .into_iter()
+            .map(WaitStatus::as_shell_status)
+            .max_by_key(|s| s.0)
+            .unwrap_or(WaitStatus(0))
+    }
+
     /// The exit code when the process exited normally.
     pub fn exit_code(self) -> Option<i32> {
         (self.0 & 0x7f == 0).then_some((self.0 >> 8) & 0xff)
