@@ -127,11 +127,11 @@ pub fn signal_name(sig: i32) -> String {
 /// flux-core's `flux_job_waitstatus_to_exitcode`: the exit code a command
 /// reports for a job's wait status, and the message it prints when nonzero.
 pub fn waitstatus_to_exitcode(ws: i32) -> (i32, Option<String>) {
-    let sig = ws & 0x7f;
-    if sig != 0 && sig != 0x7f {
+    let ws = fluxgate_shared::job::WaitStatus(ws);
+    if let Some(sig) = ws.signal() {
         return (128 + sig, Some(format!("job shell {}", signal_name(sig))));
     }
-    let code = (ws >> 8) & 0xff;
+    let code = (ws.0 >> 8) & 0xff;
     if code > 128 {
         (code, Some(format!("task(s) {}", signal_name(code - 128))))
     } else if code > 0 {
