@@ -198,13 +198,7 @@ impl Core {
 
     /// A severity-0 exception that did not come from (and need not go to) exec.
     fn raise_quiet(&mut self, id: JobId, kind: &str, note: &str) -> bool {
-        let ctx = Self::context([
-            ("type", Value::from(kind)),
-            ("severity", Value::from(0)),
-            ("note", Value::from(note)),
-            ("userid", Value::from(self.config.owner_uid)),
-        ]);
-        self.post(id, "exception", ctx)
+        self.post_exception(id, kind, 0, note, None)
     }
 
     pub(super) fn exec_msg(&mut self, msg: ExecMsg) {

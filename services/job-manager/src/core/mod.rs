@@ -591,19 +591,33 @@ impl Core {
         }
         // In CLEANUP a further exception is recorded only, as flux-core does.
         let state = self.active(id)?.job.state();
-        let mut ctx = Map::new();
-        ctx.insert("type".into(), Value::from(kind));
-        ctx.insert("severity".into(), Value::from(severity));
-        ctx.insert("note".into(), Value::from(note));
-        ctx.insert(
-            "userid".into(),
-            Value::from(userid.unwrap_or(self.config.owner_uid)),
-        );
         let running = state == JobState::Run;
-        if self.post(id, "exception", Some(ctx)) && severity == 0 && running {
+        if self.post_exception(id, kind, severity, note, userid) && severity == 0 && running {
             self.exec_exception(id, kind, note);
         }
         Ok(())
+    }
+
+    /// Post an `exception` event (context keys as flux-core writes them); the
+    /// raiser is the instance owner when `userid` is `None`.
+    fn post_exception(
+        &mut self,
+        id: JobId,
+        kind: &str,
+        severity: u8,
+        note: &str,
+        userid: Option<u32>,
+    ) -> bool {
+        let ctx = Self::context([
+            ("type", Value::from(kind)),
+            ("severity", Value::from(severity)),
+            ("note", Value::from(note)),
+            (
+                "userid",
+                Value::from(userid.unwrap_or(self.config.owner_uid)),
+            ),
+        ]);
+        self.post(id, "exception", ctx)
     }
 
     fn kill(&mut self, id: JobId, signum: i32) -> Result<(), Error> {
