@@ -1,0 +1,187 @@
+"""A small client of the fluxgate.v1 API: submit, watch eventlogs, wait.
+
+Eventlog entries travel as RFC 18 JSON lines; they are parsed here with the
+standard json module into `Event` values, keeping the line as it was stored.
+"""
+
+import dataclasses
+import json
+import os
+
+import grpc
+
+from fluxgate.v1 import jobmanager_pb2 as pb
+from fluxgate.v1 import jobmanager_pb2_grpc as pb_grpc
+from fluxgate.v1 import resource_pb2_grpc
+
+URI_ENV = "FLUXGATE_URI"
+
+# Submit flags, as the `submit` event's `flags` context records them.
+FLAG_DEBUG = pb.SUBMIT_FLAG_DEBUG
+FLAG_WAITABLE = pb.SUBMIT_FLAG_WAITABLE
+
+_F58_ALPHABET = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"
+
+
+class FluxgateError(Exception):
+    """A request the instance refused, with its gRPC status code and message."""
+
+    def __init__(self, code, message):
+        super().__init__(message or code.name)
+        self.code = code
+        self.message = message
+
+
+@dataclasses.dataclass(frozen=True)
+class Event:
+    """One RFC 18 eventlog entry."""
+
+    timestamp: float
+    name: str
+    context: dict
+    line: str
+
+    @classmethod
+    def parse(cls, line):
+        """Parse one eventlog line (with or without its newline)."""
+        obj = json.loads(line)
+        if not isinstance(obj, dict) or not isinstance(obj.get("name"), str):
+            raise ValueError(f"not an RFC 18 event: {line!r}")
+        return cls(
+            timestamp=float(obj.get("timestamp", 0.0)),
+            name=obj["name"],
+            context=obj.get("context") or {},
+            line=line.rstrip("\n"),
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class WaitResult:
+    """How a waitable job ended."""
+
+    id: int
+    success: bool
+    error: str
+
+
+def f58(jobid):
+    """A job id in RFC 19 F58, as the command line prints it."""
+    if jobid == 0:
+        return "ƒ1"
+    digits = []
+    while jobid:
+        jobid, rem = divmod(jobid, 58)
+        digits.append(_F58_ALPHABET[rem])
+    return "ƒ" + "".join(reversed(digits))
+
+
+def _target(uri):
+    """A grpc target and whether it needs TLS, from an `http(s)://host:port` URI."""
+    for scheme, secure in (("http://", False), ("https://", True)):
+        if uri.startswith(scheme):
+            return uri[len(scheme):].rstrip("/"), secure
+    return uri, False
+
+
+def _error(err):
+    return FluxgateError(err.code(), err.details())
+
+
+class Client:
+    """A connection to one instance's job manager.
+
+    `uri` defaults to $FLUXGATE_URI (e.g. http://127.0.0.1:7000). Use as a
+    context manager or call close().
+    """
+
+    def __init__(self, uri=None):
+        uri = uri or os.environ.get(URI_ENV)
+        if not uri:
+            raise FluxgateError(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"{URI_ENV} is not set: pass the instance address",
+            )
+        target, secure = _target(uri)
+        self.uri = uri
+        self._channel = (
+            grpc.secure_channel(target, grpc.ssl_channel_credentials())
+            if secure
+            else grpc.insecure_channel(target)
+        )
+        self.jobs = pb_grpc.JobManagerStub(self._channel)
+        self.resource = resource_pb2_grpc.ResourceStub(self._channel)
+
+    def close(self):
+        """Close the connection."""
+        self._channel.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def submit(self, jobspec, *, urgency=None, waitable=False, flags=0, timeout=30):
+        """Submit a jobspec (a dict, or JSON/YAML text); returns the job id."""
+        text = jobspec if isinstance(jobspec, str) else json.dumps(jobspec)
+        if waitable:
+            flags |= FLAG_WAITABLE
+        request = pb.SubmitRequest(jobspec=text, flags=flags)
+        if urgency is not None:
+            request.urgency = urgency
+        try:
+            return self.jobs.Submit(request, timeout=timeout).id
+        except grpc.RpcError as err:
+            raise _error(err) from None
+
+    def eventlog(self, jobid, name="eventlog", *, follow=False, wait_create=False, timeout=None):
+        """Yield the events of one of a job's eventlogs.
+
+        `name` is "eventlog", "exec.eventlog" or "output"; with `follow` the
+        stream goes on until the log is final (the job is inactive).
+        """
+        request = pb.WatchEventlogRequest(id=jobid, name=name, follow=follow, wait_create=wait_create)
+        try:
+            for msg in self.jobs.WatchEventlog(request, timeout=timeout):
+                yield Event.parse(msg.line)
+        except grpc.RpcError as err:
+            raise _error(err) from None
+
+    def wait(self, jobid, *, timeout=None):
+        """Wait for a job submitted with waitable=True to end; a WaitResult."""
+        try:
+            r = self.jobs.Wait(pb.WaitRequest(id=jobid), timeout=timeout)
+        except grpc.RpcError as err:
+            raise _error(err) from None
+        return WaitResult(id=r.id, success=r.success, error=r.error)
+
+    def wait_inactive(self, jobid, *, timeout=None):
+        """Follow a job's eventlog until it is final; all its events, in order.
+
+        Works for any job, waitable or not.
+        """
+        return list(self.eventlog(jobid, follow=True, timeout=timeout))
+
+    def cancel(self, jobid, note="", *, timeout=30):
+        """Cancel a job (an exception of type cancel)."""
+        try:
+            self.jobs.Cancel(pb.CancelRequest(id=jobid, note=note), timeout=timeout)
+        except grpc.RpcError as err:
+            raise _error(err) from None
+
+    def info(self, jobid, keys=("jobspec", "R", "eventlog"), *, timeout=30):
+        """A job's stored keys (jobspec, R, eventlog, exec.eventlog, output) as text."""
+        try:
+            r = self.jobs.Info(pb.InfoRequest(id=jobid, keys=list(keys)), timeout=timeout)
+        except grpc.RpcError as err:
+            raise _error(err) from None
+        return dict(r.values)
+
+
+__all__ = [
+    "Client",
+    "Event",
+    "FluxgateError",
+    "WaitResult",
+    "f58",
+]
