@@ -41,6 +41,8 @@ enum Command {
     Queue(cmd::queue::Args),
     /// Start an instance on this machine and run a command in it (as flux start).
     Start(cmd::start::Args),
+    /// gRPC health check of a job manager or exec service (exit 0 when SERVING).
+    Health(cmd::health::Args),
 }
 
 fn main() -> ExitCode {
@@ -57,6 +59,7 @@ fn main() -> ExitCode {
         Command::Resource(args) => ("resource", cmd::resource::run(args)),
         Command::Queue(args) => ("queue", cmd::queue::run(args)),
         Command::Start(args) => ("start", cmd::start::run(args)),
+        Command::Health(args) => ("health", cmd::health::run(args)),
     };
     match result {
         Ok(code) => code,

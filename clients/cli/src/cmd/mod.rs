@@ -2,6 +2,7 @@
 
 pub mod attach;
 pub mod cancel;
+pub mod health;
 pub mod hostlist;
 pub mod idset;
 pub mod job;
