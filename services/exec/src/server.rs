@@ -13,8 +13,8 @@ use std::time::Duration;
 use fluxgate_proto::v1::exec_server::ExecServer;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
-use tokio_stream::wrappers::TcpListenerStream;
 use tokio_util::sync::CancellationToken;
+use tonic::transport::server::TcpIncoming;
 
 use crate::config::Config;
 use crate::join;
@@ -108,7 +108,7 @@ pub async fn start(config: Config) -> Result<Running, ServeError> {
         .add_service(reflection)
         .add_service(ExecServer::new(service.clone()))
         .serve_with_incoming_shutdown(
-            TcpListenerStream::new(listener),
+            TcpIncoming::from(listener).with_nodelay(Some(true)),
             stopped.clone().cancelled_owned(),
         );
     let grace = config.kill_timeout + Duration::from_secs(5);

@@ -65,6 +65,9 @@ pub struct ResourceConfig {
     pub torpid_timeout: f64,
     /// Events kept in the in-memory journal before it is truncated.
     pub journal_capacity: usize,
+    /// Lines the stored resource eventlog may hold before it is replaced by a
+    /// checkpoint (drained targets, last definition and expiration); 0 never.
+    pub eventlog_max: usize,
 }
 
 /// `[exec]`: how jobs are run.
@@ -113,6 +116,7 @@ impl Default for ResourceConfig {
             heartbeat_interval: 2.0,
             torpid_timeout: 30.0,
             journal_capacity: 10_000,
+            eventlog_max: 1000,
         }
     }
 }
@@ -199,6 +203,10 @@ impl Config {
                     self.resource.heartbeat_interval = num(&value)?
                 }
                 "FLUXGATE_RESOURCE_TORPID_TIMEOUT" => self.resource.torpid_timeout = num(&value)?,
+                "FLUXGATE_RESOURCE_EVENTLOG_MAX" => {
+                    self.resource.eventlog_max =
+                        value.parse().map_err(|_| bad("expected a line count"))?
+                }
                 "FLUXGATE_LIMITS_INACTIVE_AGE_LIMIT" => {
                     self.limits.inactive_age_limit = Some(num(&value)?)
                 }

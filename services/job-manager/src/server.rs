@@ -11,8 +11,8 @@ use fluxgate_proto::v1::resource_server::ResourceServer;
 use fluxgate_shared::{Hostlist, ResourceSet};
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
-use tokio_stream::wrappers::TcpListenerStream;
 use tokio_util::sync::CancellationToken;
+use tonic::transport::server::TcpIncoming;
 
 use crate::config::Config;
 use crate::core::{self, Committer, Core, Nodes};
@@ -188,7 +188,7 @@ pub async fn serve(
         .add_service(JobManagerServer::new(jobs))
         .add_service(NodeServer::new(node))
         .add_service(ResourceServer::new(resource))
-        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), stop)
+        .serve_with_incoming_shutdown(TcpIncoming::from(listener).with_nodelay(Some(true)), stop)
         .await?;
     if let Some(e) = fatal_rx.borrow().clone() {
         return Err(ServeError::Fatal(e));

@@ -181,3 +181,103 @@ fn foreign_sqlite_file(path: &std::path::Path) {
     bytes[68..72].copy_from_slice(&0u32.to_be_bytes());
     std::fs::write(path, &bytes).unwrap();
 }
+
+#[tokio::test]
+async fn a_summarized_job_loads_without_its_jobspec_or_eventlog() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(&dir.path().join("s.db")).unwrap();
+    for id in [1, 2] {
+        store
+            .commit(vec![new_job(id), append(id, Log::Main, "submit")])
+            .await
+            .unwrap();
+    }
+    store
+        .commit(vec![Write::Summary {
+            id: 1,
+            summary: r#"{"name":"done"}"#.into(),
+        }])
+        .await
+        .unwrap();
+    let missing = store.commit(vec![Write::Summary {
+        id: 9,
+        summary: "{}".into(),
+    }]);
+    assert_eq!(missing.await, Err(StoreError::UnknownJob(9)));
+
+    let jobs = store.load_jobs().unwrap();
+    assert_eq!(jobs[0].summary.as_deref(), Some(r#"{"name":"done"}"#));
+    assert!(jobs[0].eventlog.is_empty() && jobs[0].jobspec.is_empty());
+    assert_eq!(jobs[1].summary, None);
+    assert_eq!(jobs[1].eventlog, vec![line("submit")]);
+    // Reads of one job still find everything.
+    let one = store.read_job(1).unwrap().unwrap();
+    assert_eq!(one.eventlog, vec![line("submit")]);
+    assert!(one.jobspec.contains(r#""id":1"#));
+}
+
+#[tokio::test]
+async fn the_resource_eventlog_is_replaced_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.db");
+    let store = SqliteStore::open(&path).unwrap();
+    let many: Vec<Write> = (0..100)
+        .map(|_| Write::ResourceEvent {
+            line: line("drain"),
+        })
+        .collect();
+    store.commit(many).await.unwrap();
+    store
+        .commit(vec![Write::ReplaceResourceEventlog {
+            lines: vec![line("resource-define"), line("drain")],
+        }])
+        .await
+        .unwrap();
+    store
+        .commit(vec![Write::ResourceEvent {
+            line: line("restart"),
+        }])
+        .await
+        .unwrap();
+    store.close();
+    let store = SqliteStore::open(&path).unwrap();
+    assert_eq!(
+        store.resource_eventlog().unwrap(),
+        vec![line("resource-define"), line("drain"), line("restart")]
+    );
+}
+
+#[tokio::test]
+async fn a_format_1_store_is_upgraded_and_keeps_its_jobs() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.db");
+    {
+        let store = SqliteStore::open(&path).unwrap();
+        store
+            .commit(vec![new_job(5), append(5, Log::Main, "submit")])
+            .await
+            .unwrap();
+        store.close();
+    }
+    // Make it what a format 1 build wrote.
+    {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute_batch(
+            "ALTER TABLE jobs DROP COLUMN summary; \
+             UPDATE meta SET value = '1' WHERE key = 'format_version';",
+        )
+        .unwrap();
+    }
+    let store = SqliteStore::open(&path).unwrap();
+    assert_eq!(store.meta("format_version").unwrap().as_deref(), Some("2"));
+    let jobs = store.load_jobs().unwrap();
+    assert_eq!(jobs.len(), 1);
+    assert_eq!(jobs[0].eventlog, vec![line("submit")]);
+    store
+        .commit(vec![Write::Summary {
+            id: 5,
+            summary: "{}".into(),
+        }])
+        .await
+        .unwrap();
+}

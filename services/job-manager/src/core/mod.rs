@@ -22,6 +22,7 @@ mod resource;
 mod restart;
 mod sched;
 mod submit;
+mod summary;
 mod timers;
 
 use std::collections::{BTreeMap, HashMap};
@@ -244,6 +245,7 @@ pub struct Core {
     exec: exec::ExecLinks,
     nodes: Nodes,
     res: fluxgate_shared::resource::ResourceState,
+    reslog: resource::ResLog,
     journal: crate::journal::Journal,
     up: fluxgate_shared::IdSet,
     acquirer: Option<mpsc::Sender<Map<String, Value>>>,
@@ -302,6 +304,7 @@ impl Core {
             exec: exec::ExecLinks::default(),
             nodes,
             res: fluxgate_shared::resource::ResourceState::new(),
+            reslog: Default::default(),
             journal,
             up: fluxgate_shared::IdSet::new(),
             acquirer: None,
@@ -683,6 +686,11 @@ impl Core {
                     }
                     inactive.waitable = false;
                     let _ = reply.send(Ok(wait_result(id, inactive)));
+                    let summary = inactive.to_summary();
+                    self.out.writes.push(Write::Summary {
+                        id: id.into(),
+                        summary,
+                    });
                     return;
                 }
                 match self.jobs.get(&id) {
@@ -704,10 +712,14 @@ impl Core {
                     .find(|(_, j)| j.waitable)
                     .map(|(id, j)| {
                         j.waitable = false;
-                        wait_result(*id, j)
+                        (wait_result(*id, j), j.to_summary())
                     });
                 match found {
-                    Some(r) => {
+                    Some((r, summary)) => {
+                        self.out.writes.push(Write::Summary {
+                            id: r.id.into(),
+                            summary,
+                        });
                         let _ = reply.send(Ok(r));
                     }
                     None if self.jobs.values().any(|a| a.job.flags().waitable) => {
@@ -777,6 +789,10 @@ impl Core {
             self.waiters = keep;
         }
         let result = inactive.result;
+        self.out.writes.push(Write::Summary {
+            id: id.into(),
+            summary: inactive.to_summary(),
+        });
         self.inactive.insert(id, inactive);
         self.antecedent_changed(id, Some(result));
         let hub = self.hub.clone();

@@ -12,7 +12,8 @@ use std::time::Instant;
 
 use fluxgate_shared::eventlog::parse_eventlog_lenient;
 use fluxgate_shared::resource::{
-    AcquireDelta, DrainMode, ResourceEvent, ResourceState, StatusGroups,
+    AcquireDelta, DrainMode, ResourceEvent, ResourceState, StatusGroups, checkpoint,
+    last_definition_times,
 };
 use fluxgate_shared::{Hostlist, IdSet, ResourceSet};
 use serde_json::{Map, Value};
@@ -51,6 +52,18 @@ pub enum ResourceMsg {
     Status {
         reply: oneshot::Sender<ResourceView>,
     },
+}
+
+/// What the core knows of the stored resource eventlog, to checkpoint it.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct ResLog {
+    /// Lines stored.
+    len: usize,
+    /// Time of the last `resource-define` and `resource-update` stored.
+    define: Option<f64>,
+    update: Option<f64>,
+    /// Checkpoint when `len` passes this.
+    threshold: usize,
 }
 
 /// A snapshot of resource state for status and list.
@@ -92,10 +105,22 @@ impl Core {
                         tracing::warn!(event = %event.name, error = %e, "skipping a resource event");
                     }
                 }
+                let (define, update) = last_definition_times(&log.events);
+                self.reslog = ResLog {
+                    len: lines.len(),
+                    define,
+                    update,
+                    threshold: self.config.resource.eventlog_max,
+                };
             }
             Err(e) => tracing::error!(error = %e, "cannot read the resource eventlog"),
         }
         self.res = state;
+        // Without a host map yet (size mode) a checkpoint would lose the
+        // hostnames that let drains follow their nodes; it waits for one.
+        if hosts.is_some() {
+            self.checkpoint_if_due();
+        }
         if let Some(hosts) = hosts {
             self.post_restart(hosts);
         }
@@ -141,10 +166,41 @@ impl Core {
             self.out
                 .writes
                 .push(Write::ResourceEvent { line: e.to_json() });
+            self.reslog.len += 1;
+            match event {
+                ResourceEvent::ResourceDefine { .. } => self.reslog.define = Some(e.timestamp),
+                ResourceEvent::ResourceUpdate { .. } => self.reslog.update = Some(e.timestamp),
+                _ => {}
+            }
+            self.checkpoint_if_due();
         }
         let journal = self.journal.clone();
         self.after_commit(move || journal.push(&e));
         self.update_up();
+    }
+
+    /// Replace the stored resource eventlog by its checkpoint once it holds
+    /// more than `eventlog_max` lines. The replacement is one write in the
+    /// batch, so a crash leaves either the old log or the checkpoint.
+    fn checkpoint_if_due(&mut self) {
+        let max = self.config.resource.eventlog_max;
+        if max == 0 || self.reslog.len <= self.reslog.threshold.max(max) {
+            return;
+        }
+        let events = checkpoint(&self.res, self.reslog.define, self.reslog.update);
+        let lines: Vec<String> = events.iter().map(|e| e.to_json()).collect();
+        tracing::info!(
+            from = self.reslog.len,
+            to = lines.len(),
+            "resource eventlog checkpointed"
+        );
+        self.reslog.len = lines.len();
+        // A checkpoint as long as the limit (thousands of distinct drains)
+        // must not be redone on every event.
+        self.reslog.threshold = max.max(2 * lines.len());
+        self.out
+            .writes
+            .push(Write::ReplaceResourceEventlog { lines });
     }
 
     /// Recompute the schedulable targets and tell the scheduler and acquirer.

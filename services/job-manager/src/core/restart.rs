@@ -81,6 +81,20 @@ impl Core {
 
     /// Rebuild one job; true if it is still active.
     fn recover_one(&mut self, id: JobId, s: StoredJob) -> Result<bool, String> {
+        let s = match s.summary.as_deref().map(Inactive::from_summary) {
+            Some(Ok(inactive)) => {
+                self.inactive.insert(id, inactive);
+                return Ok(false);
+            }
+            Some(Err(e)) => {
+                tracing::warn!(job = %id, error = %e, "rebuilding a job from its eventlog");
+                self.store
+                    .read_job(id.into())
+                    .map_err(|e| e.to_string())?
+                    .ok_or("job vanished from the store")?
+            }
+            None => s,
+        };
         let mut text = s.eventlog.join("\n");
         text.push('\n');
         let log = parse_eventlog_lenient(&text);
@@ -137,6 +151,12 @@ impl Core {
                     .map(|e| Box::new((e.kind.clone(), e.note.clone()))),
                 waitable: job.flags().waitable,
             };
+            // Stores of format 1 and jobs that ended in the middle of a crash
+            // get their summary now, so the next start reads only that.
+            self.out.writes.push(Write::Summary {
+                id: id.into(),
+                summary: inactive.to_summary(),
+            });
             self.inactive.insert(id, inactive);
             return Ok(false);
         }

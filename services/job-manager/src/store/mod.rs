@@ -76,6 +76,11 @@ pub enum Write {
     Meta { key: String, value: String },
     /// Remove an inactive job and all its logs.
     Purge { id: u64 },
+    /// Record an inactive job's summary (JSON text), so a restart lists it
+    /// without replaying its eventlog or parsing its jobspec.
+    Summary { id: u64, summary: String },
+    /// Replace the whole persistent resource eventlog by a checkpoint of it.
+    ReplaceResourceEventlog { lines: Vec<String> },
 }
 
 /// Writes that become durable together.
@@ -126,8 +131,11 @@ pub struct StoredJob {
     pub jobspec: String,
     /// R JSON text, once allocated.
     pub r: Option<String>,
-    /// Main eventlog lines, in order.
+    /// Main eventlog lines, in order; left empty by [`Store::load_jobs`] for
+    /// a job that has a summary.
     pub eventlog: Vec<String>,
+    /// The inactive job's summary (JSON text), once it has one.
+    pub summary: Option<String>,
 }
 
 /// The answer to one enqueued batch: resolves once the batch is on disk.
@@ -156,7 +164,9 @@ pub trait Store: Send + Sync + 'static {
     fn read_log(&self, id: u64, log: Log) -> Result<Option<Vec<String>>, StoreError>;
     /// A job's jobspec and R.
     fn read_job(&self, id: u64) -> Result<Option<StoredJob>, StoreError>;
-    /// Every stored job with its main eventlog, in id order, for recovery.
+    /// Every stored job, in id order, for recovery: a job with a summary
+    /// comes with only that (no jobspec, no eventlog), any other with its
+    /// jobspec and main eventlog.
     fn load_jobs(&self) -> Result<Vec<StoredJob>, StoreError>;
     /// The persistent resource eventlog, in order.
     fn resource_eventlog(&self) -> Result<Vec<String>, StoreError>;

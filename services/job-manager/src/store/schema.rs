@@ -2,11 +2,12 @@
 //!
 //! Format history (bump [`FORMAT_VERSION`] and add a migration for each change):
 //! - 1: jobs, events (per job and log, in insertion order), resource_events, meta.
+//! - 2: jobs.summary, an inactive job's summary, so a restart need not replay it.
 
 use rusqlite::{Connection, OptionalExtension};
 
 /// Version of the on-disk format this build writes.
-pub const FORMAT_VERSION: i64 = 1;
+pub const FORMAT_VERSION: i64 = 2;
 
 const APPLICATION_ID: i64 = 0x464c_5847; // "FLXG"
 
@@ -19,7 +20,8 @@ CREATE TABLE IF NOT EXISTS jobs (
     id      INTEGER PRIMARY KEY,
     userid  INTEGER NOT NULL,
     jobspec TEXT NOT NULL,
-    r       TEXT
+    r       TEXT,
+    summary TEXT
 );
 CREATE TABLE IF NOT EXISTS events (
     seq    INTEGER PRIMARY KEY,
@@ -93,5 +95,28 @@ pub fn open_check(conn: &Connection) -> Result<(), String> {
             "has format {version}, newer than this build's {FORMAT_VERSION}; upgrade fluxgate"
         ));
     }
+    migrate(conn, version)
+}
+
+/// Bring a store of an older format up to [`FORMAT_VERSION`], in one transaction.
+fn migrate(conn: &Connection, from: i64) -> Result<(), String> {
+    if from == FORMAT_VERSION {
+        return Ok(());
+    }
+    let steps: &[(i64, &str)] = &[(1, "ALTER TABLE jobs ADD COLUMN summary TEXT;")];
+    let mut sql = String::from("BEGIN IMMEDIATE;");
+    for (version, step) in steps {
+        if *version >= from {
+            sql.push_str(step);
+        }
+    }
+    sql.push_str(&format!(
+        "UPDATE meta SET value = '{FORMAT_VERSION}' WHERE key = 'format_version'; COMMIT;"
+    ));
+    conn.execute_batch(&sql).map_err(|e| {
+        let _ = conn.execute_batch("ROLLBACK;");
+        format!("cannot upgrade from format {from} to {FORMAT_VERSION}: {e}")
+    })?;
+    tracing::info!(from, to = FORMAT_VERSION, "store format upgraded");
     Ok(())
 }

@@ -129,7 +129,7 @@ impl Store for SqliteStore {
 
     fn read_job(&self, id: u64) -> Result<Option<StoredJob>, StoreError> {
         let job = self.read(|c| {
-            c.prepare_cached("SELECT userid, jobspec, r FROM jobs WHERE id = ?1")?
+            c.prepare_cached("SELECT userid, jobspec, r, summary FROM jobs WHERE id = ?1")?
                 .query_row([to_sql_id(id)], |r| {
                     Ok(StoredJob {
                         id,
@@ -137,6 +137,7 @@ impl Store for SqliteStore {
                         jobspec: r.get(1)?,
                         r: r.get(2)?,
                         eventlog: Vec::new(),
+                        summary: r.get(3)?,
                     })
                 })
                 .optional()
@@ -150,8 +151,13 @@ impl Store for SqliteStore {
 
     fn load_jobs(&self) -> Result<Vec<StoredJob>, StoreError> {
         self.read(|c| {
+            // Inactive jobs with a summary cost one short row each: neither
+            // their jobspec nor their eventlog is read.
             let mut jobs: Vec<StoredJob> = c
-                .prepare("SELECT id, userid, jobspec, r FROM jobs ORDER BY id")?
+                .prepare(
+                    "SELECT id, userid, CASE WHEN summary IS NULL THEN jobspec ELSE '' END, \
+                     CASE WHEN summary IS NULL THEN r END, summary FROM jobs ORDER BY id",
+                )?
                 .query_map([], |r| {
                     Ok(StoredJob {
                         id: from_sql_id(r.get(0)?),
@@ -159,11 +165,15 @@ impl Store for SqliteStore {
                         jobspec: r.get(2)?,
                         r: r.get(3)?,
                         eventlog: Vec::new(),
+                        summary: r.get(4)?,
                     })
                 })?
                 .collect::<rusqlite::Result<_>>()?;
-            let mut stmt =
-                c.prepare("SELECT job_id, line FROM events WHERE log = 0 ORDER BY job_id, seq")?;
+            let mut stmt = c.prepare(
+                "SELECT e.job_id, e.line FROM jobs j JOIN events e \
+                 ON e.job_id = j.id AND e.log = 0 \
+                 WHERE j.summary IS NULL ORDER BY e.job_id, e.seq",
+            )?;
             let mut rows = stmt.query([])?;
             // Both scans are in id order, so one merge pass attaches the lines.
             let mut i = 0;

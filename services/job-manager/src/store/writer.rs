@@ -154,6 +154,25 @@ fn apply(conn: &Connection, write: &Write) -> Result<(), StoreError> {
                     .map_err(err)?;
             }
         }
+        Write::Summary { id, summary } => {
+            let n = conn
+                .prepare_cached("UPDATE jobs SET summary = ?2 WHERE id = ?1")
+                .and_then(|mut s| s.execute(params![to_sql_id(*id), summary]))
+                .map_err(err)?;
+            if n == 0 {
+                return Err(StoreError::UnknownJob(*id));
+            }
+        }
+        Write::ReplaceResourceEventlog { lines } => {
+            conn.execute("DELETE FROM resource_events", [])
+                .map_err(err)?;
+            let mut insert = conn
+                .prepare_cached("INSERT INTO resource_events (line) VALUES (?1)")
+                .map_err(err)?;
+            for line in lines {
+                insert.execute([line]).map_err(err)?;
+            }
+        }
         Write::Meta { key, value } => {
             conn.prepare_cached(
                 "INSERT INTO meta (key, value) VALUES (?1, ?2) \

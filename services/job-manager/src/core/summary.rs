@@ -1,0 +1,151 @@
+//! The stored summary of an inactive job: what listing, `Wait` and
+//! dependencies need, written once when the job becomes inactive so that a
+//! restart reads one short row per inactive job instead of replaying its
+//! eventlog and parsing its jobspec. The eventlogs stay the canonical record;
+//! a summary that cannot be read is rebuilt from them.
+
+use fluxgate_shared::job::JobResult;
+use serde_json::{Value, json};
+
+use super::Inactive;
+
+impl Inactive {
+    /// The summary as stored (JSON text).
+    pub(super) fn to_summary(&self) -> String {
+        let mut v = json!({
+            "userid": self.userid,
+            "name": &*self.name,
+            "result": self.result.name(),
+            "t_submit": self.t_submit,
+            "t_inactive": self.t_inactive,
+            "urgency": self.urgency,
+            "ntasks": self.ntasks,
+            "nnodes": self.nnodes,
+            "nodelist": &*self.nodelist,
+            "waitable": self.waitable,
+        });
+        if let Some(ws) = self.waitstatus {
+            v["waitstatus"] = json!(ws);
+        }
+        if let Some(t) = self.t_run {
+            v["t_run"] = json!(t);
+        }
+        if let Some(e) = &self.exception {
+            v["exception"] = json!({"type": e.0, "note": e.1});
+        }
+        v.to_string()
+    }
+
+    /// Read a stored summary.
+    pub(super) fn from_summary(text: &str) -> Result<Inactive, String> {
+        let v: Value = serde_json::from_str(text).map_err(|e| format!("summary: {e}"))?;
+        let field = |k: &str| v.get(k).ok_or_else(|| format!("summary: no {k:?}"));
+        let num = |k: &str| {
+            field(k)?
+                .as_f64()
+                .ok_or_else(|| format!("summary: {k:?} is not a number"))
+        };
+        let uint = |k: &str| {
+            field(k)?
+                .as_u64()
+                .ok_or_else(|| format!("summary: {k:?} is not an unsigned integer"))
+        };
+        let text = |k: &str| {
+            field(k)?
+                .as_str()
+                .ok_or_else(|| format!("summary: {k:?} is not a string"))
+        };
+        let result_name = text("result")?;
+        let result = JobResult::ALL
+            .into_iter()
+            .find(|r| r.name() == result_name)
+            .ok_or_else(|| format!("summary: unknown result {result_name:?}"))?;
+        let exception = match v.get("exception") {
+            None => None,
+            Some(e) => {
+                let part = |k: &str| e.get(k).and_then(Value::as_str).map(str::to_string);
+                match (part("type"), part("note")) {
+                    (Some(t), Some(n)) => Some(Box::new((t, n))),
+                    _ => return Err("summary: bad \"exception\"".into()),
+                }
+            }
+        };
+        let waitstatus = match v.get("waitstatus") {
+            None => None,
+            Some(w) => Some(
+                w.as_i64()
+                    .and_then(|w| i32::try_from(w).ok())
+                    .ok_or("summary: bad \"waitstatus\"")?,
+            ),
+        };
+        let small = |k: &str| {
+            uint(k).and_then(|n| u32::try_from(n).map_err(|_| format!("summary: {k:?} too large")))
+        };
+        Ok(Inactive {
+            userid: small("userid")?,
+            name: text("name")?.into(),
+            result,
+            waitstatus,
+            t_submit: num("t_submit")?,
+            t_run: v.get("t_run").and_then(Value::as_f64),
+            t_inactive: num("t_inactive")?,
+            urgency: u8::try_from(uint("urgency")?).map_err(|_| "summary: bad \"urgency\"")?,
+            ntasks: small("ntasks")?,
+            nnodes: small("nnodes")?,
+            nodelist: text("nodelist")?.into(),
+            exception,
+            waitable: field("waitable")?
+                .as_bool()
+                .ok_or("summary: \"waitable\" is not a boolean")?,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Inactive {
+        Inactive {
+            userid: 1000,
+            name: "sleep \"x\"".into(),
+            result: JobResult::Canceled,
+            waitstatus: Some(15),
+            t_submit: 1_700_000_000.123_456,
+            t_run: Some(1_700_000_001.5),
+            t_inactive: 1_700_000_002.25,
+            urgency: 16,
+            ntasks: 4,
+            nnodes: 2,
+            nodelist: "node[0-1]".into(),
+            exception: Some(Box::new(("cancel".into(), "by user".into()))),
+            waitable: true,
+        }
+    }
+
+    fn same(a: &Inactive, b: &Inactive) -> bool {
+        format!("{a:?}") == format!("{b:?}")
+    }
+
+    #[test]
+    fn summaries_round_trip() {
+        let a = sample();
+        assert!(same(&Inactive::from_summary(&a.to_summary()).unwrap(), &a));
+        let b = Inactive {
+            waitstatus: None,
+            t_run: None,
+            exception: None,
+            result: JobResult::Completed,
+            ..sample()
+        };
+        assert!(same(&Inactive::from_summary(&b.to_summary()).unwrap(), &b));
+    }
+
+    #[test]
+    fn a_bad_summary_says_what_is_wrong() {
+        let e = Inactive::from_summary(r#"{"userid":1}"#).unwrap_err();
+        assert!(e.contains("result"), "{e}");
+        let e = Inactive::from_summary("not json").unwrap_err();
+        assert!(e.starts_with("summary:"), "{e}");
+    }
+}
