@@ -287,6 +287,13 @@ impl Instance {
     /// Stop the job manager (SIGTERM when `graceful`, else SIGKILL) and start it
     /// again on the same address and state directory; wait for the nodes.
     pub async fn restart_jm(&mut self, graceful: bool) {
+        let nodelist = format!("node[0-{}]", self.nodes - 1);
+        self.restart_jm_with(graceful, &nodelist).await;
+    }
+
+    /// As [`Instance::restart_jm`], with the nodes configured in another rank
+    /// order (`nodelist` names the same hosts).
+    pub async fn restart_jm_with(&mut self, graceful: bool, nodelist: &str) {
         let mut jm = self.jm.take().expect("job manager running");
         let signal = if graceful {
             Signal::SIGTERM
@@ -300,12 +307,23 @@ impl Instance {
         }
         let _ = std::fs::remove_file(self.statedir.path().join("uri"));
         let addr = self.uri.trim_start_matches("http://").to_string();
-        let nodelist = format!("node[0-{}]", self.nodes - 1);
-        let jm = spawn_jm_at(&self.statedir, &nodelist, &addr, &[]);
+        let jm = spawn_jm_at(&self.statedir, nodelist, &addr, &[]);
         self.jm = Some(jm);
         let uri = self.wait_uri();
         assert_eq!(uri, self.uri, "restarted on another address");
         self.wait_online(self.nodes).await;
+    }
+
+    /// The job manager's resident memory in bytes (Linux `/proc`).
+    pub fn jm_rss(&self) -> u64 {
+        let pid = self.jm.as_ref().expect("job manager running").id();
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("proc status");
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            .expect("VmRSS")
+            * 1024
     }
 
     /// SIGTERM the job manager and wait for it to exit; its exit status.

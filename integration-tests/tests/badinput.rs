@@ -144,3 +144,65 @@ async fn bad_requests_get_clear_statuses_and_change_nothing() {
         .jobs;
     assert_eq!(all.len(), 1, "{all:?}");
 }
+
+/// A message whose field 1 is raw bytes, to send text fields that are not UTF-8.
+#[derive(Clone, PartialEq, prost::Message)]
+struct RawField1 {
+    #[prost(bytes = "vec", tag = "1")]
+    field: Vec<u8>,
+}
+
+async fn call_raw<R>(uri: &str, path: &'static str, bytes: &[u8]) -> Result<R, tonic::Status>
+where
+    R: prost::Message + Default + Send + 'static,
+{
+    let channel = tonic::transport::Endpoint::from_shared(uri.to_string())
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut grpc = tonic::client::Grpc::new(channel);
+    grpc.ready().await.unwrap();
+    let codec = fluxgate_proto::codec::Codec::<RawField1, R>::default();
+    grpc.unary(
+        tonic::Request::new(RawField1 {
+            field: bytes.to_vec(),
+        }),
+        tonic::codegen::http::uri::PathAndQuery::from_static(path),
+        codec,
+    )
+    .await
+    .map(tonic::Response::into_inner)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn text_that_is_not_utf8_is_refused_as_invalid() {
+    let inst = Instance::start(1, 1).await;
+    let not_utf8: &[u8] = b"{\"version\":1,\"x\":\"\xff\xfe\"}";
+    let err = call_raw::<pb::SubmitResponse>(&inst.uri, "/fluxgate.v1.JobManager/Submit", not_utf8)
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument, "{err}");
+    assert!(err.message().contains("UTF-8"), "{err}");
+    let err = call_raw::<pb::DrainResponse>(&inst.uri, "/fluxgate.v1.Resource/Drain", b"node\xc0")
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument, "{err}");
+
+    // Nothing was stored or drained, and the service goes on.
+    let listed = inst
+        .jobs()
+        .await
+        .list(pb::ListRequest {
+            states: 127,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .jobs;
+    assert!(listed.is_empty());
+    assert_eq!(inst.status().await["drained"], "");
+    let id = inst.submit(&JobspecBuilder::new(["true"]), None).await;
+    inst.wait_clean(id).await;
+}

@@ -26,6 +26,34 @@ async fn a_drained_node_stays_drained_across_a_restart() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drained_node_stays_drained_when_it_changes_rank() {
+    let mut inst = Instance::start(4, 1).await;
+    inst.resource()
+        .await
+        .drain(pb::DrainRequest {
+            targets: "node2".into(),
+            reason: "bad psu".into(),
+            mode: 0,
+        })
+        .await
+        .unwrap();
+    // The site reorders its node list: node2 is now rank 0, node0 rank 1.
+    inst.restart_jm_with(false, "node2,node0,node1,node3").await;
+    let st = inst.status().await;
+    assert_eq!(st["drained"], "0", "{st}");
+    assert_eq!(st["drain_info"][0]["reason"], "bad psu", "{st}");
+    assert_eq!(st["drain_info"][0]["nodelist"], "node2", "{st}");
+    // Three nodes are free, and none of them is node2.
+    let id = inst
+        .submit(&JobspecBuilder::new(["hostname"]).nodes(3), None)
+        .await;
+    inst.wait_clean(id).await;
+    let r = inst.r(id).await;
+    assert_eq!(r.ranks().to_string(), "1-3");
+    assert_eq!(r.nodelist().unwrap().encode(), "node[0-1,3]");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_that_dies_ends_its_jobs_and_comes_back_online() {
     let mut inst = Instance::start(2, 1).await;
     let id = inst

@@ -3,6 +3,8 @@
 
 #![allow(missing_docs, clippy::all, missing_debug_implementations)]
 
+pub mod codec;
+
 /// Generated messages, clients and servers of package `fluxgate.v1`.
 pub mod v1 {
     tonic::include_proto!("fluxgate.v1");
