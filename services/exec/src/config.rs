@@ -33,6 +33,9 @@ pub enum ConfigError {
     /// `--virtual 0`.
     #[error("--virtual must be at least 1")]
     NoVirtualNodes,
+    /// `--advertise` is not an http(s) URI.
+    #[error("--advertise {0:?} must be a URI such as http://10.0.0.5:7001")]
+    Advertise(String),
     /// The machine's hostname could not be read and none was given.
     #[error("cannot read this machine's hostname ({0}); pass --hostname")]
     Hostname(String),
@@ -57,6 +60,10 @@ pub struct Args {
         default_value = "127.0.0.1:0"
     )]
     pub listen: SocketAddr,
+    /// Exec address the job manager dials back, e.g. http://10.0.0.5:7001
+    /// (default: http://LISTEN, or http://HOSTNAME:PORT when LISTEN is 0.0.0.0 or ::).
+    #[arg(long, env = "FLUXGATE_EXEC_ADVERTISE", value_name = "URI")]
+    pub advertise: Option<String>,
     /// Hostname to announce (default: this machine's).
     #[arg(long, env = "FLUXGATE_HOSTNAME", value_name = "NAME")]
     pub hostname: Option<String>,
@@ -111,6 +118,8 @@ pub struct Config {
     pub job_manager: String,
     /// Listen address.
     pub listen: SocketAddr,
+    /// Exec address announced to the job manager, when not derived from `listen`.
+    pub advertise: Option<String>,
     /// Nodes served, in hello order.
     pub nodes: Vec<NodeConfig>,
     /// Grace between the first signal and SIGKILL.
@@ -124,6 +133,11 @@ pub struct Config {
 impl Config {
     /// Validate the arguments and fill in defaults from this machine.
     pub fn from_args(args: Args) -> Result<Config, ConfigError> {
+        if let Some(a) = &args.advertise
+            && !(a.starts_with("http://") || a.starts_with("https://"))
+        {
+            return Err(ConfigError::Advertise(a.clone()));
+        }
         let hostname = match args.hostname {
             Some(h) => h,
             None => nix::unistd::gethostname()
@@ -164,6 +178,7 @@ impl Config {
         Ok(Config {
             job_manager: args.job_manager,
             listen: args.listen,
+            advertise: args.advertise,
             nodes,
             kill_timeout,
             heartbeat,
@@ -176,6 +191,7 @@ impl Config {
         Config {
             job_manager: job_manager.to_string(),
             listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            advertise: None,
             nodes: vec![NodeConfig {
                 hostname: hostname.to_string(),
                 cores,
@@ -186,6 +202,25 @@ impl Config {
             leave_running: false,
         }
     }
+}
+
+/// The Exec address to announce: `advertise` if set; else the bound address,
+/// unless it is the unspecified address (0.0.0.0, ::), which nobody can dial:
+/// then this machine's hostname with the bound port, as in containers, where
+/// the hostname is what the other containers resolve.
+pub fn exec_address(advertise: Option<&str>, bound: SocketAddr, machine: &str) -> String {
+    match advertise {
+        Some(a) => a.to_string(),
+        None if bound.ip().is_unspecified() => format!("http://{machine}:{}", bound.port()),
+        None => format!("http://{bound}"),
+    }
+}
+
+/// This machine's hostname, or `localhost` if it cannot be read.
+pub fn machine_hostname() -> String {
+    nix::unistd::gethostname()
+        .map(|h| h.to_string_lossy().into_owned())
+        .unwrap_or_else(|_| "localhost".to_string())
 }
 
 fn parse_idset(flag: &'static str, value: &str) -> Result<IdSet, ConfigError> {
@@ -272,6 +307,22 @@ mod tests {
             ])
             .is_err()
         );
+    }
+
+    #[test]
+    fn the_announced_address_is_one_others_can_dial() {
+        let any: SocketAddr = "0.0.0.0:7001".parse().unwrap();
+        let v6: SocketAddr = "[::]:7001".parse().unwrap();
+        let lo: SocketAddr = "127.0.0.1:4000".parse().unwrap();
+        assert_eq!(exec_address(None, any, "node0"), "http://node0:7001");
+        assert_eq!(exec_address(None, v6, "node0"), "http://node0:7001");
+        assert_eq!(exec_address(None, lo, "node0"), "http://127.0.0.1:4000");
+        assert_eq!(
+            exec_address(Some("http://10.1.2.3:7001"), any, "node0"),
+            "http://10.1.2.3:7001"
+        );
+        let e = Config::from_args(args(&["--advertise", "10.1.2.3:7001"])).unwrap_err();
+        assert!(e.to_string().starts_with("--advertise"), "{e}");
     }
 
     #[test]

@@ -89,7 +89,11 @@ pub async fn start(config: Config) -> Result<Running, ServeError> {
         addr: config.listen,
         source,
     })?;
-    let exec_address = format!("http://{local_addr}");
+    let exec_address = crate::config::exec_address(
+        config.advertise.as_deref(),
+        local_addr,
+        &crate::config::machine_hostname(),
+    );
     let node = Arc::new(NodeState::new(exec_address.clone()));
     let service = ExecService::new(config.clone(), node.clone());
 
