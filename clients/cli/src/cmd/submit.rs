@@ -378,38 +378,49 @@ pub fn run_submit(args: SubmitArgs) -> anyhow::Result<ExitCode> {
         )),
         _ => None,
     };
-    let mut requests = Vec::new();
-    match &copies {
-        Some((ids, env)) => {
-            for id in ids.iter() {
-                requests.push(args.opts.request(&args.command, Some((id, *env)))?);
-            }
-        }
-        None => requests.push(args.opts.request(&args.command, None)?),
-    }
+    // Copies are built a batch at a time, so a huge --cc range costs the
+    // memory of one batch, not of every request at once.
+    let single = match &copies {
+        Some(_) => None,
+        None => Some(args.opts.request(&args.command, None)?),
+    };
     client::block_on(async {
         let mut inst = client::connect().await?;
-        let bar = progress_bar(args.progress, requests.len() as u64, "submitting");
+        let total = copies.as_ref().map_or(1, |(ids, _)| ids.count());
+        let bar = progress_bar(args.progress, total, "submitting");
+        // Ids are kept only when they are waited for.
         let mut ids = Vec::new();
         let mut failed = false;
-        if requests.len() == 1 {
-            let id = submit_one(&mut inst, requests.remove(0)).await?;
+        if let Some(req) = single {
+            let id = submit_one(&mut inst, req).await?;
             ids.push(id);
             print_id(&args, &bar, id);
-        } else {
-            while !requests.is_empty() {
-                let batch: Vec<_> = requests.drain(..requests.len().min(1000)).collect();
+        } else if let Some((set, env)) = &copies {
+            let mut copy_ids = set.iter();
+            loop {
+                let batch = copy_ids
+                    .by_ref()
+                    .take(1000)
+                    .map(|id| args.opts.request(&args.command, Some((id, *env))))
+                    .collect::<anyhow::Result<Vec<_>>>()?;
+                if batch.is_empty() {
+                    break;
+                }
                 let resp = inst
                     .jobs
                     .submit_many(pb::SubmitManyRequest { jobs: batch })
                     .await
                     .map_err(client::status_error)?
                     .into_inner();
+                let mut accepted = 0;
                 for r in resp.results {
                     match r.result {
                         Some(pb::submit_result::Result::Id(id)) => {
+                            accepted += 1;
                             let id = JobId::from(id);
-                            ids.push(id);
+                            if args.wait {
+                                ids.push(id);
+                            }
                             print_id(&args, &bar, id);
                         }
                         Some(pb::submit_result::Result::Error(e)) => {
@@ -419,6 +430,11 @@ pub fn run_submit(args: SubmitArgs) -> anyhow::Result<ExitCode> {
                         None => failed = true,
                     }
                     bar.inc(1);
+                }
+                // A batch refused whole (queue stopped, limits) would be
+                // followed by more of the same: stop here.
+                if accepted == 0 {
+                    break;
                 }
             }
         }

@@ -11,7 +11,7 @@ use super::Inactive;
 
 impl Inactive {
     /// The summary as stored (JSON text).
-    pub(super) fn to_summary(&self) -> String {
+    pub fn to_summary(&self) -> String {
         let mut v = json!({
             "userid": self.userid,
             "name": &*self.name,
