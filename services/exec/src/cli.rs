@@ -6,19 +6,13 @@ use std::process::ExitCode;
 use clap::Parser;
 use tokio::signal::unix::{SignalKind, signal};
 
-use crate::config::{Args, Config};
+use crate::config::{Args, Config, LogFormat};
 use crate::server;
 
 /// Entry point of the binary.
 pub fn main() -> ExitCode {
     let args = Args::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    init_logging(args.log_format);
     let config = match Config::from_args(args) {
         Ok(c) => c,
         Err(e) => {
@@ -42,6 +36,23 @@ pub fn main() -> ExitCode {
             eprintln!("fluxgate-exec: {e:#}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// Logs go to stderr, filtered by FLUXGATE_LOG (as the job manager's), else
+/// RUST_LOG, else info.
+fn init_logging(format: LogFormat) {
+    use std::io::IsTerminal;
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_env("FLUXGATE_LOG")
+        .or_else(|_| EnvFilter::try_from_default_env())
+        .unwrap_or_else(|_| EnvFilter::new("info"));
+    let fmt = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => fmt.with_ansi(std::io::stderr().is_terminal()).init(),
+        LogFormat::Json => fmt.json().init(),
     }
 }
 

@@ -98,6 +98,18 @@ pub struct Args {
     /// On SIGTERM/SIGINT leave running tasks alone (default: terminate them and report).
     #[arg(long, env = "FLUXGATE_LEAVE_RUNNING")]
     pub leave_running: bool,
+    /// Log lines as text or as one JSON object per line (for log collectors).
+    #[arg(long, env = "FLUXGATE_LOG_FORMAT", value_enum, default_value = "text")]
+    pub log_format: LogFormat,
+}
+
+/// How log lines are written to stderr.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines, colored on a terminal.
+    Text,
+    /// One JSON object per line.
+    Json,
 }
 
 /// One node this process serves.

@@ -1,12 +1,17 @@
 //! Configuration: defaults, then a TOML file, then `FLUXGATE_*` environment,
 //! then flags (applied by the binary). One struct per subsystem.
+//!
+//! Every key of the file has an environment variable, `FLUXGATE_` and the
+//! dotted key in upper case with `_` for `.` (`resource.torpid_timeout` is
+//! `FLUXGATE_RESOURCE_TORPID_TIMEOUT`), and can be set by the binary's
+//! `--set KEY=VALUE`; both go through [`Config::set`]. docs/CONFIG.md lists them.
 
 use std::path::{Path, PathBuf};
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// The whole job manager configuration.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
     /// Address of the gRPC server (`127.0.0.1:0` picks a free port).
@@ -26,7 +31,7 @@ pub struct Config {
 }
 
 /// `[perilog]`: site commands run around each job on the job manager's host.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct PerilogConfig {
     /// Shell command run before each job starts; a failure keeps the job from running.
@@ -48,7 +53,7 @@ impl Default for PerilogConfig {
 }
 
 /// `[resource]`: where the inventory comes from and how nodes are watched.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ResourceConfig {
     /// An R file (JSON) holding the inventory (method `configuration`).
@@ -71,7 +76,7 @@ pub struct ResourceConfig {
 }
 
 /// `[exec]`: how jobs are run.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ExecConfig {
     /// Seconds a running job waits, after a restart, for its nodes to rejoin
@@ -80,7 +85,7 @@ pub struct ExecConfig {
 }
 
 /// `[limits]`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct LimitsConfig {
     /// Largest jobspec accepted, in bytes.
@@ -178,51 +183,97 @@ impl Config {
     }
 
     /// Overlay `FLUXGATE_*` variables from `env` (e.g. `FLUXGATE_LISTEN`,
-    /// `FLUXGATE_RESOURCE_NODELIST`).
+    /// `FLUXGATE_RESOURCE_NODELIST`); other variables are ignored.
     pub fn apply_env(
         &mut self,
         env: impl IntoIterator<Item = (String, String)>,
     ) -> Result<(), ConfigError> {
         for (name, value) in env {
-            let bad = |message: &str| ConfigError::Env {
+            let Some(key) = KEYS.iter().find(|k| env_name(k) == name) else {
+                continue;
+            };
+            self.set(key, &value).map_err(|e| ConfigError::Env {
                 name: name.clone(),
                 value: value.clone(),
-                message: message.to_string(),
-            };
-            let num = |v: &str| v.parse::<f64>().map_err(|_| bad("expected a number"));
-            match name.as_str() {
-                "FLUXGATE_LISTEN" => self.listen = value.clone(),
-                "FLUXGATE_STATEDIR" => self.statedir = PathBuf::from(&value),
-                "FLUXGATE_RESOURCE_PATH" => self.resource.path = Some(PathBuf::from(&value)),
-                "FLUXGATE_RESOURCE_NODELIST" => self.resource.nodelist = Some(value.clone()),
-                "FLUXGATE_RESOURCE_SIZE" => {
-                    self.resource.size =
-                        Some(value.parse().map_err(|_| bad("expected a node count"))?)
-                }
-                "FLUXGATE_RESOURCE_HEARTBEAT_INTERVAL" => {
-                    self.resource.heartbeat_interval = num(&value)?
-                }
-                "FLUXGATE_RESOURCE_TORPID_TIMEOUT" => self.resource.torpid_timeout = num(&value)?,
-                "FLUXGATE_RESOURCE_EVENTLOG_MAX" => {
-                    self.resource.eventlog_max =
-                        value.parse().map_err(|_| bad("expected a line count"))?
-                }
-                "FLUXGATE_LIMITS_INACTIVE_AGE_LIMIT" => {
-                    self.limits.inactive_age_limit = Some(num(&value)?)
-                }
-                "FLUXGATE_LIMITS_INACTIVE_NUM_LIMIT" => {
-                    self.limits.inactive_num_limit =
-                        Some(value.parse().map_err(|_| bad("expected a job count"))?)
-                }
-                "FLUXGATE_PERILOG_PROLOG" => self.perilog.prolog = Some(value.clone()),
-                "FLUXGATE_PERILOG_EPILOG" => self.perilog.epilog = Some(value.clone()),
-                "FLUXGATE_PERILOG_TIMEOUT" => self.perilog.timeout = num(&value)?,
-                "FLUXGATE_EXEC_REJOIN_TIMEOUT" => self.exec.rejoin_timeout = num(&value)?,
-                _ => {}
-            }
+                message: e.to_string(),
+            })?;
         }
         Ok(())
     }
+
+    /// Set one key (dotted, as in the file: `resource.torpid_timeout`) from its
+    /// text, as an environment variable or `--set` gives it.
+    pub fn set(&mut self, key: &str, value: &str) -> Result<(), SetError> {
+        let bad = |expected: &'static str| SetError::Value {
+            key: key.to_string(),
+            expected,
+        };
+        let num = |v: &str| v.parse::<f64>().map_err(|_| bad("a number"));
+        let count = |v: &str| v.parse::<u64>().map_err(|_| bad("a whole number"));
+        let size = |v: &str| v.parse::<usize>().map_err(|_| bad("a whole number"));
+        match key {
+            "listen" => self.listen = value.to_string(),
+            "statedir" => self.statedir = PathBuf::from(value),
+            "owner_uid" => self.owner_uid = value.parse().map_err(|_| bad("a uid"))?,
+            "resource.path" => self.resource.path = Some(PathBuf::from(value)),
+            "resource.nodelist" => self.resource.nodelist = Some(value.to_string()),
+            "resource.size" => {
+                self.resource.size = Some(value.parse().map_err(|_| bad("a node count"))?)
+            }
+            "resource.heartbeat_interval" => self.resource.heartbeat_interval = num(value)?,
+            "resource.torpid_timeout" => self.resource.torpid_timeout = num(value)?,
+            "resource.journal_capacity" => self.resource.journal_capacity = size(value)?,
+            "resource.eventlog_max" => self.resource.eventlog_max = size(value)?,
+            "exec.rejoin_timeout" => self.exec.rejoin_timeout = num(value)?,
+            "limits.max_jobspec_bytes" => self.limits.max_jobspec_bytes = size(value)?,
+            "limits.max_batch" => self.limits.max_batch = size(value)?,
+            "limits.inactive_age_limit" => self.limits.inactive_age_limit = Some(num(value)?),
+            "limits.inactive_num_limit" => self.limits.inactive_num_limit = Some(count(value)?),
+            "perilog.prolog" => self.perilog.prolog = Some(value.to_string()),
+            "perilog.epilog" => self.perilog.epilog = Some(value.to_string()),
+            "perilog.timeout" => self.perilog.timeout = num(value)?,
+            _ => return Err(SetError::UnknownKey(key.to_string())),
+        }
+        Ok(())
+    }
+}
+
+/// Every key of the configuration file, dotted.
+pub const KEYS: &[&str] = &[
+    "listen",
+    "statedir",
+    "owner_uid",
+    "resource.path",
+    "resource.nodelist",
+    "resource.size",
+    "resource.heartbeat_interval",
+    "resource.torpid_timeout",
+    "resource.journal_capacity",
+    "resource.eventlog_max",
+    "exec.rejoin_timeout",
+    "limits.max_jobspec_bytes",
+    "limits.max_batch",
+    "limits.inactive_age_limit",
+    "limits.inactive_num_limit",
+    "perilog.prolog",
+    "perilog.epilog",
+    "perilog.timeout",
+];
+
+/// The environment variable of a dotted key: `FLUXGATE_RESOURCE_SIZE` for `resource.size`.
+pub fn env_name(key: &str) -> String {
+    format!("FLUXGATE_{}", key.replace('.', "_").to_ascii_uppercase())
+}
+
+/// Why one key could not be set.
+#[derive(Debug, thiserror::Error)]
+pub enum SetError {
+    /// No such key.
+    #[error("unknown key {0:?}")]
+    UnknownKey(String),
+    /// The text is not a value of the key's type.
+    #[error("{key} expects {expected}")]
+    Value { key: String, expected: &'static str },
 }
 
 #[cfg(test)]
@@ -252,7 +303,11 @@ mod tests {
                 "soon".to_string(),
             )])
             .unwrap_err();
-        assert!(err.to_string().contains("expected a number"), "{err}");
+        assert!(
+            err.to_string()
+                .contains("exec.rejoin_timeout expects a number"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -262,5 +317,53 @@ mod tests {
         std::fs::write(&path, "[resource]\nnodeslist = \"x\"\n").unwrap();
         let err = Config::load(Some(&path)).unwrap_err().to_string();
         assert!(err.contains("nodeslist"), "{err}");
+    }
+
+    /// Dotted keys of a serialized config, tables walked, unset options kept.
+    fn keys(prefix: &str, value: &serde_json::Value, out: &mut Vec<String>) {
+        if let serde_json::Value::Object(map) = value {
+            for (k, v) in map {
+                let key = format!("{prefix}{k}");
+                if v.is_object() {
+                    keys(&format!("{key}."), v, out);
+                } else {
+                    out.push(key);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn every_key_has_an_environment_variable_and_a_setter() {
+        let mut fields = Vec::new();
+        keys(
+            "",
+            &serde_json::to_value(Config::default()).unwrap(),
+            &mut fields,
+        );
+        fields.sort();
+        let mut listed: Vec<String> = KEYS.iter().map(|k| k.to_string()).collect();
+        listed.sort();
+        assert_eq!(fields, listed, "KEYS must list every field");
+        let mut c = Config::default();
+        for key in KEYS {
+            let value = if key.ends_with("path") || key.ends_with("dir") {
+                "/x"
+            } else {
+                "7"
+            };
+            c.apply_env([(env_name(key), value.to_string())]).unwrap();
+        }
+        assert_eq!(c.owner_uid, 7);
+        assert_eq!(c.limits.max_batch, 7);
+        assert_eq!(c.resource.journal_capacity, 7);
+        assert_eq!(
+            env_name("resource.torpid_timeout"),
+            "FLUXGATE_RESOURCE_TORPID_TIMEOUT"
+        );
+        assert!(matches!(
+            c.set("resource.nodeslist", "x"),
+            Err(SetError::UnknownKey(_))
+        ));
     }
 }

@@ -29,17 +29,41 @@ struct Args {
     /// Number of nodes to wait for (overrides `resource.size`).
     #[arg(long)]
     size: Option<u32>,
+    /// Set any configuration key, e.g. --set resource.torpid_timeout=10 (repeatable;
+    /// after the file and the environment).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    set: Vec<String>,
+    /// Log lines as text or as one JSON object per line (for log collectors).
+    #[arg(long, env = "FLUXGATE_LOG_FORMAT", value_enum, default_value = "text")]
+    log_format: LogFormat,
+}
+
+/// How log lines are written to stderr.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum LogFormat {
+    /// Human-readable lines, colored on a terminal.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Logs go to stderr, filtered by FLUXGATE_LOG (tracing's directives, default info).
+fn init_logging(format: LogFormat) {
+    use std::io::IsTerminal;
+    let filter = tracing_subscriber::EnvFilter::try_from_env("FLUXGATE_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let fmt = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => fmt.with_ansi(std::io::stderr().is_terminal()).init(),
+        LogFormat::Json => fmt.json().init(),
+    }
 }
 
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("FLUXGATE_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    init_logging(args.log_format);
     let mut config = Config::load(args.config.as_deref())?;
     config.apply_env(std::env::vars())?;
     if let Some(v) = args.listen {
@@ -56,6 +80,14 @@ fn main() -> anyhow::Result<()> {
     }
     if let Some(v) = args.size {
         config.resource.size = Some(v);
+    }
+    for kv in &args.set {
+        let (key, value) = kv
+            .split_once('=')
+            .with_context(|| format!("--set {kv:?}: expected KEY=VALUE"))?;
+        config
+            .set(key.trim(), value)
+            .with_context(|| format!("--set {kv:?}"))?;
     }
     tracing::info!(?config, "effective configuration");
     let runtime = tokio::runtime::Builder::new_multi_thread()
