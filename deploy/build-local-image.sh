@@ -79,6 +79,18 @@ GROUP
 printf 'passwd: files\ngroup: files\nhosts: files dns\n' > "$root/etc/nsswitch.conf"
 chown 1000:1000 "$root/var/lib/fluxgate"
 
+# Rebuilds replace the tags; the images they leave untagged are removed below.
+image_id() { docker image inspect -f '{{.Id}}' "$1" 2>/dev/null || true; }
+old_base=$(image_id "$base")
+old_image=$(image_id "$image")
+drop_replaced() {
+    local old=$1 now
+    now=$(image_id "$2")
+    if [ -n "$old" ] && [ "$old" != "$now" ]; then
+        docker rmi "$old" >/dev/null 2>&1 || true
+    fi
+}
+
 tar --numeric-owner -C "$root" -c . | docker import \
     -c 'ENV PATH=/usr/local/bin:/usr/bin:/bin' \
     -m "fluxgate base from host files" - "$base" >/dev/null
@@ -95,4 +107,6 @@ if ! DOCKER_BUILDKIT=0 docker build -q -f "$here/Dockerfile.local" --build-arg "
     cat "$work/build.log" >&2
     exit 1
 fi
+drop_replaced "$old_image" "$image"
+drop_replaced "$old_base" "$base"
 echo "$image"
