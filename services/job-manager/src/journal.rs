@@ -73,3 +73,33 @@ impl Journal {
         (backlog, inner.tx.subscribe())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_capped_journal_starts_with_truncate_at_the_newest_dropped_time() {
+        let journal = Journal::new(3);
+        let events: Vec<Event> = (0..5)
+            .map(|i| Event::at(100.5 + f64::from(i), "online"))
+            .collect();
+        for e in &events {
+            journal.push(e);
+        }
+        let (backlog, _rx) = journal.watch();
+        let got: Vec<String> = backlog.iter().map(|l| l.to_string()).collect();
+        let mut want = vec![Event::at(101.5, "truncate").to_json()];
+        want.extend(events[2..].iter().map(Event::to_json));
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn an_uncapped_journal_has_no_truncate() {
+        let journal = Journal::new(10);
+        journal.push(&Event::at(1.0, "online"));
+        let (backlog, _rx) = journal.watch();
+        assert_eq!(backlog.len(), 1);
+        assert!(!backlog[0].contains("truncate"));
+    }
+}
