@@ -557,7 +557,7 @@ async fn journal_has_a_sentinel_and_acquire_follows_drains() {
         let mut v = Vec::new();
         for _ in 0..2 {
             let e = journal.message().await.unwrap().unwrap();
-            v.push(Event::parse_json(&e.line).unwrap().name);
+            v.push(Event::parse_json(&e.line).unwrap().name.into());
         }
         v
     };

@@ -361,7 +361,110 @@ fn event() -> impl Strategy<Value = Event> {
     (timestamp, "\\PC{0,16}", context).prop_map(|(t, n, c)| Event::new(t, n, c))
 }
 
+/// `v` as JSON text written in one of the many ways JSON allows (spacing,
+/// escapes, number spellings, a repeated key whose last value wins), each
+/// choice taken from `pick`.
+fn render(v: &Value, pick: &mut impl FnMut() -> u8, out: &mut String) {
+    let space = |pick: &mut dyn FnMut() -> u8, out: &mut String| {
+        if pick().is_multiple_of(6) {
+            out.push(' ');
+        }
+    };
+    match v {
+        Value::Number(n) if n.is_f64() => {
+            let f = n.as_f64().unwrap_or(0.0);
+            match pick() % 3 {
+                0 => out.push_str(&format!("{f:e}")),
+                1 => out.push_str(&format!("{f:.17e}")),
+                _ => out.push_str(&n.to_string()),
+            }
+        }
+        Value::String(s) => render_string(s, pick, out),
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                space(pick, out);
+                render(item, pick, out);
+                space(pick, out);
+            }
+            out.push(']');
+        }
+        Value::Object(members) => {
+            out.push('{');
+            for (i, (key, value)) in members.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                if pick().is_multiple_of(8) {
+                    // An earlier copy of the key: the map keeps its place
+                    // and the later value.
+                    render_string(key, pick, out);
+                    out.push_str(":null,");
+                }
+                space(pick, out);
+                render_string(key, pick, out);
+                space(pick, out);
+                out.push(':');
+                render(value, pick, out);
+            }
+            out.push('}');
+        }
+        other => out.push_str(&other.to_string()),
+    }
+}
+
+fn render_string(s: &str, pick: &mut impl FnMut() -> u8, out: &mut String) {
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '/' if pick().is_multiple_of(2) => out.push_str("\\/"),
+            c if (c as u32) < 0x20 || (c.is_ascii() && pick().is_multiple_of(10)) => {
+                out.push_str(&format!("\\u{:04x}", c as u32));
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+}
+
 proptest! {
+    #[test]
+    fn any_spelling_reads_as_serde_json_does(
+        e in event(),
+        choices in proptest::collection::vec(any::<u8>(), 64),
+        spaced in any::<bool>(),
+    ) {
+        let mut next = choices.into_iter().cycle();
+        let mut pick = move || next.next().unwrap_or(0);
+        let mut line = format!("{{\"timestamp\":{:?},\"name\":", e.timestamp);
+        render_string(&e.name, &mut pick, &mut line);
+        if let Some(c) = &e.context {
+            line.push_str(if spaced { ", \"context\": " } else { ",\"context\":" });
+            render(&Value::Object(c.as_map().clone()), &mut pick, &mut line);
+        }
+        line.push_str("}\n");
+        // What serde_json reads from the same text, written as flux-core would.
+        let reference: Value = serde_json::from_str(&line).unwrap();
+        let want = Event::new(
+            reference["timestamp"].as_f64().unwrap(),
+            reference["name"].as_str().unwrap(),
+            reference.get("context").and_then(|c| c.as_object().cloned()),
+        );
+        let log = format!("{line}{line}");
+        let got = parse_eventlog(&log).unwrap();
+        prop_assert_eq!(got.len(), 2);
+        for event in &got {
+            prop_assert_eq!(event, &want);
+            prop_assert_eq!(event.to_line(), want.to_line());
+        }
+        prop_assert_eq!(Event::parse_line(&line).unwrap().to_line(), want.to_line());
+    }
+
     #[test]
     fn to_line_parse_line_roundtrip(e in event()) {
         let line = e.to_line();

@@ -11,9 +11,9 @@ use serde_json::{Value, json};
 fn ev(name: &str, ctx: Value) -> Event {
     Event {
         timestamp: 1000.0,
-        name: name.to_string(),
+        name: name.into(),
         context: match ctx {
-            Value::Object(m) => Some(m),
+            Value::Object(m) => Some(m.into()),
             _ => None,
         },
     }
@@ -26,8 +26,10 @@ fn parse_log(text: &str) -> Vec<Event> {
             let v: Value = serde_json::from_str(l).unwrap();
             Event {
                 timestamp: v["timestamp"].as_f64().unwrap(),
-                name: v["name"].as_str().unwrap().to_string(),
-                context: v.get("context").and_then(|c| c.as_object().cloned()),
+                name: v["name"].as_str().unwrap().into(),
+                context: v
+                    .get("context")
+                    .and_then(|c| c.as_object().cloned().map(Into::into)),
             }
         })
         .collect()
@@ -430,7 +432,7 @@ fn transition_table_covers_every_event_in_every_state() {
                     "{label} in {state}: rejected event changed the job"
                 );
                 let msg = err.to_string();
-                assert!(msg.contains(&event.name), "{msg}");
+                assert!(msg.contains(event.name.as_str()), "{msg}");
                 match err {
                     TransitionError::NotAllowed { state: s, .. } => {
                         assert_eq!(s, state);
@@ -1008,7 +1010,7 @@ fn arb_event() -> impl Strategy<Value = Event> {
     )
         .prop_map(|(name, ctx)| Event {
             timestamp: 5.0,
-            name: name.to_string(),
+            name: name.into(),
             context: ctx.map(|m| m.into_iter().map(|(k, v)| (k.to_string(), v)).collect()),
         })
 }
@@ -1054,7 +1056,7 @@ proptest! {
                 Err(err) => {
                     prop_assert_eq!(&job, &before);
                     let msg = err.to_string();
-                    prop_assert!(msg.contains(&e.name), "{}", msg);
+                    prop_assert!(msg.contains(e.name.as_str()), "{}", msg);
                 }
             }
         }

@@ -16,8 +16,10 @@ fn parse_log(text: &str) -> Vec<Event> {
             let v: Value = serde_json::from_str(l).unwrap();
             Event {
                 timestamp: v["timestamp"].as_f64().unwrap(),
-                name: v["name"].as_str().unwrap().to_string(),
-                context: v.get("context").and_then(|c| c.as_object().cloned()),
+                name: v["name"].as_str().unwrap().into(),
+                context: v
+                    .get("context")
+                    .and_then(|c| c.as_object().cloned().map(Into::into)),
             }
         })
         .collect()
@@ -28,7 +30,7 @@ fn to_line(e: &Event) -> String {
     m.insert("timestamp".into(), json!(e.timestamp));
     m.insert("name".into(), json!(e.name));
     if let Some(c) = &e.context {
-        m.insert("context".into(), Value::Object(c.clone()));
+        m.insert("context".into(), Value::Object(c.as_map().clone()));
     }
     serde_json::to_string(&Value::Object(m)).unwrap()
 }
@@ -165,12 +167,14 @@ fn event_decoding_errors_name_the_key() {
     for (v, key) in cases {
         let e = Event {
             timestamp: 1.0,
-            name: v["name"].as_str().unwrap().to_string(),
-            context: v.get("context").and_then(|c| c.as_object().cloned()),
+            name: v["name"].as_str().unwrap().into(),
+            context: v
+                .get("context")
+                .and_then(|c| c.as_object().cloned().map(Into::into)),
         };
         let err = ResourceEvent::from_event(&e).unwrap_err();
         let msg = err.to_string();
-        assert!(msg.contains(key) && msg.contains(&e.name), "{msg}");
+        assert!(msg.contains(key) && msg.contains(e.name.as_str()), "{msg}");
         let mut state = ResourceState::new();
         assert!(state.apply(&e).is_err());
     }

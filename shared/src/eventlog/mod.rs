@@ -5,20 +5,35 @@
 //! trailing newline, `context` an object when present). Writing reproduces the bytes
 //! flux-core writes (see [`json`] for the number and escape details).
 //!
+//! An event keeps its context as that exact text ([`Context`]): reading a
+//! log checks each context and copies it (`canonical`), and readers take
+//! members from the text in place (`raw`), so nothing is built for keys a
+//! reader does not ask for. Known event names are static ([`EventName`]).
+//!
 //! There is no clock here: writers pass the timestamp, e.g. from
 //! [`timestamp_from_unix`] as flux-core computes it.
 
+mod canonical;
+mod context;
 mod json;
+mod member;
+mod name;
+mod parse;
+mod raw;
+mod reader;
+mod real;
 
 pub(crate) use json::push_real;
-mod parse;
-mod reader;
 
 use std::fmt;
 
 use serde::Serialize;
 use serde_json::{Map, Value};
 
+pub use context::Context;
+pub use member::Member;
+pub use name::EventName;
+pub(crate) use raw::{decode_key, members as raw_members, to_value as raw_to_value};
 pub use reader::{
     EventlogError, LenientEventlog, LineSplitter, parse_eventlog, parse_eventlog_lenient,
 };
@@ -29,9 +44,9 @@ pub struct Event {
     /// Seconds since the Unix epoch (> 0), microsecond precision as flux-core writes.
     pub timestamp: f64,
     /// Event name, e.g. `submit`, `alloc`, `finish`.
-    pub name: String,
+    pub name: EventName,
     /// Event-specific data; `None` when the line had no `context` key.
-    pub context: Option<Map<String, Value>>,
+    pub context: Option<Context>,
 }
 
 /// Why one line is not an RFC 18 event.
@@ -116,24 +131,24 @@ impl Event {
     /// An event with the given timestamp (seconds), name and context.
     pub fn new(
         timestamp: f64,
-        name: impl Into<String>,
+        name: impl Into<EventName>,
         context: Option<Map<String, Value>>,
     ) -> Self {
         Event {
             timestamp,
             name: name.into(),
-            context,
+            context: context.map(Context::from),
         }
     }
 
     /// An event without context; add some with [`Event::with_context`] or [`Event::with`].
-    pub fn at(timestamp: f64, name: impl Into<String>) -> Self {
+    pub fn at(timestamp: f64, name: impl Into<EventName>) -> Self {
         Event::new(timestamp, name, None)
     }
 
     /// The same event with this context object.
     pub fn with_context(mut self, context: Map<String, Value>) -> Self {
-        self.context = Some(context);
+        self.context = Some(Context::from(context));
         self
     }
 
@@ -141,7 +156,7 @@ impl Event {
     /// members keep the order they are added in).
     pub fn with(mut self, key: impl Into<String>, value: impl Into<Value>) -> Self {
         self.context
-            .get_or_insert_with(Map::new)
+            .get_or_insert_with(Context::new)
             .insert(key.into(), value.into());
         self
     }
@@ -189,83 +204,89 @@ impl Event {
         out.push_str("{\"timestamp\":");
         json::push_real(out, self.timestamp);
         out.push_str(",\"name\":");
-        push_json(out, &self.name);
+        push_json(out, self.name.as_str());
         if let Some(context) = &self.context {
             out.push_str(",\"context\":");
-            push_json(out, context);
+            out.push_str(context.as_json());
         }
         out.push_str("}\n");
     }
 
-    /// The context value under `key`, if any.
+    /// The context value under `key`, if any (builds the context's map; the
+    /// typed `ctx_*` readers below read scalars without it).
     pub fn ctx(&self, key: &str) -> Option<&Value> {
         self.context.as_ref().and_then(|c| c.get(key))
     }
 
+    /// The context member `key`, read in place.
+    pub fn ctx_member(&self, key: &str) -> Option<Member<'_>> {
+        self.context.as_ref().and_then(|c| c.member(key))
+    }
+
     /// A required unsigned integer context member (JSON integer, not a real).
     pub fn ctx_u64(&self, key: &str) -> Result<u64, ContextError> {
-        self.required(key, "an unsigned integer", Value::as_u64)
+        self.required(key, "an unsigned integer", Member::as_u64)
     }
 
     /// A required signed integer context member (JSON integer, not a real).
     pub fn ctx_i64(&self, key: &str) -> Result<i64, ContextError> {
-        self.required(key, "an integer", Value::as_i64)
+        self.required(key, "an integer", Member::as_i64)
     }
 
     /// A required number context member (integer or real).
     pub fn ctx_f64(&self, key: &str) -> Result<f64, ContextError> {
-        self.required(key, "a number", Value::as_f64)
+        self.required(key, "a number", Member::as_f64)
     }
 
     /// A required string context member.
     pub fn ctx_str(&self, key: &str) -> Result<&str, ContextError> {
-        self.required(key, "a string", Value::as_str)
+        self.required(key, "a string", Member::as_str)
     }
 
     /// A required boolean context member.
     pub fn ctx_bool(&self, key: &str) -> Result<bool, ContextError> {
-        self.required(key, "a boolean", Value::as_bool)
+        self.required(key, "a boolean", Member::as_bool)
     }
 
     /// A required object context member.
     pub fn ctx_object(&self, key: &str) -> Result<&Map<String, Value>, ContextError> {
-        self.required(key, "an object", Value::as_object)
+        self.required(key, "an object", |m| m.value().as_object())
     }
 
     /// An optional unsigned integer: `Ok(None)` when absent, an error when mistyped.
     pub fn ctx_opt_u64(&self, key: &str) -> Result<Option<u64>, ContextError> {
-        self.optional(key, "an unsigned integer", Value::as_u64)
+        self.optional(key, "an unsigned integer", Member::as_u64)
     }
 
     /// An optional signed integer: `Ok(None)` when absent, an error when mistyped.
     pub fn ctx_opt_i64(&self, key: &str) -> Result<Option<i64>, ContextError> {
-        self.optional(key, "an integer", Value::as_i64)
+        self.optional(key, "an integer", Member::as_i64)
     }
 
     /// An optional number: `Ok(None)` when absent, an error when mistyped.
     pub fn ctx_opt_f64(&self, key: &str) -> Result<Option<f64>, ContextError> {
-        self.optional(key, "a number", Value::as_f64)
+        self.optional(key, "a number", Member::as_f64)
     }
 
     /// An optional string: `Ok(None)` when absent, an error when mistyped.
     pub fn ctx_opt_str(&self, key: &str) -> Result<Option<&str>, ContextError> {
-        self.optional(key, "a string", Value::as_str)
+        self.optional(key, "a string", Member::as_str)
     }
 
     /// An optional boolean: `Ok(None)` when absent, an error when mistyped.
     pub fn ctx_opt_bool(&self, key: &str) -> Result<Option<bool>, ContextError> {
-        self.optional(key, "a boolean", Value::as_bool)
+        self.optional(key, "a boolean", Member::as_bool)
     }
 
     fn required<'a, T>(
         &'a self,
         key: &str,
         expected: &'static str,
-        get: impl Fn(&'a Value) -> Option<T>,
+        get: impl Fn(&Member<'a>) -> Option<T>,
     ) -> Result<T, ContextError> {
         self.optional(key, expected, get)?
             .ok_or_else(|| ContextError::Missing {
-                event: self.name.clone(),
+                event: self.name.to_string(),
                 key: key.to_owned(),
             })
     }
@@ -274,15 +295,15 @@ impl Event {
         &'a self,
         key: &str,
         expected: &'static str,
-        get: impl Fn(&'a Value) -> Option<T>,
+        get: impl Fn(&Member<'a>) -> Option<T>,
     ) -> Result<Option<T>, ContextError> {
-        match self.ctx(key) {
+        match self.ctx_member(key) {
             None => Ok(None),
-            Some(v) => get(v).map(Some).ok_or_else(|| ContextError::WrongType {
-                event: self.name.clone(),
+            Some(m) => get(&m).map(Some).ok_or_else(|| ContextError::WrongType {
+                event: self.name.to_string(),
                 key: key.to_owned(),
                 expected,
-                found: describe(v),
+                found: describe(m.value()),
             }),
         }
     }

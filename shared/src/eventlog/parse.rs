@@ -18,7 +18,8 @@ use serde::Deserialize;
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 
-use super::{Event, EventError, type_name};
+use super::real::leading_real;
+use super::{Context, Event, EventError, EventName, canonical, type_name};
 
 /// One member of the line as read: absent, usable, or of the named wrong type.
 enum Slot<T> {
@@ -53,27 +54,18 @@ pub(super) fn event(text: &str) -> Result<Event, EventError> {
 /// [`any_shape`] then reads (and rejects, when it is wrong). Accepted text is
 /// valid JSON with exactly these members, so both readers give the same event.
 fn flux_shaped(text: &str) -> Option<Event> {
-    let rest = text.strip_prefix("{\"timestamp\":")?;
-    let number_len = rest
-        .bytes()
-        .position(|b| !(b.is_ascii_digit() || b == b'.'))?;
-    let (number, rest) = rest.split_at(number_len);
-    let timestamp = plain_real(number)?;
-    let rest = rest.strip_prefix(",\"name\":\"")?;
-    // A name with escapes or (invalid) raw control characters takes the long way.
-    let name_len = rest
-        .bytes()
-        .position(|b| b == b'"' || b == b'\\' || b < 0x20)?;
-    let (name, rest) = rest.split_at(name_len);
-    let rest = rest.strip_prefix('"')?;
+    let (timestamp, name, rest) = header(text)?;
     if rest == "}" {
-        return Some(Event {
-            timestamp,
-            name: name.to_owned(),
-            context: None,
-        });
+        return Some(new_event(timestamp, name, None));
     }
-    let body = rest.strip_prefix(",\"context\":")?.strip_suffix('}')?;
+    let rest = rest.strip_prefix(",\"context\":")?;
+    if let Some(len) = canonical::object_len(rest)
+        && &rest[len..] == "}"
+    {
+        let context = Context::from_canonical(rest[..len].to_owned());
+        return Some(new_event(timestamp, name, Some(context)));
+    }
+    let body = rest.strip_suffix('}')?;
     // Read alone, the context sits one level higher than inside the line, so
     // the parser's nesting limit would allow one level more: leave anything
     // that could be that deep to the full reader.
@@ -85,34 +77,56 @@ fn flux_shaped(text: &str) -> Option<Event> {
         return None;
     };
     de.end().ok()?;
-    Some(Event {
+    Some(new_event(timestamp, name, Some(Context::from(context))))
+}
+
+/// The first line of `log` when it is a flux-shaped event whose context is
+/// already canonical, and the length of the line with its newline. This
+/// reads the line and finds its end in one pass, where splitting the log
+/// into lines first would read every byte twice. `None` sends the line to
+/// the general path ([`event`] on the line found by its newline), which
+/// gives the same event for any line accepted here.
+pub(super) fn flux_shaped_line(log: &str) -> Option<(Event, usize)> {
+    let (timestamp, name, rest) = header(log)?;
+    let line_len = |rest: &str, tail: usize| log.len() - rest.len() + tail;
+    if rest.starts_with("}\n") {
+        return Some((new_event(timestamp, name, None), line_len(rest, 2)));
+    }
+    let rest = rest.strip_prefix(",\"context\":")?;
+    let len = canonical::object_len(rest)?;
+    // Canonical text holds no raw newline, so this is the end of the line.
+    if !rest[len..].starts_with("}\n") {
+        return None;
+    }
+    let context = Context::from_canonical(rest[..len].to_owned());
+    Some((
+        new_event(timestamp, name, Some(context)),
+        line_len(rest, len + 2),
+    ))
+}
+
+/// `{"timestamp":T,"name":"N"` at the start of `text`: the timestamp, the
+/// name and the text after the name's closing quote.
+fn header(text: &str) -> Option<(f64, &str, &str)> {
+    let rest = text.strip_prefix("{\"timestamp\":")?;
+    let (timestamp, number_len) = leading_real(rest)?;
+    let rest = rest[number_len..].strip_prefix(",\"name\":\"")?;
+    // A name with escapes or (invalid) raw control characters takes the long way.
+    let name_len = canonical::string_end(rest.as_bytes(), 0)?;
+    Some((timestamp, &rest[..name_len], &rest[name_len + 1..]))
+}
+
+fn new_event(timestamp: f64, name: &str, context: Option<Context>) -> Event {
+    Event {
         timestamp,
-        name: name.to_owned(),
-        context: Some(context),
-    })
+        name: EventName::new(name),
+        context,
+    }
 }
 
 /// Nesting (well under serde_json's limit of 128) beyond which a context is
 /// left to the full reader.
 const DEEP: usize = 100;
-
-/// `digits[.digits]` (JSON grammar, no sign or exponent) as serde_json reads
-/// it: both it (with `float_roundtrip`) and Rust's parser round correctly, and
-/// an integer converts to the same double either way.
-fn plain_real(number: &str) -> Option<f64> {
-    let (int, frac) = match number.split_once('.') {
-        Some((int, frac)) => (int, Some(frac)),
-        None => (number, None),
-    };
-    if int.is_empty() || (int.len() > 1 && int.starts_with('0')) {
-        return None;
-    }
-    if frac.is_some_and(|f| f.is_empty() || f.contains('.')) {
-        return None;
-    }
-    let value: f64 = number.parse().ok()?;
-    value.is_finite().then_some(value)
-}
 
 /// Any JSON text: the general reader, which also names every mistake.
 fn any_shape(text: &str) -> Result<Event, EventError> {
@@ -137,12 +151,12 @@ fn any_shape(text: &str) -> Result<Event, EventError> {
     };
     let context = match context {
         Slot::Missing => None,
-        Slot::Found(c) => Some(c),
+        Slot::Found(c) => Some(Context::from(c)),
         Slot::Wrong(kind) => return Err(EventError::ContextNotObject(kind)),
     };
     Ok(Event {
         timestamp,
-        name,
+        name: name.into(),
         context,
     })
 }

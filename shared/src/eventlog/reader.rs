@@ -1,6 +1,6 @@
 //! Reading whole eventlogs (strict and lenient) and following a growing one.
 
-use super::{Event, EventError};
+use super::{Event, EventError, parse};
 
 /// A bad line of an eventlog: its 1-based number and what is wrong.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -28,8 +28,8 @@ pub struct LenientEventlog {
 /// a torn last line is an error, since RFC 18 ends every event with `\n`.
 pub fn parse_eventlog(log: &str) -> Result<Vec<Event>, EventlogError> {
     let mut events = Vec::new();
-    for (line, text) in lines(log) {
-        events.push(split_line(text).map_err(|error| EventlogError { line, error })?);
+    for (line, parsed) in read_lines(log) {
+        events.push(parsed.map_err(|error| EventlogError { line, error })?);
     }
     Ok(events)
 }
@@ -38,8 +38,8 @@ pub fn parse_eventlog(log: &str) -> Result<Vec<Event>, EventlogError> {
 /// (for recovery code that must go on past a damaged record or a torn tail).
 pub fn parse_eventlog_lenient(log: &str) -> LenientEventlog {
     let mut out = LenientEventlog::default();
-    for (line, text) in lines(log) {
-        match split_line(text) {
+    for (line, parsed) in read_lines(log) {
+        match parsed {
             Ok(event) => out.events.push(event),
             Err(error) => out.errors.push(EventlogError { line, error }),
         }
@@ -47,21 +47,36 @@ pub fn parse_eventlog_lenient(log: &str) -> LenientEventlog {
     out
 }
 
-/// One line from [`lines`], which holds no `\n` but (maybe) its last byte, so
-/// the newline search of [`Event::parse_line`] is not needed again.
+/// Every line of `log` parsed, with its 1-based number.
+fn read_lines(log: &str) -> impl Iterator<Item = (usize, Result<Event, EventError>)> {
+    let mut rest = log;
+    let mut line = 0;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        line += 1;
+        // Most lines are read and delimited in one pass; the others are
+        // split at their newline first.
+        let (parsed, len) = match parse::flux_shaped_line(rest) {
+            Some((event, len)) => (Ok(event), len),
+            None => {
+                let len = rest.find('\n').map_or(rest.len(), |i| i + 1);
+                (split_line(&rest[..len]), len)
+            }
+        };
+        rest = &rest[len..];
+        Some((line, parsed))
+    })
+}
+
+/// One line (with its `\n`, which only the last line may lack) parsed.
 fn split_line(text: &str) -> Result<Event, EventError> {
     match text.strip_suffix('\n') {
         None => Err(EventError::MissingNewline),
         Some("") => Err(EventError::Empty),
-        Some(body) => super::parse::event(body),
+        Some(body) => parse::event(body),
     }
-}
-
-/// Numbered lines, each with its `\n` (the last may lack it).
-fn lines(log: &str) -> impl Iterator<Item = (usize, &str)> {
-    log.split_inclusive('\n')
-        .enumerate()
-        .map(|(i, text)| (i + 1, text))
 }
 
 /// Splits a growing eventlog into complete lines, for followers that receive it in

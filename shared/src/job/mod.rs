@@ -9,6 +9,7 @@
 
 mod action;
 mod context;
+mod memo;
 mod record;
 mod state;
 

@@ -18,6 +18,7 @@ use serde_json::{Map, Value};
 
 use super::action::ActionGuards;
 use super::context::Ctx;
+use super::memo::Memo;
 use super::state::{JobResult, JobState, WaitStatus};
 use crate::eventlog::Event;
 
@@ -137,7 +138,7 @@ pub struct Job {
     first_fatal: Option<usize>,
     perilog_active: u8,
     expiration: Option<f64>,
-    memo: Map<String, Value>,
+    memo: Memo,
     jobspec_updates: Map<String, Value>,
     /// Guard flags for the action step; see [`Job::pending_actions`].
     pub guards: ActionGuards,
@@ -176,7 +177,7 @@ impl Job {
             first_fatal: None,
             perilog_active: 0,
             expiration: None,
-            memo: Map::new(),
+            memo: Memo::default(),
             jobspec_updates: Map::new(),
             guards: ActionGuards::default(),
         }
@@ -269,7 +270,7 @@ impl Job {
     }
     /// The user memo object (memo events merged, nulls deleted).
     pub fn memo(&self) -> &Map<String, Value> {
-        &self.memo
+        self.memo.get()
     }
     /// Jobspec updates, dotted path to latest value.
     pub fn jobspec_updates(&self) -> &Map<String, Value> {
@@ -329,7 +330,7 @@ impl Job {
 
     fn deny(&self, event: &Event, why: impl Into<String>) -> TransitionError {
         TransitionError::NotAllowed {
-            event: event.name.clone(),
+            event: event.name.to_string(),
             state: self.state,
             why: why.into(),
         }
@@ -453,7 +454,7 @@ impl Job {
                 let updates = ctx.object()?;
                 if updates.is_empty() {
                     return Err(TransitionError::BadContext {
-                        event: event.name.clone(),
+                        event: event.name.to_string(),
                         key: "context".into(),
                         problem: "must hold at least one update".into(),
                     });
@@ -476,8 +477,8 @@ impl Job {
                 if self.has_resources {
                     return Err(self.deny(event, "resources are already allocated"));
                 }
-                if let Some(Value::Object(a)) = ctx.get("annotations") {
-                    self.annotations = Some(a.clone());
+                if let Some(Value::Object(a)) = ctx.get("annotations").map(|m| m.to_value()) {
+                    self.annotations = Some(a);
                 }
                 self.allocated = true;
                 self.has_resources = true;
@@ -616,8 +617,7 @@ impl Job {
                 }
             }
             "memo" => {
-                let update = ctx.object()?;
-                merge_memo(&mut self.memo, update);
+                self.memo.update(ctx.context()?);
             }
             "set-flags" => {
                 let names = ctx.string_array("flags")?;
@@ -629,7 +629,7 @@ impl Job {
                         "immutable" => flags.immutable = true,
                         other => {
                             return Err(TransitionError::BadContext {
-                                event: event.name.clone(),
+                                event: event.name.to_string(),
                                 key: "flags".into(),
                                 problem: format!(
                                     "holds unknown flag {other:?} (known: debug, alloc-bypass, immutable)"
@@ -682,32 +682,6 @@ pub fn replay<'a>(events: impl IntoIterator<Item = &'a Event>) -> Result<Job, Re
         return Err(ReplayError::Empty);
     }
     Ok(job)
-}
-
-/// Merge a memo update: objects merge key by key, other values replace,
-/// and null deletes, as flux-core's `jpath_update()` + `jpath_clear_null()`.
-fn merge_memo(target: &mut Map<String, Value>, update: &Map<String, Value>) {
-    for (k, v) in update {
-        match v {
-            Value::Null => {
-                target.remove(k);
-            }
-            Value::Object(sub) => {
-                let entry = target
-                    .entry(k.clone())
-                    .or_insert_with(|| Value::Object(Map::new()));
-                if !entry.is_object() {
-                    *entry = Value::Object(Map::new());
-                }
-                if let Value::Object(t) = entry {
-                    merge_memo(t, sub);
-                }
-            }
-            other => {
-                target.insert(k.clone(), other.clone());
-            }
-        }
-    }
 }
 
 fn set_dotted(root: &mut Value, path: &str, value: Value) {

@@ -5,7 +5,7 @@
 
 use serde_json::{Map, Value};
 
-use crate::eventlog::Event;
+use crate::eventlog::{Context, Event, Member};
 use crate::hostlist::Hostlist;
 use crate::idset::IdSet;
 
@@ -130,7 +130,7 @@ pub enum ResourceEvent {
 
 struct Ctx<'a> {
     event: &'a str,
-    map: Option<&'a Map<String, Value>>,
+    context: Option<&'a Context>,
 }
 
 impl<'a> Ctx<'a> {
@@ -142,8 +142,13 @@ impl<'a> Ctx<'a> {
         }
     }
 
+    /// A member read in place from the context text.
+    fn get(&self, key: &str) -> Option<Member<'a>> {
+        self.context.and_then(|c| c.member(key))
+    }
+
     fn string(&self, key: &str) -> Result<&'a str, ResourceEventError> {
-        match self.map.and_then(|m| m.get(key)) {
+        match self.get(key) {
             None => Err(self.bad(key, "is required")),
             Some(v) => v
                 .as_str()
@@ -152,7 +157,7 @@ impl<'a> Ctx<'a> {
     }
 
     fn opt_string(&self, key: &str) -> Result<Option<String>, ResourceEventError> {
-        match self.map.and_then(|m| m.get(key)) {
+        match self.get(key) {
             None => Ok(None),
             Some(_) => self.string(key).map(|s| Some(s.to_string())),
         }
@@ -167,8 +172,9 @@ impl<'a> Ctx<'a> {
     }
 }
 
-fn object(pairs: Vec<(&str, Value)>) -> Option<Map<String, Value>> {
-    Some(pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect())
+fn object(pairs: Vec<(&str, Value)>) -> Option<Context> {
+    let map: Map<String, Value> = pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+    Some(Context::from(map))
 }
 
 impl ResourceEvent {
@@ -205,7 +211,7 @@ impl ResourceEvent {
     pub fn from_event(event: &Event) -> Result<ResourceEvent, ResourceEventError> {
         let c = Ctx {
             event: &event.name,
-            map: event.context.as_ref(),
+            context: event.context.as_ref(),
         };
         Ok(match event.name.as_str() {
             "restart" => ResourceEvent::Restart {
@@ -216,19 +222,16 @@ impl ResourceEvent {
             "resource-define" => ResourceEvent::ResourceDefine {
                 method: c.string("method")?.to_string(),
             },
-            "resource-update" => {
-                let v = c.map.and_then(|m| m.get("expiration"));
-                match v.and_then(Value::as_f64) {
-                    Some(expiration) if expiration >= 0.0 => {
-                        ResourceEvent::ResourceUpdate { expiration }
-                    }
-                    _ => return Err(c.bad("expiration", "must be a non-negative number")),
+            "resource-update" => match c.get("expiration").and_then(|m| m.as_f64()) {
+                Some(expiration) if expiration >= 0.0 => {
+                    ResourceEvent::ResourceUpdate { expiration }
                 }
-            }
+                _ => return Err(c.bad("expiration", "must be a non-negative number")),
+            },
             "drain" => {
                 // Logs from before the overwrite key existed replay as
                 // overwrite=1, as flux-core's replay does.
-                let overwrite = match c.map.and_then(|m| m.get("overwrite")) {
+                let overwrite = match c.get("overwrite") {
                     None => Overwrite::Reason,
                     Some(v) => v
                         .as_i64()
@@ -330,7 +333,7 @@ impl ResourceEvent {
         };
         Event {
             timestamp,
-            name: self.name().to_string(),
+            name: self.name().into(),
             context,
         }
     }

@@ -495,11 +495,7 @@ impl Core {
     /// the notification. An event the fold rejects is a bug in the pipeline: it
     /// is logged and dropped, never stored.
     fn post(&mut self, id: JobId, name: &str, context: Option<Map<String, Value>>) -> bool {
-        let event = Event {
-            timestamp: clock::now(),
-            name: name.to_string(),
-            context,
-        };
+        let event = Event::new(clock::now(), name, context);
         let Some(active) = self.jobs.get_mut(&id) else {
             tracing::error!(job = %id, event = name, "event for a job that is not active");
             return false;
