@@ -71,6 +71,59 @@ fn stdin_is_the_default_source() {
     );
 }
 
+/// Run `fluxgate hostlist` with `env` set and a stdin that stays open and
+/// empty, as when a script still expects the old default source.
+fn run_waiting(env: &[(&str, &str)]) -> Out {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_fluxgate"));
+    cmd.arg("hostlist")
+        .env_remove("FLUXGATE_HOSTLIST_STDIN_TIMEOUT")
+        .env_remove("FLUX_HOSTLIST_STDIN_TIMEOUT")
+        .envs(env.iter().copied())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    // Held open until the command has ended.
+    let pipe = child.stdin.take();
+    let out = child.wait_with_output().unwrap();
+    drop(pipe);
+    Out {
+        stdout: String::from_utf8(out.stdout).unwrap(),
+        stderr: String::from_utf8(out.stderr).unwrap(),
+        code: out.status.code().unwrap(),
+    }
+}
+
+#[test]
+fn stdin_wait_is_bounded_as_in_flux() {
+    let out = run_waiting(&[("FLUX_HOSTLIST_STDIN_TIMEOUT", "0.2")]);
+    assert_eq!(out.code, 1);
+    assert_eq!(out.stdout, "");
+    assert_eq!(
+        out.stderr,
+        "fluxgate-hostlist: timeout after 0.2s waiting for stdin\n"
+    );
+    // Ours wins over flux's.
+    let out = run_waiting(&[
+        ("FLUXGATE_HOSTLIST_STDIN_TIMEOUT", "0"),
+        ("FLUX_HOSTLIST_STDIN_TIMEOUT", "600"),
+    ]);
+    assert_eq!(
+        out.stderr,
+        "fluxgate-hostlist: timeout after 0.0s waiting for stdin\n"
+    );
+    let out = run_waiting(&[("FLUX_HOSTLIST_STDIN_TIMEOUT", "soon")]);
+    assert_eq!(out.code, 1);
+    assert!(
+        out.stderr.contains("FLUX_HOSTLIST_STDIN_TIMEOUT=\"soon\""),
+        "{}",
+        out.stderr
+    );
+    // Input that has ended is read at once, with no wait.
+    let out = run(&["-c"], Some(""));
+    assert_eq!((out.code, out.stdout.as_str()), (0, "0\n"));
+}
+
 #[test]
 fn expand_and_delimiter() {
     ok(&["-e", "foo[1-3]"], "foo1 foo2 foo3\n");

@@ -6,9 +6,18 @@
 //! applied in that order, and the result is printed as indices (`--find`), a
 //! count, an expanded list or the compressed form. Like flux-core, hosts
 //! picked by index are re-appended by name.
+//!
+//! Reading stdin (the `stdin` or `-` source, and the default source) waits
+//! at most 15 seconds for input to start, as flux-hostlist does since its
+//! default source changed from the instance to stdin: a script that still
+//! expects the old default fails instead of hanging. The wait can be set
+//! with `FLUXGATE_HOSTLIST_STDIN_TIMEOUT` or flux's own
+//! `FLUX_HOSTLIST_STDIN_TIMEOUT` (seconds).
 
 use std::io::{BufRead, Write};
 use std::process::ExitCode;
+use std::sync::mpsc;
+use std::time::Duration;
 
 use anyhow::{Context, bail};
 use fluxgate_shared::hostlist::Hostlist;
@@ -22,7 +31,9 @@ jobid        hosts assigned to a job
 local        hosts assigned to current job if FLUX_JOB_ID is set, otherwise
              returns the 'instance' hostlist
 avail[able]  instance hostlist minus those nodes down or drained
-stdin, '-'   read a list of hosts on stdin
+stdin, '-'   read a list of hosts on stdin (waiting at most 15s for input;
+             FLUXGATE_HOSTLIST_STDIN_TIMEOUT or FLUX_HOSTLIST_STDIN_TIMEOUT
+             sets the seconds)
 hosts        literal list of hosts
 
 The default when no SOURCES are supplied is 'stdin', unless the -l, --local
@@ -88,17 +99,64 @@ pub struct Args {
     sources: Vec<String>,
 }
 
+/// Seconds flux-hostlist waits for stdin by default.
+const STDIN_TIMEOUT: f64 = 15.0;
+
+/// Variables that set the stdin wait, ours first.
+const STDIN_TIMEOUT_ENV: [&str; 2] = [
+    "FLUXGATE_HOSTLIST_STDIN_TIMEOUT",
+    "FLUX_HOSTLIST_STDIN_TIMEOUT",
+];
+
+/// The stdin wait in seconds, from the environment or the default.
+fn stdin_timeout() -> anyhow::Result<f64> {
+    let Some((name, value)) = STDIN_TIMEOUT_ENV
+        .iter()
+        .find_map(|name| std::env::var(name).ok().map(|v| (name, v)))
+    else {
+        return Ok(STDIN_TIMEOUT);
+    };
+    match value.trim().parse::<f64>() {
+        Ok(secs) if secs.is_finite() && secs >= 0.0 => Ok(secs),
+        _ => bail!("{name}={value:?}: expected a number of seconds, 0 or more"),
+    }
+}
+
+/// Hosts read from stdin, one hostlist per line. Like flux-hostlist, fail
+/// if no input (nor end of input) arrives within the timeout; once input
+/// has started, read it to the end.
+fn read_stdin() -> anyhow::Result<Hostlist> {
+    let timeout = stdin_timeout()?;
+    let (started, wait) = mpsc::channel();
+    // A thread, because a blocking read cannot be given a deadline; if the
+    // wait runs out, the process exits with it still blocked.
+    let reader = std::thread::spawn(move || -> anyhow::Result<Hostlist> {
+        let mut input = std::io::stdin().lock();
+        input.fill_buf().context("reading hosts from stdin")?;
+        // The receiver is gone only when the wait already ran out.
+        let _ = started.send(());
+        let mut hl = Hostlist::new();
+        for line in input.lines() {
+            let line = line.context("reading hosts from stdin")?;
+            hl.append(&Hostlist::parse(line.trim_end())?);
+        }
+        Ok(hl)
+    });
+    // Too long for a Duration is as good as no limit.
+    let limit = Duration::try_from_secs_f64(timeout).unwrap_or(Duration::MAX);
+    if let Err(mpsc::RecvTimeoutError::Timeout) = wait.recv_timeout(limit) {
+        // As Python prints the float: 15.0, 0.5.
+        bail!("timeout after {timeout:?}s waiting for stdin");
+    }
+    reader
+        .join()
+        .map_err(|_| anyhow::anyhow!("reading hosts from stdin failed"))?
+}
+
 /// Read one source into a hostlist.
 fn resolve(arg: &str, fallback: bool) -> anyhow::Result<Hostlist> {
     match arg {
-        "stdin" | "-" => {
-            let mut hl = Hostlist::new();
-            for line in std::io::stdin().lock().lines() {
-                let line = line.context("reading hosts from stdin")?;
-                hl.append(&Hostlist::parse(line.trim_end())?);
-            }
-            Ok(hl)
-        }
+        "stdin" | "-" => read_stdin(),
         "instance" | "local" | "avail" | "available" => {
             bail!("source '{arg}' needs a running instance")
         }
