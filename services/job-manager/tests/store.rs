@@ -281,3 +281,22 @@ async fn a_format_1_store_is_upgraded_and_keeps_its_jobs() {
         .await
         .unwrap();
 }
+
+#[tokio::test]
+async fn log_lengths_are_counted_per_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(&dir.path().join("s.db")).unwrap();
+    store
+        .commit(vec![
+            new_job(1),
+            append(1, Log::Main, "submit"),
+            append(1, Log::Exec, "init"),
+            append(1, Log::Exec, "starting"),
+        ])
+        .await
+        .unwrap();
+    assert_eq!(store.log_len(1, Log::Main).unwrap(), 1);
+    assert_eq!(store.log_len(1, Log::Exec).unwrap(), 2);
+    assert_eq!(store.log_len(1, Log::Output).unwrap(), 0);
+    assert_eq!(store.log_len(2, Log::Main).unwrap(), 0);
+}

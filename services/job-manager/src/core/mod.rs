@@ -13,6 +13,7 @@
 mod commit;
 mod depend;
 mod exec;
+mod inactive;
 mod list;
 mod nodes;
 mod perilog;
@@ -25,7 +26,7 @@ mod submit;
 mod summary;
 mod timers;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use fluxgate_shared::job::{Job, JobResult, JobState};
@@ -234,7 +235,7 @@ pub struct Core {
     config: Arc<Config>,
     hub: Hub,
     jobs: HashMap<JobId, Active>,
-    inactive: BTreeMap<JobId, Inactive>,
+    inactive: inactive::InactiveJobs,
     ids: FluidGenerator,
     epoch_ms: u64,
     held: Vec<Arc<ResourceSet>>,
@@ -293,7 +294,7 @@ impl Core {
             config,
             hub,
             jobs: HashMap::new(),
-            inactive: BTreeMap::new(),
+            inactive: Default::default(),
             ids,
             epoch_ms: 0,
             held: Vec::new(),
@@ -772,8 +773,12 @@ impl Core {
                 let _ = reply.send(Ok(result));
             });
         }
-        // Any-waiters left with nothing to wait for get an answer now.
-        if !self.jobs.values().any(|a| a.job.flags().waitable) {
+        // Any-waiters left with nothing to wait for get an answer now. The
+        // scan of active jobs is made only while someone waits, so a job's
+        // end costs no work proportional to the queue.
+        if self.waiters.iter().any(|(w, _)| w.is_none())
+            && !self.jobs.values().any(|a| a.job.flags().waitable)
+        {
             let mut keep = Vec::new();
             for (w, reply) in self.waiters.drain(..) {
                 if w.is_none() {

@@ -25,19 +25,15 @@ impl Core {
         if age_limit.is_none() && num_limit.is_none() {
             return 0;
         }
-        let mut by_age: Vec<(f64, JobId)> = self
-            .inactive
-            .iter()
-            .map(|(id, j)| (j.t_inactive, *id))
-            .collect();
-        by_age.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
         let cutoff = age_limit.map(|a| clock::now() - a);
-        let excess = num_limit.map_or(0, |n| by_age.len().saturating_sub(n as usize));
-        let chosen: Vec<JobId> = by_age
-            .iter()
+        let excess = num_limit.map_or(0, |n| self.inactive.len().saturating_sub(n as usize));
+        // Both limits choose a prefix of the jobs ordered by age.
+        let chosen: Vec<JobId> = self
+            .inactive
+            .oldest()
             .enumerate()
-            .filter(|(i, (t, _))| *i < excess || cutoff.is_some_and(|c| *t < c))
-            .map(|(_, (_, id))| *id)
+            .take_while(|(i, (t, _))| *i < excess || cutoff.is_some_and(|c| *t < c))
+            .map(|(_, (_, id))| id)
             .collect();
         if !force {
             return chosen.len() as u64;

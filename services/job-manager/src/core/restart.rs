@@ -162,12 +162,7 @@ impl Core {
         }
         let mut seq = [log.events.len() as u64, 0, 0];
         for (slot, l) in [(1, Log::Exec), (2, Log::Output)] {
-            seq[slot] = self
-                .store
-                .read_log(id.into(), l)
-                .ok()
-                .flatten()
-                .map_or(0, |v| v.len() as u64);
+            seq[slot] = self.store.log_len(id.into(), l).unwrap_or(0);
         }
         let alloc_nnodes = r.as_ref().and_then(|r| u32::try_from(r.nnodes()).ok());
         let holds = job.has_resources();

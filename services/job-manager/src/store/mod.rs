@@ -162,6 +162,8 @@ pub trait Store: Send + Sync + 'static {
     }
     /// Every line of one job's log, in order; `None` if the job or log does not exist.
     fn read_log(&self, id: u64, log: Log) -> Result<Option<Vec<String>>, StoreError>;
+    /// How many lines one job's log holds (0 when it has none).
+    fn log_len(&self, id: u64, log: Log) -> Result<u64, StoreError>;
     /// A job's jobspec and R.
     fn read_job(&self, id: u64) -> Result<Option<StoredJob>, StoreError>;
     /// Every stored job, in id order, for recovery: a job with a summary

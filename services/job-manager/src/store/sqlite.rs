@@ -127,6 +127,14 @@ impl Store for SqliteStore {
         })
     }
 
+    fn log_len(&self, id: u64, log: Log) -> Result<u64, StoreError> {
+        self.read(|c| {
+            c.prepare_cached("SELECT count(*) FROM events WHERE job_id = ?1 AND log = ?2")?
+                .query_row(params![to_sql_id(id), log.code()], |r| r.get::<_, i64>(0))
+                .map(|n| n as u64)
+        })
+    }
+
     fn read_job(&self, id: u64) -> Result<Option<StoredJob>, StoreError> {
         let job = self.read(|c| {
             c.prepare_cached("SELECT userid, jobspec, r, summary FROM jobs WHERE id = ?1")?
