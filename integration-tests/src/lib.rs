@@ -116,6 +116,22 @@ impl Instance {
             .expect("connect to job manager")
     }
 
+    /// Jobs in the states of `mask` (RFC 21 state bits; 127 = all), with room
+    /// for listings past gRPC's default 4 MiB, as the CLI has.
+    pub async fn list(&self, mask: u32) -> Vec<pb::JobSummary> {
+        self.jobs()
+            .await
+            .max_decoding_message_size(256 << 20)
+            .list(pb::ListRequest {
+                states: mask,
+                ..Default::default()
+            })
+            .await
+            .expect("list")
+            .into_inner()
+            .jobs
+    }
+
     /// A client of the Resource service.
     pub async fn resource(&self) -> ResourceClient<Channel> {
         ResourceClient::connect(self.uri.clone())

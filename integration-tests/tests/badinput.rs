@@ -133,15 +133,7 @@ async fn bad_requests_get_clear_statuses_and_change_nothing() {
     let ev = inst.wait_clean(id).await;
     assert_eq!(ev.last().unwrap().name, "clean");
     // Nothing bad was stored: the only job listed is the good one.
-    let all = jobs
-        .list(pb::ListRequest {
-            states: 127,
-            ..Default::default()
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .jobs;
+    let all = inst.list(127).await;
     assert_eq!(all.len(), 1, "{all:?}");
 }
 
@@ -190,17 +182,7 @@ async fn text_that_is_not_utf8_is_refused_as_invalid() {
     assert_eq!(err.code(), Code::InvalidArgument, "{err}");
 
     // Nothing was stored or drained, and the service goes on.
-    let listed = inst
-        .jobs()
-        .await
-        .list(pb::ListRequest {
-            states: 127,
-            ..Default::default()
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .jobs;
+    let listed = inst.list(127).await;
     assert!(listed.is_empty());
     assert_eq!(inst.status().await["drained"], "");
     let id = inst.submit(&JobspecBuilder::new(["true"]), None).await;

@@ -74,15 +74,7 @@ async fn acknowledged_submits_survive_sigkill_under_load() {
     let mut jobs = inst.jobs().await;
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
-        let list = jobs
-            .list(pb::ListRequest {
-                states: 127,
-                ..Default::default()
-            })
-            .await
-            .unwrap()
-            .into_inner()
-            .jobs;
+        let list = inst.list(127).await;
         let inactive: std::collections::HashSet<u64> = list
             .iter()
             .filter(|j| j.state == "INACTIVE")
