@@ -28,6 +28,17 @@ pub struct Config {
     pub limits: LimitsConfig,
     /// Prolog and epilog commands.
     pub perilog: PerilogConfig,
+    /// The Prometheus endpoint.
+    pub metrics: MetricsConfig,
+}
+
+/// `[metrics]`: the Prometheus `/metrics` endpoint.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MetricsConfig {
+    /// Address of the HTTP endpoint serving `/metrics`; unset, none is served
+    /// and nothing is recorded.
+    pub listen: Option<String>,
 }
 
 /// `[perilog]`: site commands run around each job on the job manager's host.
@@ -108,6 +119,7 @@ impl Default for Config {
             exec: ExecConfig::default(),
             limits: LimitsConfig::default(),
             perilog: PerilogConfig::default(),
+            metrics: MetricsConfig::default(),
         }
     }
 }
@@ -232,6 +244,7 @@ impl Config {
             "perilog.prolog" => self.perilog.prolog = Some(value.to_string()),
             "perilog.epilog" => self.perilog.epilog = Some(value.to_string()),
             "perilog.timeout" => self.perilog.timeout = num(value)?,
+            "metrics.listen" => self.metrics.listen = Some(value.to_string()),
             _ => return Err(SetError::UnknownKey(key.to_string())),
         }
         Ok(())
@@ -258,6 +271,7 @@ pub const KEYS: &[&str] = &[
     "perilog.prolog",
     "perilog.epilog",
     "perilog.timeout",
+    "metrics.listen",
 ];
 
 /// The environment variable of a dotted key: `FLUXGATE_RESOURCE_SIZE` for `resource.size`.

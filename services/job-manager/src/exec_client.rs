@@ -12,6 +12,7 @@ use tokio::sync::mpsc;
 use tonic::transport::{Channel, Endpoint};
 
 use crate::core::{ExecMsg, Msg};
+use crate::telemetry;
 
 /// A start request, ready to send.
 #[derive(Debug, Clone)]
@@ -46,11 +47,14 @@ fn channel(addr: &str) -> Result<Channel, String> {
 
 /// Send the start request and feed every response to the core.
 pub fn start(job: StartJob, inbox: mpsc::Sender<Msg>) {
+    let reattach = if job.reattach { "true" } else { "false" };
+    metrics::counter!(telemetry::EXEC_STARTS, "reattach" => reattach).increment(1);
     tokio::spawn(async move {
         let id = job.id;
         let lost = |error: String| ExecMsg::Lost { id, error };
         let outcome = run_start(job, &inbox).await;
         if let Err(error) = outcome {
+            metrics::counter!(telemetry::EXEC_LOST).increment(1);
             let _ = inbox.send(Msg::Exec(lost(error))).await;
         }
     });
@@ -82,6 +86,10 @@ async fn run_start(job: StartJob, inbox: &mpsc::Sender<Msg>) -> Result<(), Strin
         let Some(resp) = resp.response else {
             continue;
         };
+        if let Response::Exception(e) = &resp {
+            let severity = e.severity.min(7).to_string();
+            metrics::counter!(telemetry::EXEC_EXCEPTIONS, "severity" => severity).increment(1);
+        }
         let (msg, last) = match resp {
             Response::Start(_) => (ExecMsg::Started { id }, false),
             Response::Reattached(_) => (ExecMsg::Reattached { id }, false),

@@ -10,3 +10,4 @@ pub mod hub;
 pub mod journal;
 pub mod server;
 pub mod store;
+pub mod telemetry;

@@ -44,6 +44,9 @@ pub enum ServeError {
     /// The gRPC server failed.
     #[error("gRPC server: {0}")]
     Transport(#[from] tonic::transport::Error),
+    /// The metrics endpoint could not start.
+    #[error(transparent)]
+    Metrics(#[from] fluxgate_metrics::MetricsError),
 }
 
 /// Where the store file lives in the state directory.
@@ -143,6 +146,10 @@ pub async fn serve(
     // One token ends every long-lived stream at shutdown, so that the
     // server's graceful stop does not wait on them forever.
     let cancel = CancellationToken::new();
+    if let Some(listen) = &config.metrics.listen {
+        let addr = crate::telemetry::serve(listen, cancel.clone()).await?;
+        tracing::info!(%addr, "metrics served at http://{addr}/metrics");
+    }
     let jobs = JobManagerService::new(
         inbox_tx.clone(),
         Arc::clone(&store),

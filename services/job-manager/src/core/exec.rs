@@ -49,6 +49,22 @@ pub enum ExecMsg {
     Lost { id: JobId, error: String },
 }
 
+impl ExecMsg {
+    /// The job it is about.
+    pub fn id(&self) -> JobId {
+        match self {
+            ExecMsg::Started { id }
+            | ExecMsg::Reattached { id }
+            | ExecMsg::Release { id, .. }
+            | ExecMsg::Exception { id, .. }
+            | ExecMsg::Finish { id, .. }
+            | ExecMsg::ExecLine { id, .. }
+            | ExecMsg::OutputLine { id, .. }
+            | ExecMsg::Lost { id, .. } => *id,
+        }
+    }
+}
+
 /// Where each rank's exec service listens.
 #[derive(Debug, Default)]
 pub struct ExecLinks {
@@ -202,6 +218,14 @@ impl Core {
     }
 
     pub(super) fn exec_msg(&mut self, msg: ExecMsg) {
+        // As in the action step, every line about the job carries its id; not
+        // for exec and output lines, which are many and log with the id already.
+        let _span = if matches!(msg, ExecMsg::ExecLine { .. } | ExecMsg::OutputLine { .. }) {
+            tracing::Span::none()
+        } else {
+            tracing::error_span!("job", job = %msg.id())
+        }
+        .entered();
         match msg {
             ExecMsg::Started { id } => {
                 if self.post(id, "start", None) {

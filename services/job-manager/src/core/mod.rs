@@ -13,6 +13,7 @@
 mod commit;
 mod depend;
 mod exec;
+mod gauges;
 mod inactive;
 mod list;
 mod nodes;
@@ -368,6 +369,7 @@ impl Core {
                     self.check_torpid();
                     self.purge_by_config();
                     self.run_actions();
+                    self.set_gauges();
                 }
             }
             // Take whatever else is already waiting into the same batch: fewer,

@@ -37,12 +37,15 @@ impl Core {
             if !std::mem::take(&mut self.out.resched) {
                 break;
             }
-            self.schedule();
+            self.timed_schedule();
         }
     }
 
     /// Take `id`'s owed actions; true if the scheduler should run.
     fn act(&mut self, id: JobId) -> bool {
+        // ERROR level so the span is on whenever any line is: every line
+        // logged while the job is acted on (post, start, free, retire) has its id.
+        let _span = tracing::error_span!("job", job = %id).entered();
         let mut resched = false;
         // Each round moves the job along its state machine, so a handful of
         // rounds always suffices; the bound turns a pipeline bug into a log line

@@ -177,6 +177,9 @@ impl Core {
     }
 
     fn grant(&mut self, id: JobId, r: ResourceSet, expiration: Option<f64>) {
+        if let Some(t) = self.jobs.get(&id).and_then(|a| a.job.t_submit()) {
+            metrics::histogram!(crate::telemetry::ALLOC_LATENCY).record(clock::now() - t);
+        }
         let summary = r.dumps();
         let json = r.to_json_string();
         let mut sched = Map::new();

@@ -85,6 +85,7 @@ impl Core {
             self.add_dependency(id, dep);
         }
         self.post(id, "validate", None);
+        metrics::counter!(crate::telemetry::SUBMITTED).increment(1);
         Ok(id)
     }
 }

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use rusqlite::{Connection, params};
 use tokio::sync::{mpsc, oneshot};
 
-use super::{Batch, CommitStats, StoreError, Write};
+use super::{Batch, CommitStats, Log, StoreError, Write};
 
 /// Most batches folded into one transaction: bounds commit latency and memory.
 pub const MAX_GROUP: usize = 4096;
@@ -62,6 +62,7 @@ pub fn run(mut conn: Connection, mut rx: mpsc::Receiver<Request>, counters: Arc<
                     .batches
                     .fetch_add(group.len() as u64, Ordering::Relaxed);
                 counters.writes.fetch_add(writes as u64, Ordering::Relaxed);
+                count_events(&group);
                 for (req, outcome) in group.drain(..).zip(outcomes) {
                     // A caller that went away no longer needs the answer.
                     let _ = req.done.send(outcome);
@@ -75,6 +76,35 @@ pub fn run(mut conn: Connection, mut rx: mpsc::Receiver<Request>, counters: Arc<
             }
         }
     }
+}
+
+/// Add the events of a committed group to the Prometheus counters.
+fn count_events(group: &[Request]) {
+    use crate::telemetry::{COMMITS, EVENTS};
+    // Index: eventlog, exec.eventlog, output, resource.
+    let mut n = [0u64; 4];
+    for w in group.iter().flat_map(|r| &r.batch) {
+        match w {
+            Write::Append { log, .. } => {
+                n[match log {
+                    Log::Main => 0,
+                    Log::Exec => 1,
+                    Log::Output => 2,
+                }] += 1
+            }
+            Write::ResourceEvent { .. } => n[3] += 1,
+            _ => {}
+        }
+    }
+    for (log, n) in ["eventlog", "exec.eventlog", "output", "resource"]
+        .into_iter()
+        .zip(n)
+    {
+        if n > 0 {
+            metrics::counter!(EVENTS, "log" => log).increment(n);
+        }
+    }
+    metrics::counter!(COMMITS).increment(1);
 }
 
 /// Apply every batch in its own savepoint and commit them all; per-batch outcomes.
