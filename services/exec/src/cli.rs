@@ -64,6 +64,7 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         kill_timeout = ?config.kill_timeout,
         heartbeat = ?config.heartbeat,
         leave_running = config.leave_running,
+        metrics_listen = ?config.metrics_listen,
         "effective configuration"
     );
     let mut term = signal(SignalKind::terminate())?;

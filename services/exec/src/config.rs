@@ -1,10 +1,16 @@
-//! Configuration: flags, each with a `FLUXGATE_*` environment equivalent,
-//! parsed at the edge into [`Config`].
+//! Configuration: defaults, then a TOML file (`--config`), then `FLUXGATE_*`
+//! environment, then flags, parsed at the edge into [`Config`].
+//!
+//! Every key of the file has a flag and an environment variable (clap merges
+//! those two, the flag winning); a key given by either replaces the file's.
+//! The file's keys are the flags' names with `_` for `-` (docs/CONFIG.md).
 
 use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::Parser;
+use clap::builder::BoolishValueParser;
 use fluxgate_shared::IdSet;
 use nix::sched::{CpuSet, sched_getaffinity};
 use nix::unistd::Pid;
@@ -39,6 +45,89 @@ pub enum ConfigError {
     /// The machine's hostname could not be read and none was given.
     #[error("cannot read this machine's hostname ({0}); pass --hostname")]
     Hostname(String),
+    /// No job manager address anywhere.
+    #[error(
+        "no job manager to join: pass --job-manager URI, set FLUXGATE_JOB_MANAGER, \
+         or set job_manager in the config file"
+    )]
+    NoJobManager,
+    /// The config file could not be read.
+    #[error("cannot read config {path}: {source}")]
+    Read {
+        /// The file.
+        path: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The config file is not valid TOML for this schema.
+    #[error("config {path}: {message}")]
+    Parse {
+        /// The file.
+        path: String,
+        /// What is wrong, with the line.
+        message: String,
+    },
+    /// The config file sets both `cores` and `cores_count`.
+    #[error("config {0}: set cores or cores_count, not both")]
+    CoresTwice(String),
+}
+
+/// The TOML file of `fluxgate-exec`: every key optional, the flags' names.
+#[derive(Debug, Clone, Default, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct FileConfig {
+    /// `--job-manager`.
+    pub job_manager: Option<String>,
+    /// `--listen`.
+    pub listen: Option<SocketAddr>,
+    /// `--advertise`.
+    pub advertise: Option<String>,
+    /// `--hostname`.
+    pub hostname: Option<String>,
+    /// `--cores`.
+    pub cores: Option<String>,
+    /// `--cores-count`.
+    pub cores_count: Option<u32>,
+    /// `--gpus`.
+    pub gpus: Option<String>,
+    /// `--virtual`.
+    #[serde(rename = "virtual")]
+    pub virtual_nodes: Option<u32>,
+    /// `--kill-timeout`.
+    pub kill_timeout: Option<f64>,
+    /// `--heartbeat`.
+    pub heartbeat: Option<f64>,
+    /// `--leave-running`.
+    pub leave_running: Option<bool>,
+    /// `[metrics]`.
+    pub metrics: FileMetrics,
+}
+
+/// `[metrics]` of the exec file.
+#[derive(Debug, Clone, Default, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct FileMetrics {
+    /// `--metrics-listen`.
+    pub listen: Option<String>,
+}
+
+impl FileConfig {
+    /// Read and parse the file at `path`.
+    pub fn load(path: &Path) -> Result<FileConfig, ConfigError> {
+        let shown = || path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: shown(),
+            source,
+        })?;
+        let file: FileConfig = toml::from_str(&text).map_err(|e| ConfigError::Parse {
+            path: shown(),
+            message: e.to_string(),
+        })?;
+        if file.cores.is_some() && file.cores_count.is_some() {
+            return Err(ConfigError::CoresTwice(shown()));
+        }
+        Ok(file)
+    }
 }
 
 /// Command line of `fluxgate-exec`.
@@ -49,17 +138,16 @@ pub enum ConfigError {
     about = "Run the tasks of fluxgate jobs on this node (or on virtual nodes)"
 )]
 pub struct Args {
-    /// Job manager address to join, e.g. http://10.0.0.1:7000.
+    /// TOML configuration file (its keys are the flags' names with `_`);
+    /// environment and flags override it.
+    #[arg(long, env = "FLUXGATE_EXEC_CONFIG", value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Job manager address to join, e.g. http://10.0.0.1:7000 (required here or in the file).
     #[arg(long, env = "FLUXGATE_JOB_MANAGER", value_name = "URI")]
-    pub job_manager: String,
-    /// Address to serve the Exec API on (port 0 picks a free port).
-    #[arg(
-        long,
-        env = "FLUXGATE_EXEC_LISTEN",
-        value_name = "ADDR",
-        default_value = "127.0.0.1:0"
-    )]
-    pub listen: SocketAddr,
+    pub job_manager: Option<String>,
+    /// Address to serve the Exec API on (port 0 picks a free port) [default: 127.0.0.1:0].
+    #[arg(long, env = "FLUXGATE_EXEC_LISTEN", value_name = "ADDR")]
+    pub listen: Option<SocketAddr>,
     /// Exec address the job manager dials back, e.g. http://10.0.0.5:7001
     /// (default: http://LISTEN, or http://HOSTNAME:PORT when LISTEN is 0.0.0.0 or ::).
     #[arg(long, env = "FLUXGATE_EXEC_ADVERTISE", value_name = "URI")]
@@ -84,20 +172,27 @@ pub struct Args {
     /// Serve N virtual nodes named <hostname>-v0 .. <hostname>-v(N-1), each with the given cores and gpus.
     #[arg(long = "virtual", env = "FLUXGATE_VIRTUAL", value_name = "N")]
     pub virtual_nodes: Option<u32>,
-    /// Seconds between SIGTERM (or SIGALRM) and SIGKILL when a job is torn down.
-    #[arg(
-        long,
-        env = "FLUXGATE_KILL_TIMEOUT",
-        value_name = "SECS",
-        default_value_t = 5.0
-    )]
-    pub kill_timeout: f64,
+    /// Seconds between SIGTERM (or SIGALRM) and SIGKILL when a job is torn down [default: 5].
+    #[arg(long, env = "FLUXGATE_KILL_TIMEOUT", value_name = "SECS")]
+    pub kill_timeout: Option<f64>,
     /// Heartbeat interval in seconds (default: what the job manager asks for).
     #[arg(long, env = "FLUXGATE_HEARTBEAT", value_name = "SECS")]
     pub heartbeat: Option<f64>,
-    /// On SIGTERM/SIGINT leave running tasks alone (default: terminate them and report).
-    #[arg(long, env = "FLUXGATE_LEAVE_RUNNING")]
-    pub leave_running: bool,
+    /// On SIGTERM/SIGINT leave running tasks alone (default: terminate them and report);
+    /// `--leave-running=false` turns off what the file turned on.
+    #[arg(
+        long,
+        env = "FLUXGATE_LEAVE_RUNNING",
+        value_name = "BOOL",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true",
+        value_parser = BoolishValueParser::new()
+    )]
+    pub leave_running: Option<bool>,
+    /// Address of the Prometheus /metrics endpoint (default: none is served).
+    #[arg(long, env = "FLUXGATE_EXEC_METRICS_LISTEN", value_name = "ADDR")]
+    pub metrics_listen: Option<String>,
     /// Log lines as text or as one JSON object per line (for log collectors).
     #[arg(long, env = "FLUXGATE_LOG_FORMAT", value_enum, default_value = "text")]
     pub log_format: LogFormat,
@@ -140,11 +235,50 @@ pub struct Config {
     pub heartbeat: Option<Duration>,
     /// Leave tasks running at shutdown.
     pub leave_running: bool,
+    /// Address of the /metrics endpoint, if one is served.
+    pub metrics_listen: Option<String>,
+}
+
+impl Args {
+    /// Fill what neither a flag nor the environment gave from the file.
+    fn over(self, file: FileConfig) -> Args {
+        // cores and cores_count are one choice: the later layer's pair wins whole.
+        let (cores, cores_count) = if self.cores.is_some() || self.cores_count.is_some() {
+            (self.cores, self.cores_count)
+        } else {
+            (file.cores, file.cores_count)
+        };
+        Args {
+            config: self.config,
+            job_manager: self.job_manager.or(file.job_manager),
+            listen: self.listen.or(file.listen),
+            advertise: self.advertise.or(file.advertise),
+            hostname: self.hostname.or(file.hostname),
+            cores,
+            cores_count,
+            gpus: self.gpus.or(file.gpus),
+            virtual_nodes: self.virtual_nodes.or(file.virtual_nodes),
+            kill_timeout: self.kill_timeout.or(file.kill_timeout),
+            heartbeat: self.heartbeat.or(file.heartbeat),
+            leave_running: self.leave_running.or(file.leave_running),
+            metrics_listen: self.metrics_listen.or(file.metrics.listen),
+            log_format: self.log_format,
+        }
+    }
 }
 
 impl Config {
-    /// Validate the arguments and fill in defaults from this machine.
+    /// Read the config file the arguments name (if any), let flags and
+    /// environment override it, validate, and fill in defaults from this machine.
     pub fn from_args(args: Args) -> Result<Config, ConfigError> {
+        let args = match &args.config {
+            Some(path) => {
+                let file = FileConfig::load(path)?;
+                args.over(file)
+            }
+            None => args,
+        };
+        let job_manager = args.job_manager.ok_or(ConfigError::NoJobManager)?;
         if let Some(a) = &args.advertise
             && !(a.starts_with("http://") || a.starts_with("https://"))
         {
@@ -167,7 +301,7 @@ impl Config {
             Some(s) => parse_idset("gpus", &s)?,
             None => IdSet::new(),
         };
-        let kill_timeout = seconds("kill-timeout", args.kill_timeout)?;
+        let kill_timeout = seconds("kill-timeout", args.kill_timeout.unwrap_or(5.0))?;
         let heartbeat = args
             .heartbeat
             .map(|s| seconds("heartbeat", s))
@@ -188,13 +322,16 @@ impl Config {
                 .collect(),
         };
         Ok(Config {
-            job_manager: args.job_manager,
-            listen: args.listen,
+            job_manager,
+            listen: args
+                .listen
+                .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 0))),
             advertise: args.advertise,
             nodes,
             kill_timeout,
             heartbeat,
-            leave_running: args.leave_running,
+            leave_running: args.leave_running.unwrap_or(false),
+            metrics_listen: args.metrics_listen,
         })
     }
 
@@ -212,6 +349,7 @@ impl Config {
             kill_timeout: Duration::from_secs(5),
             heartbeat: None,
             leave_running: false,
+            metrics_listen: None,
         }
     }
 }
@@ -335,6 +473,89 @@ mod tests {
         );
         let e = Config::from_args(args(&["--advertise", "10.1.2.3:7001"])).unwrap_err();
         assert!(e.to_string().starts_with("--advertise"), "{e}");
+    }
+
+    /// Flags and their environment variables reach `Args` through clap as one
+    /// layer (the flag winning), so flags here stand for both.
+    #[test]
+    fn file_then_environment_and_flags() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("exec.toml");
+        std::fs::write(
+            &path,
+            "job_manager = \"http://jm:7000\"\nlisten = \"0.0.0.0:7001\"\n\
+             hostname = \"fromfile\"\ncores_count = 4\nvirtual = 2\nkill_timeout = 9\n\
+             leave_running = true\n[metrics]\nlisten = \"0.0.0.0:9101\"\n",
+        )
+        .unwrap();
+        let file = path.to_str().unwrap();
+        let parse = |extra: &[&str]| {
+            let mut v = vec!["fluxgate-exec", "--config", file];
+            v.extend_from_slice(extra);
+            Config::from_args(Args::try_parse_from(v).unwrap())
+        };
+        let c = parse(&[]).unwrap();
+        assert_eq!(c.job_manager, "http://jm:7000");
+        assert_eq!(c.listen.to_string(), "0.0.0.0:7001");
+        let names: Vec<_> = c.nodes.iter().map(|n| n.hostname.as_str()).collect();
+        assert_eq!(names, ["fromfile-v0", "fromfile-v1"]);
+        assert_eq!(c.nodes[0].cores.to_string(), "0-3");
+        assert_eq!(c.kill_timeout, Duration::from_secs(9));
+        assert!(c.leave_running);
+        assert_eq!(c.metrics_listen.as_deref(), Some("0.0.0.0:9101"));
+
+        let c = parse(&[
+            "--hostname",
+            "h",
+            "--cores",
+            "1",
+            "--leave-running=false",
+            "--metrics-listen",
+            "127.0.0.1:0",
+        ])
+        .unwrap();
+        assert_eq!(c.nodes[0].hostname, "h-v0");
+        assert_eq!(
+            c.nodes[0].cores.to_string(),
+            "1",
+            "--cores replaces cores_count"
+        );
+        assert!(!c.leave_running);
+        assert_eq!(c.metrics_listen.as_deref(), Some("127.0.0.1:0"));
+        assert_eq!(c.kill_timeout, Duration::from_secs(9), "kept from the file");
+        let c = Config::from_args(
+            Args::try_parse_from(["fluxgate-exec", "--job-manager", "x", "--leave-running"])
+                .unwrap(),
+        )
+        .unwrap();
+        assert!(c.leave_running);
+    }
+
+    #[test]
+    fn file_mistakes_are_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("exec.toml");
+        let load = |text: &str| {
+            std::fs::write(&path, text).unwrap();
+            let args = Args::try_parse_from(["fluxgate-exec", "--config", path.to_str().unwrap()])
+                .unwrap();
+            Config::from_args(args).unwrap_err().to_string()
+        };
+        let e = load("job_manager = \"x\"\nkill_timout = 3\n");
+        assert!(e.contains("kill_timout"), "{e}");
+        let e = load("job_manager = \"x\"\nlisten = \"nowhere\"\n");
+        assert!(e.contains("listen"), "{e}");
+        let e = load("job_manager = \"x\"\ncores = \"0\"\ncores_count = 2\n");
+        assert!(e.ends_with("set cores or cores_count, not both"), "{e}");
+        let e = load("hostname = \"h\"\n");
+        assert!(e.starts_with("no job manager to join"), "{e}");
+        let args =
+            Args::try_parse_from(["fluxgate-exec", "--config", "/nonexistent/exec.toml"]).unwrap();
+        let e = Config::from_args(args).unwrap_err().to_string();
+        assert!(
+            e.starts_with("cannot read config /nonexistent/exec.toml"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -14,3 +14,4 @@ pub mod server;
 pub mod service;
 pub mod status;
 pub mod task;
+pub mod telemetry;

@@ -37,6 +37,9 @@ pub enum ServeError {
     /// The gRPC server failed.
     #[error("gRPC server failed: {0}")]
     Transport(#[from] tonic::transport::Error),
+    /// The metrics endpoint could not start.
+    #[error(transparent)]
+    Metrics(#[from] fluxgate_metrics::MetricsError),
 }
 
 /// A running exec service.
@@ -48,6 +51,8 @@ pub struct Running {
     pub exec_address: String,
     /// The service itself (for its job table).
     pub service: ExecService,
+    /// Where `/metrics` is served, when it is.
+    pub metrics_addr: Option<SocketAddr>,
     shutdown: CancellationToken,
     server: JoinHandle<Result<(), ServeError>>,
 }
@@ -104,6 +109,14 @@ pub async fn start(config: Config) -> Result<Running, ServeError> {
         .build_v1()?;
 
     let shutdown = CancellationToken::new();
+    let metrics_addr = match &config.metrics_listen {
+        Some(listen) => {
+            let addr = crate::telemetry::serve(listen, shutdown.clone()).await?;
+            tracing::info!(%addr, "metrics served at http://{addr}/metrics");
+            Some(addr)
+        }
+        None => None,
+    };
     tokio::spawn(join::run(config.clone(), node, shutdown.clone()));
 
     let stopped = CancellationToken::new();
@@ -149,6 +162,7 @@ pub async fn start(config: Config) -> Result<Running, ServeError> {
         local_addr,
         exec_address,
         service,
+        metrics_addr,
         shutdown,
         server,
     })

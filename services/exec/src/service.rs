@@ -20,6 +20,7 @@ use fluxgate_proto::v1::{
 };
 use fluxgate_shared::{IdSet, JobId, Jobspec, ResourceSet};
 use tonic::{Request, Response, Status};
+use tracing::Instrument;
 
 use crate::config::Config;
 use crate::error::ExecError;
@@ -29,6 +30,7 @@ use crate::job::run::{self, Launch};
 use crate::job::{Control, JobTable, ResponseStream, response};
 use crate::layout::Layout;
 use crate::output::Redirects;
+use crate::telemetry;
 
 /// What this process is to the job manager: its address and assigned ranks.
 #[derive(Debug)]
@@ -102,6 +104,68 @@ impl ExecService {
             );
             job.control(Control::Shutdown(note)).await;
         }
+    }
+
+    /// Start (or re-attach to) a job; runs inside the job's span.
+    fn start_job(&self, req: StartRequest) -> Result<ResponseStream, Status> {
+        let id = req.id;
+        if req.reattach {
+            tracing::info!("reattach");
+            return Ok(self.reattach(id));
+        }
+        if self.shutting_down.load(Ordering::SeqCst) {
+            return Err(ExecError::ShuttingDown.into());
+        }
+        let Some((job, channels)) = self.jobs.insert(id) else {
+            // The job manager restarted after launching the job but before it
+            // stored `start`: it asks again. Launching twice would run the tasks
+            // twice, so adopt the running job and say `start` once more.
+            let Some(job) = self.jobs.get(id) else {
+                return Err(ExecError::AlreadyRunning(JobId::from(id)).into());
+            };
+            tracing::info!("start for a running job: adopting it");
+            return Ok(self.jobs.attach(&job, vec![response(id, R::Start(true))]));
+        };
+        let stream = self.jobs.attach(&job, Vec::new());
+        match self.plan(&req) {
+            Ok(launch) => {
+                tracing::info!(
+                    leader = launch.leader,
+                    ranks = launch.local.len(),
+                    peers = launch.peers.len(),
+                    "start"
+                );
+                metrics::counter!(telemetry::JOBS_STARTED).increment(1);
+                tokio::spawn(run::run(launch, channels).in_current_span());
+            }
+            Err(note) => {
+                tracing::warn!(%note, "cannot start job");
+                metrics::counter!(telemetry::START_REFUSED).increment(1);
+                let ranks = if req.ranks.is_empty() {
+                    "all".into()
+                } else {
+                    req.ranks.clone()
+                };
+                tokio::spawn(
+                    async move {
+                        let tx = channels.responses;
+                        let e = ExecException {
+                            severity: 0,
+                            r#type: "exec".into(),
+                            note,
+                        };
+                        let _ = tx.send(response(id, R::Exception(e))).await;
+                        let rel = Release {
+                            ranks,
+                            r#final: true,
+                        };
+                        let _ = tx.send(response(id, R::Release(rel))).await;
+                    }
+                    .in_current_span(),
+                );
+            }
+        }
+        Ok(stream)
     }
 
     fn plan(&self, req: &StartRequest) -> Result<Launch, String> {
@@ -215,56 +279,10 @@ impl Exec for ExecService {
         request: Request<StartRequest>,
     ) -> Result<Response<Self::StartStream>, Status> {
         let req = request.into_inner();
-        let id = req.id;
-        if req.reattach {
-            tracing::info!(id = %JobId::from(id), "reattach");
-            return Ok(Response::new(self.reattach(id)));
-        }
-        if self.shutting_down.load(Ordering::SeqCst) {
-            return Err(ExecError::ShuttingDown.into());
-        }
-        let Some((job, channels)) = self.jobs.insert(id) else {
-            // The job manager restarted after launching the job but before it
-            // stored `start`: it asks again. Launching twice would run the tasks
-            // twice, so adopt the running job and say `start` once more.
-            let Some(job) = self.jobs.get(id) else {
-                return Err(ExecError::AlreadyRunning(JobId::from(id)).into());
-            };
-            tracing::info!(id = %JobId::from(id), "start for a running job: adopting it");
-            return Ok(Response::new(
-                self.jobs.attach(&job, vec![response(id, R::Start(true))]),
-            ));
-        };
-        let stream = self.jobs.attach(&job, Vec::new());
-        match self.plan(&req) {
-            Ok(launch) => {
-                tracing::info!(id = %launch.id, leader = launch.leader, ranks = launch.local.len(), peers = launch.peers.len(), "start");
-                tokio::spawn(run::run(launch, channels));
-            }
-            Err(note) => {
-                tracing::warn!(id = %JobId::from(id), %note, "cannot start job");
-                let ranks = if req.ranks.is_empty() {
-                    "all".into()
-                } else {
-                    req.ranks.clone()
-                };
-                tokio::spawn(async move {
-                    let tx = channels.responses;
-                    let e = ExecException {
-                        severity: 0,
-                        r#type: "exec".into(),
-                        note,
-                    };
-                    let _ = tx.send(response(id, R::Exception(e))).await;
-                    let rel = Release {
-                        ranks,
-                        r#final: true,
-                    };
-                    let _ = tx.send(response(id, R::Release(rel))).await;
-                });
-            }
-        }
-        Ok(Response::new(stream))
+        // ERROR level so the span is on whenever any line is: every line about
+        // the job, here and in the tasks spawned for it, carries its id.
+        let span = tracing::error_span!("job", job = %JobId::from(req.id));
+        span.in_scope(|| self.start_job(req)).map(Response::new)
     }
 
     async fn kill(

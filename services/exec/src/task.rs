@@ -17,6 +17,7 @@ use nix::unistd::Pid;
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 use tokio::process::Command;
 use tokio::sync::mpsc;
+use tracing::Instrument;
 
 use crate::status::WaitStatus;
 
@@ -155,24 +156,27 @@ pub fn spawn(spec: &TaskSpec, events: mpsc::Sender<TaskEvent>) -> Result<Task, S
     let out = child
         .stdout
         .take()
-        .map(|s| tokio::spawn(forward(s, rank, Stream::Stdout, events.clone())));
+        .map(|s| tokio::spawn(forward(s, rank, Stream::Stdout, events.clone()).in_current_span()));
     let err = child
         .stderr
         .take()
-        .map(|s| tokio::spawn(forward(s, rank, Stream::Stderr, events.clone())));
-    tokio::spawn(async move {
-        let status = match child.wait().await {
-            Ok(s) => crate::status::from_exit(s),
-            Err(e) => {
-                tracing::error!(pid, error = %e, "cannot wait for task");
-                WaitStatus::exited(1)
+        .map(|s| tokio::spawn(forward(s, rank, Stream::Stderr, events.clone()).in_current_span()));
+    tokio::spawn(
+        async move {
+            let status = match child.wait().await {
+                Ok(s) => crate::status::from_exit(s),
+                Err(e) => {
+                    tracing::error!(pid, error = %e, "cannot wait for task");
+                    WaitStatus::exited(1)
+                }
+            };
+            for reader in [out, err].into_iter().flatten() {
+                let _ = reader.await;
             }
-        };
-        for reader in [out, err].into_iter().flatten() {
-            let _ = reader.await;
+            let _ = events.send(TaskEvent::Exited { rank, status }).await;
         }
-        let _ = events.send(TaskEvent::Exited { rank, status }).await;
-    });
+        .in_current_span(),
+    );
     Ok(Task { pid, rank })
 }
 

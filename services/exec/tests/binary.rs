@@ -187,3 +187,158 @@ fn bad_flags_exit_2_with_a_message_naming_the_flag() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--cores \"x-y\" is not an idset"), "{err}");
 }
+
+/// The body of `GET /metrics` at `addr`.
+async fn scrape(addr: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    s.write_all(b"GET /metrics HTTP/1.1\r\n\r\n").await.unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).await.unwrap();
+    let (head, body) = out.split_once("\r\n\r\n").unwrap();
+    assert!(head.starts_with("HTTP/1.1 200 OK"), "{head}");
+    body.to_string()
+}
+
+fn metric(text: &str, series: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn config_file_json_logs_with_job_ids_and_metrics() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let jm_addr = listener.local_addr().unwrap();
+    let jm = FakeJm::default();
+    let svc = NodeServer::new(jm.clone());
+    tokio::spawn(async move {
+        tonic::transport::Server::builder()
+            .add_service(svc)
+            .serve_with_incoming(TcpListenerStream::new(listener))
+            .await
+            .unwrap();
+    });
+    // A port picked here rather than 0, so the test knows where to scrape.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let metrics_addr = format!("127.0.0.1:{port}");
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("exec.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "job_manager = \"http://{jm_addr}\"\nhostname = \"node\"\ncores_count = 2\n\
+             kill_timeout = 1\n[metrics]\nlisten = \"{metrics_addr}\"\n"
+        ),
+    )
+    .unwrap();
+    let log = dir.path().join("exec.log");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_fluxgate-exec"))
+        .args(["--log-format", "json"])
+        .env("FLUXGATE_EXEC_CONFIG", &config)
+        .env_remove("FLUXGATE_JOB_MANAGER")
+        .env("FLUXGATE_LOG", "info")
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let address = tokio::task::spawn_blocking(move || {
+        let mut line = String::new();
+        BufReader::new(stdout).read_line(&mut line).unwrap();
+        line.trim().to_string()
+    })
+    .await
+    .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while jm.hellos.lock().unwrap().is_empty() {
+        assert!(Instant::now() < deadline, "no hello");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(jm.hellos.lock().unwrap()[0].nodes[0].cores, "0-1");
+
+    // Job 1: two tasks, rank 1 exits 1. Job 2: a command that does not exist.
+    let path = std::env::var("PATH").unwrap();
+    let jobspec = |argv: serde_json::Value| {
+        json!({
+            "version": 1,
+            "resources": [{"type": "slot", "count": 2, "label": "task", "with": [{"type": "core", "count": 1}]}],
+            "tasks": [{"command": argv, "slot": "task", "count": {"per_slot": 1}}],
+            "attributes": {"system": {"duration": 0, "environment": {"PATH": path}}},
+        })
+        .to_string()
+    };
+    let r = json!({"version": 1, "execution": {"R_lite": [{"rank": "0", "children": {"core": "0-1"}}], "nodelist": ["node"]}});
+    let mut exec = ExecClient::connect(address.clone()).await.unwrap();
+    let jobs = [
+        (
+            4242u64,
+            jobspec(json!(["sh", "-c", "exit $FLUX_TASK_RANK"])),
+        ),
+        (4343u64, jobspec(json!(["/nonexistent/command"]))),
+    ];
+    for (id, js) in &jobs {
+        let mut stream = exec
+            .start(StartRequest {
+                id: *id,
+                userid: 0,
+                jobspec: js.clone(),
+                r: r.to_string(),
+                reattach: false,
+                ranks: String::new(),
+                peers: [(0, address.clone())].into(),
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        while stream.message().await.unwrap().is_some() {}
+    }
+
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let text = loop {
+        let text = scrape(&metrics_addr).await;
+        if metric(&text, "fluxgate_exec_jobs_running") == Some(0.0) {
+            break text;
+        }
+        assert!(Instant::now() < deadline, "jobs still running:\n{text}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    for (series, want) in [
+        ("fluxgate_exec_jobs_started_total", 2.0),
+        ("fluxgate_exec_tasks_started_total", 2.0),
+        ("fluxgate_exec_tasks_failed_total", 1.0),
+        ("fluxgate_exec_task_start_failures_total", 1.0),
+    ] {
+        assert_eq!(metric(&text, series), Some(want), "{series}:\n{text}");
+    }
+
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let status = tokio::task::spawn_blocking(move || child.wait().unwrap())
+        .await
+        .unwrap();
+    assert!(status.success(), "{status:?}");
+
+    // Every line logged about a job, from the start request to the tasks'
+    // end, names it in its span.
+    let text = std::fs::read_to_string(&log).unwrap();
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    for (id, _) in &jobs {
+        let f58 = fluxgate_shared::JobId::from(*id).to_string();
+        let about: Vec<&str> = lines
+            .iter()
+            .filter(|l| l["span"]["job"] == f58.as_str())
+            .filter_map(|l| l["fields"]["message"].as_str())
+            .collect();
+        assert_eq!(about, ["start", "tasks done"], "{f58} in:\n{text}");
+    }
+}

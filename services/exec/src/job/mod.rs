@@ -107,6 +107,7 @@ impl JobTable {
             generation: watch::Sender::new(0),
         });
         jobs.insert(id, handle.clone());
+        metrics::gauge!(crate::telemetry::JOBS_RUNNING).set(jobs.len() as f64);
         Some((
             handle,
             JobChannels {
@@ -137,7 +138,9 @@ impl JobTable {
     }
 
     fn remove(&self, id: u64) {
-        self.lock().remove(&id);
+        let mut jobs = self.lock();
+        jobs.remove(&id);
+        metrics::gauge!(crate::telemetry::JOBS_RUNNING).set(jobs.len() as f64);
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Arc<JobHandle>>> {

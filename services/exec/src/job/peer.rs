@@ -15,6 +15,7 @@ use fluxgate_proto::v1::{ExecExceptionRequest, ExecKillRequest, StartRequest, St
 use fluxgate_shared::IdSet;
 use tokio::sync::mpsc;
 use tonic::transport::{Channel, Endpoint};
+use tracing::Instrument;
 
 /// How long to wait for a peer's connection.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -56,43 +57,52 @@ impl Peer {
     /// Start the peer's part of the job; its responses go to `events` tagged `index`.
     pub fn start(&self, index: usize, request: StartRequest, events: mpsc::Sender<PeerEvent>) {
         let mut client = self.client.clone();
-        tokio::spawn(async move {
-            let lost = match client.start(request).await {
-                Err(status) => status.message().to_string(),
-                Ok(stream) => {
-                    let mut stream = stream.into_inner();
-                    loop {
-                        match stream.message().await {
-                            Ok(Some(r)) => {
-                                let last = matches!(
-                                    &r.response,
-                                    Some(Response::Release(rel)) if rel.r#final
-                                );
-                                if events.send(PeerEvent::Response(index, r)).await.is_err() || last
-                                {
-                                    return;
+        tokio::spawn(
+            async move {
+                let lost = match client.start(request).await {
+                    Err(status) => status.message().to_string(),
+                    Ok(stream) => {
+                        let mut stream = stream.into_inner();
+                        loop {
+                            match stream.message().await {
+                                Ok(Some(r)) => {
+                                    let last = matches!(
+                                        &r.response,
+                                        Some(Response::Release(rel)) if rel.r#final
+                                    );
+                                    if events.send(PeerEvent::Response(index, r)).await.is_err()
+                                        || last
+                                    {
+                                        return;
+                                    }
                                 }
+                                Ok(None) => {
+                                    break "its stream ended before the final release".into();
+                                }
+                                Err(status) => break status.message().to_string(),
                             }
-                            Ok(None) => break "its stream ended before the final release".into(),
-                            Err(status) => break status.message().to_string(),
                         }
                     }
-                }
-            };
-            let _ = events.send(PeerEvent::Lost(index, lost)).await;
-        });
+                };
+                let _ = events.send(PeerEvent::Lost(index, lost)).await;
+            }
+            .in_current_span(),
+        );
     }
 
     /// Forward a signal (best effort: a peer that is gone has nothing to signal).
     pub fn kill(&self, id: u64, signum: i32) {
         let mut client = self.client.clone();
         let address = self.address.clone();
-        tokio::spawn(async move {
-            let call = client.kill(ExecKillRequest { id, signum });
-            if let Ok(Err(e)) = tokio::time::timeout(CONTROL_TIMEOUT, call).await {
-                tracing::warn!(id, %address, error = %e.message(), "cannot forward kill");
+        tokio::spawn(
+            async move {
+                let call = client.kill(ExecKillRequest { id, signum });
+                if let Ok(Err(e)) = tokio::time::timeout(CONTROL_TIMEOUT, call).await {
+                    tracing::warn!(%address, error = %e.message(), "cannot forward kill");
+                }
             }
-        });
+            .in_current_span(),
+        );
     }
 
     /// Forward an exception (best effort).
@@ -105,11 +115,14 @@ impl Peer {
             severity,
             note: note.to_string(),
         };
-        tokio::spawn(async move {
-            let call = client.exception(request);
-            if let Ok(Err(e)) = tokio::time::timeout(CONTROL_TIMEOUT, call).await {
-                tracing::warn!(id, %address, error = %e.message(), "cannot forward exception");
+        tokio::spawn(
+            async move {
+                let call = client.exception(request);
+                if let Ok(Err(e)) = tokio::time::timeout(CONTROL_TIMEOUT, call).await {
+                    tracing::warn!(%address, error = %e.message(), "cannot forward exception");
+                }
             }
-        });
+            .in_current_span(),
+        );
     }
 }

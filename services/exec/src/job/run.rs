@@ -37,6 +37,7 @@ use crate::layout::{Layout, RankTasks};
 use crate::output::{self, Redirects};
 use crate::status::WaitStatus;
 use crate::task::{self, Stream, Task, TaskEvent, TaskSpec};
+use crate::telemetry;
 
 /// Task events queued from all local tasks of a job.
 const TASK_EVENT_CAPACITY: usize = 256;
@@ -236,6 +237,7 @@ impl Driver {
     }
 
     async fn finish(&mut self) {
+        tracing::info!(status = self.status, "tasks done");
         if self.leader {
             self.exec_event("complete", Some(context([("status", json!(self.status))])))
                 .await;
@@ -369,10 +371,12 @@ impl Driver {
                 };
                 match task::spawn(&spec, events.clone()) {
                     Ok(t) => {
+                        metrics::counter!(telemetry::TASKS_STARTED).increment(1);
                         self.tasks.insert(task_rank, t);
                         self.task_rank.insert(task_rank, i);
                     }
                     Err(e) => {
+                        metrics::counter!(telemetry::TASK_START_FAILURES).increment(1);
                         self.rank_statuses[i].push(e.status);
                         // Tasks never started on this rank are not waited for.
                         self.rank_left[i] = local_id as u32;
@@ -403,6 +407,9 @@ impl Driver {
                 }
             }
             TaskEvent::Exited { rank, status } => {
+                if status.0 != 0 {
+                    metrics::counter!(telemetry::TASKS_FAILED).increment(1);
+                }
                 self.tasks.remove(&rank);
                 if let Some(&i) = self.task_rank.get(&rank) {
                     self.rank_statuses[i].push(status);
@@ -516,7 +523,7 @@ impl Driver {
 
     async fn write_file(&mut self, f: usize, data: &[u8]) {
         if let Err(e) = self.files[f].write_all(data).await {
-            tracing::warn!(id = self.id, error = %e, "cannot write output file");
+            tracing::warn!(error = %e, "cannot write output file");
         }
     }
 
@@ -549,7 +556,7 @@ impl Driver {
                 // The job manager raises the timeout exception itself; kept for
                 // the record and for a later `flux job info`-like view.
                 self.expiration = Some(t);
-                tracing::debug!(id = self.id, expiration = ?self.expiration, "expiration updated");
+                tracing::debug!(expiration = ?self.expiration, "expiration updated");
             }
         }
     }
@@ -588,7 +595,7 @@ impl Driver {
     fn signal_local(&self, signal: Signal) {
         for t in self.tasks.values() {
             if let Err(e) = t.signal(signal) {
-                tracing::warn!(id = self.id, pid = t.pid(), %signal, error = %e, "cannot signal task");
+                tracing::warn!(pid = t.pid(), %signal, error = %e, "cannot signal task");
             }
         }
     }
