@@ -8,7 +8,7 @@
 //! bound.
 
 use std::io;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
 use nix::sched::{CpuSet, sched_getaffinity};
@@ -122,11 +122,10 @@ pub fn spawn(spec: &TaskSpec, events: mpsc::Sender<TaskEvent>) -> Result<Task, S
             status: WaitStatus::exited(127),
         });
     };
-    if let Some(cwd) = &spec.cwd
-        && let Err(e) = std::fs::read_dir(cwd)
-    {
-        return Err(spawn_error(format!("chdir {}", cwd.display()), &e));
-    }
+    let (cwd, warning) = match &spec.cwd {
+        None => (None, None),
+        Some(dir) => start_dir(dir)?,
+    };
     let mut cmd = Command::new(program);
     cmd.args(args)
         .env_clear()
@@ -137,7 +136,7 @@ pub fn spawn(spec: &TaskSpec, events: mpsc::Sender<TaskEvent>) -> Result<Task, S
         // Its own group, so that a signal reaches everything the task started.
         .process_group(0)
         .kill_on_drop(false);
-    if let Some(cwd) = &spec.cwd {
+    if let Some(cwd) = &cwd {
         cmd.current_dir(cwd);
     }
     if let Some(set) = cpu_set(&spec.cpus) {
@@ -153,14 +152,12 @@ pub fn spawn(spec: &TaskSpec, events: mpsc::Sender<TaskEvent>) -> Result<Task, S
             status: WaitStatus::exited(127),
         })?;
     let rank = spec.rank;
-    let out = child
-        .stdout
-        .take()
-        .map(|s| tokio::spawn(forward(s, rank, Stream::Stdout, events.clone()).in_current_span()));
-    let err = child
-        .stderr
-        .take()
-        .map(|s| tokio::spawn(forward(s, rank, Stream::Stderr, events.clone()).in_current_span()));
+    let out = child.stdout.take().map(|s| {
+        tokio::spawn(forward(s, rank, Stream::Stdout, None, events.clone()).in_current_span())
+    });
+    let err = child.stderr.take().map(|s| {
+        tokio::spawn(forward(s, rank, Stream::Stderr, warning, events.clone()).in_current_span())
+    });
     tokio::spawn(
         async move {
             let status = match child.wait().await {
@@ -180,12 +177,25 @@ pub fn spawn(spec: &TaskSpec, events: mpsc::Sender<TaskEvent>) -> Result<Task, S
     Ok(Task { pid, rank })
 }
 
+/// Pass a task's stream on as output events, after `preamble` (a line the
+/// task did not write but that belongs first on its stream).
 async fn forward(
     reader: impl AsyncRead + Unpin,
     rank: u32,
     stream: Stream,
+    preamble: Option<String>,
     events: mpsc::Sender<TaskEvent>,
 ) {
+    if let Some(line) = preamble {
+        let data = line.into_bytes();
+        if events
+            .send(TaskEvent::Output { rank, stream, data })
+            .await
+            .is_err()
+        {
+            return;
+        }
+    }
     let mut reader = BufReader::with_capacity(MAX_CHUNK, reader);
     let mut pending: Vec<u8> = Vec::new();
     loop {
@@ -232,11 +242,42 @@ async fn forward(
     let _ = events.send(TaskEvent::Eof { rank, stream }).await;
 }
 
-fn spawn_error(what: String, e: &io::Error) -> SpawnError {
-    let reason = e
-        .raw_os_error()
+/// Where a task asked to start in `dir` starts, and the warning for its stderr.
+///
+/// As flux-core's job shell (libsubprocess, in the child): a directory that
+/// cannot be entered does not fail the task; it starts in /tmp and its stderr
+/// begins with "Could not change dir to DIR: REASON. Going to /tmp instead".
+/// Only when /tmp cannot be entered either does the task fail to start.
+fn start_dir(dir: &Path) -> Result<(Option<PathBuf>, Option<String>), SpawnError> {
+    // Checked here rather than by the child's chdir, whose failure would be
+    // indistinguishable from a command that cannot be executed.
+    let Err(e) = std::fs::read_dir(dir) else {
+        return Ok((Some(dir.to_path_buf()), None));
+    };
+    let fallback = Path::new(FALLBACK_DIR);
+    if std::fs::read_dir(fallback).is_err() {
+        return Err(spawn_error(format!("chdir {}", dir.display()), &e));
+    }
+    let warning = format!(
+        "Could not change dir to {}: {}. Going to {FALLBACK_DIR} instead\n",
+        dir.display(),
+        reason(&e)
+    );
+    Ok((Some(fallback.to_path_buf()), Some(warning)))
+}
+
+/// Where a task starts when its own directory cannot be entered.
+const FALLBACK_DIR: &str = "/tmp";
+
+/// The system's words for an error (strerror), as flux-core prints them.
+fn reason(e: &io::Error) -> String {
+    e.raw_os_error()
         .map(|n| nix::errno::Errno::from_raw(n).desc().to_string())
-        .unwrap_or_else(|| e.to_string());
+        .unwrap_or_else(|| e.to_string())
+}
+
+fn spawn_error(what: String, e: &io::Error) -> SpawnError {
+    let reason = reason(e);
     // The codes a POSIX shell uses for a command it cannot find or cannot execute.
     let code = match e.kind() {
         io::ErrorKind::PermissionDenied => 126,

@@ -110,14 +110,22 @@ async fn a_missing_command_fails_to_start_like_a_shell() {
         "nosuchcommand-xyz: No such file or directory"
     );
     assert_eq!(err.status.0, 32512);
+}
 
-    let (tx, _rx) = mpsc::channel(4);
-    let mut s = spec(&["true"]);
+#[tokio::test]
+async fn a_directory_that_cannot_be_entered_falls_back_to_tmp_as_flux_does() {
+    let mut s = spec(&["sh", "-c", "pwd; echo after >&2"]);
     s.cwd = Some("/no/such/dir".into());
-    let err = task::spawn(&s, tx).unwrap_err();
+    let events = run(s).await;
+    let tmp = std::path::Path::new("/tmp").canonicalize().unwrap();
     assert_eq!(
-        err.to_string(),
-        "chdir /no/such/dir: No such file or directory"
+        output(&events, Stream::Stdout),
+        format!("{}\n", tmp.display())
+    );
+    assert_eq!(
+        output(&events, Stream::Stderr),
+        "Could not change dir to /no/such/dir: No such file or directory. \
+         Going to /tmp instead\nafter\n"
     );
 }
 
