@@ -35,11 +35,13 @@ fn main() {
         let t = Instant::now();
         fill(dir.path(), inactive, pending);
         let filled = t.elapsed();
-        let mut runs: Vec<Duration> = (0..3).map(|_| start_to_serving(dir.path())).collect();
+        let mut runs: Vec<Duration> = (0..3)
+            .map(|_| start_to_serving(dir.path(), inactive, pending))
+            .collect();
         runs.sort();
         let median = runs[1];
         let base = *baseline.get_or_insert(median);
-        let size = std::fs::metadata(dir.path().join("store.sqlite"))
+        let size = std::fs::metadata(fluxgate_job_manager::server::store_path(dir.path()))
             .map(|m| m.len())
             .unwrap_or(0);
         println!(
@@ -55,17 +57,21 @@ fn main() {
 }
 
 /// Time from exec to the URI file, then stop it (SIGTERM, so the next start
-/// finds a cleanly closed store, as after maintenance).
-fn start_to_serving(statedir: &Path) -> Duration {
+/// finds a cleanly closed store, as after maintenance). Its log must show
+/// that it recovered the jobs the store holds.
+fn start_to_serving(statedir: &Path, inactive: u64, pending: u64) -> Duration {
     let uri = statedir.join("uri");
+    let log_path = statedir.join("jm.log");
+    let log = std::fs::File::create(&log_path).expect("log file");
     let _ = std::fs::remove_file(&uri);
     let t = Instant::now();
     let mut child = Command::new(env!("CARGO_BIN_EXE_fluxgate-job-manager"))
         .args(["--listen", "127.0.0.1:0", "--nodelist", "node0"])
         .arg("--statedir")
         .arg(statedir)
-        .env("FLUXGATE_LOG", "warn")
+        .env("FLUXGATE_LOG", "info")
         .stdout(Stdio::null())
+        .stderr(log)
         .spawn()
         .expect("spawn fluxgate-job-manager");
     while !uri.exists() {
@@ -81,6 +87,12 @@ fn start_to_serving(statedir: &Path) -> Duration {
         nix::sys::signal::Signal::SIGTERM,
     );
     let _ = child.wait();
+    let text = std::fs::read_to_string(&log_path).unwrap_or_default();
+    let want = format!("active={pending} inactive={inactive} ");
+    assert!(
+        text.contains(&want),
+        "the job manager did not recover {want}: {text}"
+    );
     took
 }
 
@@ -96,7 +108,8 @@ fn fill(statedir: &Path, inactive: u64, pending: u64) {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .build()
         .expect("runtime");
-    let store = SqliteStore::open(&statedir.join("store.sqlite")).expect("store");
+    let store =
+        SqliteStore::open(&fluxgate_job_manager::server::store_path(statedir)).expect("store");
     let jobspec = JobspecBuilder::new(["true"])
         .setattr_kv("system.exec.test.run_duration=0")
         .build()
