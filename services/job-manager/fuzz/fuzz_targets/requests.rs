@@ -96,6 +96,17 @@ struct Harness {
 fn harness() -> &'static Harness {
     static H: OnceLock<Harness> = OnceLock::new();
     H.get_or_init(|| {
+        // libFuzzer's C++ main does not set SIGPIPE to ignored as a Rust
+        // binary's runtime does, so a write to a connection the other end
+        // closed would kill the run where the real job manager gets EPIPE.
+        #[allow(unsafe_code)]
+        // SAFETY: no other thread exists yet, and SIG_IGN installs no handler code.
+        unsafe {
+            let _ = nix::sys::signal::signal(
+                nix::sys::signal::Signal::SIGPIPE,
+                nix::sys::signal::SigHandler::SigIgn,
+            );
+        }
         // A panic on any server thread is a finding, not a recovered task.
         std::panic::set_hook(Box::new(|info| {
             eprintln!("{info}");
