@@ -124,14 +124,11 @@ fn harness() -> &'static Harness {
         config.resource.nodelist = Some("node[0-3]".into());
         let (tx, rx) = std::sync::mpsc::channel();
         runtime.spawn(async move {
-            let served = fluxgate_job_manager::server::serve(
-                config,
-                std::future::pending(),
-                move |addr| {
+            let served =
+                fluxgate_job_manager::server::serve(config, std::future::pending(), move |addr| {
                     let _ = tx.send(addr);
-                },
-            )
-            .await;
+                })
+                .await;
             eprintln!("job manager stopped: {served:?}");
             std::process::abort();
         });
@@ -173,9 +170,7 @@ async fn call(channel: Channel, path: &'static str, kind: Kind, body: Vec<u8>) {
     let path = PathAndQuery::from_static(path);
     match kind {
         Kind::Unary => {
-            let _ = grpc
-                .unary(tonic::Request::new(body), path, RawCodec)
-                .await;
+            let _ = grpc.unary(tonic::Request::new(body), path, RawCodec).await;
         }
         Kind::ServerStream => {
             if let Ok(r) = grpc
@@ -217,7 +212,7 @@ fuzz_target!(|data: &[u8]| {
     // Calls that legitimately wait (Wait on a pending job, a follower) are
     // cut off; the server must still answer the next one.
     h.runtime.block_on(async move {
-        let _ = tokio::time::timeout(Duration::from_millis(200), call(channel, path, kind, body))
-            .await;
+        let _ =
+            tokio::time::timeout(Duration::from_millis(200), call(channel, path, kind, body)).await;
     });
 });
