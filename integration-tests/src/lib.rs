@@ -266,18 +266,7 @@ impl Instance {
 
     /// The whole stored log (job must be inactive for it to be final).
     pub async fn log(&self, id: JobId, log: &str) -> Vec<Event> {
-        let r = self
-            .jobs()
-            .await
-            .info(pb::InfoRequest {
-                id: id.into(),
-                keys: vec![log.into()],
-            })
-            .await
-            .expect("info")
-            .into_inner();
-        let text = &r.values[log];
-        fluxgate_shared::eventlog::parse_eventlog(text).expect("stored log parses")
+        stored_log(&mut self.jobs().await, id, log).await
     }
 
     /// The job's R, once allocated.
@@ -383,6 +372,25 @@ impl Drop for Instance {
             let _ = jm.wait();
         }
     }
+}
+
+/// One job's stored log (`eventlog`, `exec.eventlog` or `output`) over an
+/// open client, read strictly: a line that is not RFC 18 fails the test.
+pub async fn stored_log(jobs: &mut JobManagerClient<Channel>, id: JobId, log: &str) -> Vec<Event> {
+    let mut values = jobs
+        .info(pb::InfoRequest {
+            id: id.into(),
+            keys: vec![log.into()],
+        })
+        .await
+        .unwrap_or_else(|e| panic!("info {log} of {id}: {e}"))
+        .into_inner()
+        .values;
+    let text = values
+        .remove(log)
+        .unwrap_or_else(|| panic!("info of {id} has no {log}"));
+    fluxgate_shared::eventlog::parse_eventlog(&text)
+        .unwrap_or_else(|e| panic!("{log} of {id} does not parse: {e}"))
 }
 
 /// The names of `events`, in order.

@@ -6,10 +6,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use fluxgate_integration_tests::Instance;
+use fluxgate_integration_tests::{Instance, stored_log};
 use fluxgate_proto::v1 as pb;
 use fluxgate_shared::JobId;
-use fluxgate_shared::eventlog::parse_eventlog;
 use fluxgate_shared::job::{JobState, replay};
 use fluxgate_shared::jobspec::JobspecBuilder;
 use tokio::sync::Mutex;
@@ -96,18 +95,7 @@ async fn acknowledged_submits_survive_sigkill_under_load() {
     }
     // Each stored eventlog is whole: it parses strictly and replays to INACTIVE.
     for id in &acked {
-        let text = jobs
-            .info(pb::InfoRequest {
-                id: (*id).into(),
-                keys: vec!["eventlog".into()],
-            })
-            .await
-            .unwrap()
-            .into_inner()
-            .values
-            .remove("eventlog")
-            .unwrap();
-        let events = parse_eventlog(&text).unwrap_or_else(|e| panic!("{id}: {e}"));
+        let events = stored_log(&mut jobs, *id, "eventlog").await;
         let job = replay(&events).unwrap_or_else(|e| panic!("{id}: {e}"));
         assert_eq!(job.state(), JobState::Inactive, "{id}");
     }

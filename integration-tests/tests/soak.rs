@@ -11,8 +11,9 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use fluxgate_integration_tests::Instance;
+use fluxgate_integration_tests::{Instance, stored_log};
 use fluxgate_proto::v1 as pb;
+use fluxgate_shared::JobId;
 use fluxgate_shared::eventlog::parse_eventlog;
 use fluxgate_shared::job::{JobState, replay};
 use fluxgate_shared::jobspec::JobspecBuilder;
@@ -103,18 +104,7 @@ async fn jobs_survive_repeated_sigkill_of_the_job_manager() {
     let mut jobs = inst.jobs().await;
     let mut events_checked = 0usize;
     for j in &list {
-        let text = jobs
-            .info(pb::InfoRequest {
-                id: j.id,
-                keys: vec!["eventlog".into()],
-            })
-            .await
-            .unwrap()
-            .into_inner()
-            .values
-            .remove("eventlog")
-            .unwrap();
-        let events = parse_eventlog(&text).unwrap_or_else(|e| panic!("{}: {e}", j.id));
+        let events = stored_log(&mut jobs, JobId::from(j.id), "eventlog").await;
         let names: Vec<&str> = events.iter().map(|e| e.name.as_str()).collect();
         assert_eq!(names.first(), Some(&"submit"), "{}: {names:?}", j.id);
         assert_eq!(names.last(), Some(&"clean"), "{}: {names:?}", j.id);

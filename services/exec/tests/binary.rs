@@ -56,10 +56,10 @@ impl Node for FakeJm {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn virtual_nodes_run_a_two_rank_job_and_sigterm_exits_cleanly() {
+/// A fake job manager's Node service on an ephemeral port: its address and state.
+async fn fake_jm() -> (std::net::SocketAddr, FakeJm) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let jm_addr = listener.local_addr().unwrap();
+    let addr = listener.local_addr().unwrap();
     let jm = FakeJm::default();
     let svc = NodeServer::new(jm.clone());
     tokio::spawn(async move {
@@ -69,6 +69,12 @@ async fn virtual_nodes_run_a_two_rank_job_and_sigterm_exits_cleanly() {
             .await
             .unwrap();
     });
+    (addr, jm)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn virtual_nodes_run_a_two_rank_job_and_sigterm_exits_cleanly() {
+    let (jm_addr, jm) = fake_jm().await;
 
     let mut child = Command::new(env!("CARGO_BIN_EXE_fluxgate-exec"))
         .args(["--hostname", "node", "--virtual", "2", "--cores-count", "2"])
@@ -207,17 +213,7 @@ fn metric(text: &str, series: &str) -> Option<f64> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn config_file_json_logs_with_job_ids_and_metrics() {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let jm_addr = listener.local_addr().unwrap();
-    let jm = FakeJm::default();
-    let svc = NodeServer::new(jm.clone());
-    tokio::spawn(async move {
-        tonic::transport::Server::builder()
-            .add_service(svc)
-            .serve_with_incoming(TcpListenerStream::new(listener))
-            .await
-            .unwrap();
-    });
+    let (jm_addr, jm) = fake_jm().await;
     // A port picked here rather than 0, so the test knows where to scrape.
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
