@@ -4,9 +4,43 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use fluxgate_shared::JobId;
+use fluxgate_shared::job::{Job, JobResult, JobState};
+use fluxgate_shared::{JobId, Jobspec};
 
 use super::Inactive;
+
+impl Inactive {
+    /// What is kept of `job` once it is inactive: `t_run` from its `start`
+    /// event, `nnodes` and `nodelist` from its R when it had one (else the
+    /// nodes its jobspec asked for), `t_inactive` when the fold has no time.
+    pub(super) fn from_job(
+        job: &Job,
+        jobspec: &Jobspec,
+        t_run: Option<f64>,
+        nnodes: Option<u32>,
+        nodelist: &str,
+        t_inactive: impl FnOnce() -> f64,
+    ) -> Inactive {
+        let asked = || u32::try_from(jobspec.jj_counts().nnodes).unwrap_or(u32::MAX);
+        Inactive {
+            userid: job.userid(),
+            name: jobspec.job_name().into(),
+            result: job.result().unwrap_or(JobResult::Failed),
+            waitstatus: job.wait_status().map(|w| w.0),
+            t_submit: job.t_submit().unwrap_or_default(),
+            t_run,
+            t_inactive: job.entered(JobState::Inactive).unwrap_or_else(t_inactive),
+            urgency: job.urgency(),
+            ntasks: u32::try_from(jobspec.ntasks()).unwrap_or(u32::MAX),
+            nnodes: nnodes.unwrap_or_else(asked),
+            nodelist: nodelist.into(),
+            exception: job
+                .fatal_exception()
+                .map(|e| Box::new((e.kind.clone(), e.note.clone()))),
+            waitable: job.flags().waitable,
+        }
+    }
+}
 
 /// Non-negative times order as their bit patterns; a negative (damaged)
 /// time counts as the oldest.

@@ -685,11 +685,8 @@ impl Core {
                     }
                     inactive.waitable = false;
                     let _ = reply.send(Ok(wait_result(id, inactive)));
-                    let summary = inactive.to_summary();
-                    self.out.writes.push(Write::Summary {
-                        id: id.into(),
-                        summary,
-                    });
+                    let write = inactive.summary_write(id);
+                    self.out.writes.push(write);
                     return;
                 }
                 match self.jobs.get(&id) {
@@ -711,14 +708,11 @@ impl Core {
                     .find(|(_, j)| j.waitable)
                     .map(|(id, j)| {
                         j.waitable = false;
-                        (wait_result(*id, j), j.to_summary())
+                        (wait_result(*id, j), j.summary_write(*id))
                     });
                 match found {
-                    Some((r, summary)) => {
-                        self.out.writes.push(Write::Summary {
-                            id: r.id.into(),
-                            summary,
-                        });
+                    Some((r, write)) => {
+                        self.out.writes.push(write);
                         let _ = reply.send(Ok(r));
                     }
                     None if self.jobs.values().any(|a| a.job.flags().waitable) => {
@@ -741,27 +735,14 @@ impl Core {
         self.sched.forget(id);
         self.timers.cancel(id);
         self.deferred.remove(&id);
-        let job = &active.job;
-        let counts = active.jobspec.jj_counts();
-        let mut inactive = Inactive {
-            userid: job.userid(),
-            name: active.jobspec.job_name().into(),
-            result: job.result().unwrap_or(JobResult::Failed),
-            waitstatus: job.wait_status().map(|w| w.0),
-            t_submit: job.t_submit().unwrap_or_default(),
-            t_run: active.t_run,
-            t_inactive: job.entered(JobState::Inactive).unwrap_or_else(clock::now),
-            urgency: job.urgency(),
-            ntasks: u32::try_from(active.jobspec.ntasks()).unwrap_or(u32::MAX),
-            nnodes: active
-                .alloc_nnodes
-                .unwrap_or_else(|| u32::try_from(counts.nnodes).unwrap_or(u32::MAX)),
-            nodelist: active.nodelist.clone().into(),
-            exception: job
-                .fatal_exception()
-                .map(|e| Box::new((e.kind.clone(), e.note.clone()))),
-            waitable: job.flags().waitable,
-        };
+        let mut inactive = Inactive::from_job(
+            &active.job,
+            &active.jobspec,
+            active.t_run,
+            active.alloc_nnodes,
+            &active.nodelist,
+            clock::now,
+        );
         if inactive.waitable
             && let Some(pos) = self
                 .waiters
@@ -792,10 +773,7 @@ impl Core {
             self.waiters = keep;
         }
         let result = inactive.result;
-        self.out.writes.push(Write::Summary {
-            id: id.into(),
-            summary: inactive.to_summary(),
-        });
+        self.out.writes.push(inactive.summary_write(id));
         self.inactive.insert(id, inactive);
         self.antecedent_changed(id, Some(result));
         let hub = self.hub.clone();

@@ -130,33 +130,12 @@ impl Core {
             .map(|h| h.encode())
             .unwrap_or_default();
         if job.state() == JobState::Inactive {
-            let counts = jobspec.jj_counts();
-            let inactive = Inactive {
-                userid: job.userid(),
-                name: jobspec.job_name().into(),
-                result: job.result().unwrap_or(JobResult::Failed),
-                waitstatus: job.wait_status().map(|w| w.0),
-                t_submit: job.t_submit().unwrap_or_default(),
-                t_run,
-                t_inactive: job.entered(JobState::Inactive).unwrap_or_default(),
-                urgency: job.urgency(),
-                ntasks: u32::try_from(jobspec.ntasks()).unwrap_or(u32::MAX),
-                nnodes: r
-                    .as_ref()
-                    .and_then(|r| u32::try_from(r.nnodes()).ok())
-                    .unwrap_or_else(|| u32::try_from(counts.nnodes).unwrap_or(u32::MAX)),
-                nodelist: nodelist.into(),
-                exception: job
-                    .fatal_exception()
-                    .map(|e| Box::new((e.kind.clone(), e.note.clone()))),
-                waitable: job.flags().waitable,
-            };
-            // Stores of format 1 and jobs that ended in the middle of a crash
-            // get their summary now, so the next start reads only that.
-            self.out.writes.push(Write::Summary {
-                id: id.into(),
-                summary: inactive.to_summary(),
-            });
+            let nnodes = r.as_ref().and_then(|r| u32::try_from(r.nnodes()).ok());
+            let inactive =
+                Inactive::from_job(&job, &jobspec, t_run, nnodes, &nodelist, Default::default);
+            // A store of format 1 gets each summary now, so the next start
+            // reads only that (later formats write it with the job's end).
+            self.out.writes.push(inactive.summary_write(id));
             self.inactive.insert(id, inactive);
             return Ok(false);
         }

@@ -8,8 +8,17 @@ use fluxgate_shared::job::JobResult;
 use serde_json::{Value, json};
 
 use super::Inactive;
+use crate::store::Write;
 
 impl Inactive {
+    /// The store write that records this summary for job `id`.
+    pub(super) fn summary_write(&self, id: fluxgate_shared::JobId) -> Write {
+        Write::Summary {
+            id: id.into(),
+            summary: self.to_summary(),
+        }
+    }
+
     /// The summary as stored (JSON text).
     pub fn to_summary(&self) -> String {
         let mut v = json!({
