@@ -182,21 +182,36 @@ fn foreign_sqlite_file(path: &std::path::Path) {
     std::fs::write(path, &bytes).unwrap();
 }
 
+fn summary(t_inactive: f64, waitable: bool) -> String {
+    format!(r#"{{"name":"done","t_inactive":{t_inactive},"waitable":{waitable}}}"#)
+}
+
 #[tokio::test]
-async fn a_summarized_job_loads_without_its_jobspec_or_eventlog() {
+async fn inactive_jobs_stay_in_the_store_and_are_read_on_demand() {
     let dir = tempfile::tempdir().unwrap();
     let store = SqliteStore::open(&dir.path().join("s.db")).unwrap();
-    for id in [1, 2] {
+    for id in 1..=4 {
         store
             .commit(vec![new_job(id), append(id, Log::Main, "submit")])
             .await
             .unwrap();
     }
     store
-        .commit(vec![Write::Summary {
-            id: 1,
-            summary: r#"{"name":"done"}"#.into(),
-        }])
+        .commit(vec![
+            Write::Summary {
+                id: 1,
+                summary: summary(30.0, false),
+            },
+            Write::Summary {
+                id: 2,
+                summary: summary(10.0, true),
+            },
+            // No readable time: recovery must read the job whole.
+            Write::Summary {
+                id: 3,
+                summary: r#"{"name":"x"}"#.into(),
+            },
+        ])
         .await
         .unwrap();
     let missing = store.commit(vec![Write::Summary {
@@ -206,14 +221,74 @@ async fn a_summarized_job_loads_without_its_jobspec_or_eventlog() {
     assert_eq!(missing.await, Err(StoreError::UnknownJob(9)));
 
     let jobs = store.load_jobs().unwrap();
-    assert_eq!(jobs[0].summary.as_deref(), Some(r#"{"name":"done"}"#));
-    assert!(jobs[0].eventlog.is_empty() && jobs[0].jobspec.is_empty());
-    assert_eq!(jobs[1].summary, None);
-    assert_eq!(jobs[1].eventlog, vec![line("submit")]);
+    let ids: Vec<u64> = jobs.iter().map(|j| j.id).collect();
+    assert_eq!(ids, vec![3, 4]);
+    assert_eq!(jobs[0].summary.as_deref(), Some(r#"{"name":"x"}"#));
+    assert_eq!(jobs[0].eventlog, vec![line("submit")]);
+    assert!(jobs[1].jobspec.contains(r#""id":4"#));
+
+    assert_eq!(store.inactive_count().unwrap(), 2);
+    assert_eq!(store.inactive_before(20.0).unwrap(), 1);
+    assert_eq!(
+        store.oldest_inactive(10).unwrap(),
+        vec![(10.0, 2), (30.0, 1)]
+    );
+    assert_eq!(store.oldest_inactive(1).unwrap(), vec![(10.0, 2)]);
+    assert_eq!(store.waitable_ids().unwrap(), vec![2]);
+    assert_eq!(store.summary(1).unwrap(), Some(Some(summary(30.0, false))));
+    assert_eq!(store.summary(4).unwrap(), Some(None));
+    assert_eq!(store.summary(9).unwrap(), None);
+    assert_eq!(store.max_job_id().unwrap(), Some(4));
+
+    let mut seen = Vec::new();
+    store
+        .scan_inactive(None, None, &mut |id, _| {
+            seen.push(id);
+            true
+        })
+        .unwrap();
+    assert_eq!(seen, vec![2, 1]);
+    seen.clear();
+    store
+        .scan_inactive(None, Some(20.0), &mut |id, _| {
+            seen.push(id);
+            true
+        })
+        .unwrap();
+    assert_eq!(seen, vec![1]);
+    seen.clear();
+    store
+        .scan_inactive(Some(1000), None, &mut |id, _| {
+            seen.push(id);
+            false
+        })
+        .unwrap();
+    assert_eq!(seen, vec![2], "the scan stops when asked");
+
+    // Reaping rewrites the summary; the waitable index follows it.
+    store
+        .commit(vec![Write::Summary {
+            id: 2,
+            summary: summary(10.0, false),
+        }])
+        .await
+        .unwrap();
+    assert!(store.waitable_ids().unwrap().is_empty());
     // Reads of one job still find everything.
     let one = store.read_job(1).unwrap().unwrap();
     assert_eq!(one.eventlog, vec![line("submit")]);
     assert!(one.jobspec.contains(r#""id":1"#));
+}
+
+#[tokio::test]
+async fn ids_in_the_upper_half_are_the_largest() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(&dir.path().join("s.db")).unwrap();
+    assert_eq!(store.max_job_id().unwrap(), None);
+    for id in [5, u64::MAX - 1, 1 << 63, 7] {
+        store.commit(vec![new_job(id)]).await.unwrap();
+    }
+    assert_eq!(store.max_job_id().unwrap(), Some(u64::MAX - 1));
 }
 
 #[tokio::test]
@@ -247,6 +322,25 @@ async fn the_resource_eventlog_is_replaced_whole() {
     );
 }
 
+/// Turn a store written by this build back into what format `to` wrote.
+fn downgrade(path: &std::path::Path, to: u32) {
+    let conn = rusqlite::Connection::open(path).unwrap();
+    conn.execute_batch(
+        "DROP INDEX jobs_by_age; DROP INDEX jobs_waitable; \
+         ALTER TABLE jobs DROP COLUMN waitable; ALTER TABLE jobs DROP COLUMN t_inactive;",
+    )
+    .unwrap();
+    if to == 1 {
+        conn.execute_batch("ALTER TABLE jobs DROP COLUMN summary;")
+            .unwrap();
+    }
+    conn.execute(
+        "UPDATE meta SET value = ?1 WHERE key = 'format_version'",
+        [to.to_string()],
+    )
+    .unwrap();
+}
+
 #[tokio::test]
 async fn a_format_1_store_is_upgraded_and_keeps_its_jobs() {
     let dir = tempfile::tempdir().unwrap();
@@ -259,27 +353,57 @@ async fn a_format_1_store_is_upgraded_and_keeps_its_jobs() {
             .unwrap();
         store.close();
     }
-    // Make it what a format 1 build wrote.
-    {
-        let conn = rusqlite::Connection::open(&path).unwrap();
-        conn.execute_batch(
-            "ALTER TABLE jobs DROP COLUMN summary; \
-             UPDATE meta SET value = '1' WHERE key = 'format_version';",
-        )
-        .unwrap();
-    }
+    downgrade(&path, 1);
     let store = SqliteStore::open(&path).unwrap();
-    assert_eq!(store.meta("format_version").unwrap().as_deref(), Some("2"));
+    assert_eq!(store.meta("format_version").unwrap().as_deref(), Some("3"));
     let jobs = store.load_jobs().unwrap();
     assert_eq!(jobs.len(), 1);
     assert_eq!(jobs[0].eventlog, vec![line("submit")]);
     store
         .commit(vec![Write::Summary {
             id: 5,
-            summary: "{}".into(),
+            summary: summary(1.0, false),
         }])
         .await
         .unwrap();
+    assert!(store.load_jobs().unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn a_format_2_store_is_upgraded_and_its_summaries_indexed() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.db");
+    {
+        let store = SqliteStore::open(&path).unwrap();
+        for id in [1, 2, 3] {
+            store
+                .commit(vec![new_job(id), append(id, Log::Main, "submit")])
+                .await
+                .unwrap();
+        }
+        store
+            .commit(vec![
+                Write::Summary {
+                    id: 1,
+                    summary: summary(5.0, true),
+                },
+                Write::Summary {
+                    id: 2,
+                    summary: "not json".into(),
+                },
+            ])
+            .await
+            .unwrap();
+        store.close();
+    }
+    downgrade(&path, 2);
+    let store = SqliteStore::open(&path).unwrap();
+    assert_eq!(store.meta("format_version").unwrap().as_deref(), Some("3"));
+    assert_eq!(store.inactive_count().unwrap(), 1);
+    assert_eq!(store.waitable_ids().unwrap(), vec![1]);
+    // The unreadable summary leaves its job to be rebuilt at start.
+    let ids: Vec<u64> = store.load_jobs().unwrap().iter().map(|j| j.id).collect();
+    assert_eq!(ids, vec![2, 3]);
 }
 
 #[tokio::test]

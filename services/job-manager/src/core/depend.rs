@@ -133,7 +133,7 @@ impl Core {
                 wait: Wait::Job { antecedent, scheme },
             }));
         }
-        let Some(done) = self.inactive.get(&antecedent) else {
+        let Some(done) = self.inactive.get(&*self.store, antecedent)? else {
             return Err(Error::Invalid(format!(
                 "dependency {}:{}: job {antecedent} not found",
                 dep.scheme, dep.value
@@ -196,7 +196,11 @@ impl Core {
             }
             return;
         }
-        let Some(done) = self.inactive.get(&antecedent) else {
+        let done = self.inactive.get(&*self.store, antecedent).unwrap_or_else(|e| {
+            tracing::error!(job = %antecedent, error = %e, "cannot read a dependency's antecedent");
+            None
+        });
+        let Some(done) = done else {
             let note = format!("dependency {description}: job {antecedent} not found");
             let _ = self.raise(id, "dependency", 0, &note, None);
             return;
@@ -232,17 +236,19 @@ impl Core {
         }
     }
 
-    /// An antecedent started (`None`) or became inactive with `result`.
-    pub(super) fn antecedent_changed(&mut self, antecedent: JobId, result: Option<JobResult>) {
+    /// An antecedent started (`ended` is `None`), or became inactive with a
+    /// result after it had started or not.
+    pub(super) fn antecedent_changed(
+        &mut self,
+        antecedent: JobId,
+        ended: Option<(JobResult, bool)>,
+    ) {
         let Some(list) = self.deps.on_job.remove(&antecedent) else {
             return;
         };
-        let started = match result {
-            None => true,
-            Some(_) => self
-                .inactive
-                .get(&antecedent)
-                .is_some_and(|j| j.t_run.is_some()),
+        let (result, started) = match ended {
+            None => (None, true),
+            Some((result, started)) => (Some(result), started),
         };
         let mut keep = Vec::new();
         for (id, scheme, description) in list {

@@ -17,7 +17,8 @@ impl Core {
         for a in self.jobs.values() {
             jobs[a.job.state().index()] += 1;
         }
-        jobs[JobState::Inactive.index()] += self.inactive.len();
+        jobs[JobState::Inactive.index()] +=
+            usize::try_from(self.inactive.count()).unwrap_or(usize::MAX);
         for state in JobState::ALL {
             gauge!(JOBS, "state" => state.name()).set(jobs[state.index()] as f64);
         }

@@ -1,9 +1,11 @@
-//! Listing jobs (`flux jobs`): filters over active jobs and inactive summaries.
+//! Listing jobs (`flux jobs`): filters over active jobs, held by the core, and
+//! inactive summaries, read from the store.
 
 use fluxgate_shared::JobId;
 use fluxgate_shared::job::{JobResult, JobState, StateMask};
 
-use super::Core;
+use super::{Core, Inactive};
+use crate::store::{Store, StoreError};
 
 /// Which jobs to list.
 #[derive(Debug, Clone, Default)]
@@ -43,37 +45,58 @@ pub struct JobInfo {
     pub annotations: Option<String>,
 }
 
+impl JobInfo {
+    /// The row of an inactive job.
+    fn inactive(id: JobId, j: &Inactive) -> JobInfo {
+        JobInfo {
+            id,
+            userid: j.userid,
+            name: j.name.to_string(),
+            state: JobState::Inactive,
+            result: Some(j.result),
+            urgency: j.urgency,
+            priority: None,
+            ntasks: j.ntasks,
+            nnodes: j.nnodes,
+            nodelist: j.nodelist.to_string(),
+            t_submit: j.t_submit,
+            t_run: j.t_run,
+            t_inactive: Some(j.t_inactive),
+            waitstatus: j.waitstatus,
+            exception: j.exception.as_deref().cloned(),
+            annotations: None,
+        }
+    }
+}
+
+impl ListFilter {
+    /// Does the filter want inactive jobs at all?
+    pub fn wants_inactive(&self) -> bool {
+        self.states
+            .unwrap_or(StateMask::ACTIVE)
+            .contains(JobState::Inactive)
+    }
+
+    /// Does inactive job `j` pass?
+    fn passes(&self, j: &Inactive) -> bool {
+        !(self.userid.is_some_and(|u| u != j.userid)
+            || self.name.as_deref().is_some_and(|n| n != &*j.name)
+            || self.since.is_some_and(|s| j.t_inactive < s)
+            || (!self.results.is_empty() && !self.results.contains(&j.result)))
+    }
+}
+
 impl Core {
+    /// The active jobs that pass `f` (and inactive ones held only in
+    /// memory); the stored inactive ones come from [`stored_inactive`].
     pub(super) fn list(&self, f: &ListFilter) -> Vec<JobInfo> {
         let states = f.states.unwrap_or(StateMask::ACTIVE);
         let mut out = Vec::new();
-        if states.contains(JobState::Inactive) {
-            for (id, j) in self.inactive.iter().rev() {
-                if f.userid.is_some_and(|u| u != j.userid)
-                    || f.name.as_deref().is_some_and(|n| n != &*j.name)
-                    || f.since.is_some_and(|s| j.t_inactive < s)
-                    || (!f.results.is_empty() && !f.results.contains(&j.result))
-                {
-                    continue;
+        if f.wants_inactive() {
+            for (id, j) in self.inactive.damaged_jobs() {
+                if f.passes(j) {
+                    out.push(JobInfo::inactive(*id, j));
                 }
-                out.push(JobInfo {
-                    id: *id,
-                    userid: j.userid,
-                    name: j.name.to_string(),
-                    state: JobState::Inactive,
-                    result: Some(j.result),
-                    urgency: j.urgency,
-                    priority: None,
-                    ntasks: j.ntasks,
-                    nnodes: j.nnodes,
-                    nodelist: j.nodelist.to_string(),
-                    t_submit: j.t_submit,
-                    t_run: j.t_run,
-                    t_inactive: Some(j.t_inactive),
-                    waitstatus: j.waitstatus,
-                    exception: j.exception.as_deref().cloned(),
-                    annotations: None,
-                });
             }
         }
         for (id, a) in &self.jobs {
@@ -110,11 +133,61 @@ impl Core {
                     .map(|m| serde_json::Value::Object(m.clone()).to_string()),
             });
         }
-        // Newest first, as `flux jobs` shows them.
-        out.sort_by_key(|j| std::cmp::Reverse(j.id));
-        if f.max > 0 {
-            out.truncate(f.max);
-        }
-        out
+        newest_first(out, f.max)
     }
+}
+
+/// The stored inactive jobs that pass `f`, newest first, at most `f.max`
+/// (0: all). Read after the core's answer to the same listing, which comes
+/// once everything it reflects is durable, so no job that was inactive then
+/// is missed.
+pub fn stored_inactive(store: &impl Store, f: &ListFilter) -> Result<Vec<JobInfo>, StoreError> {
+    let mut found: Vec<(JobId, Result<Inactive, String>)> = Vec::new();
+    let mut kept = 0;
+    store.scan_inactive(f.userid, f.since, &mut |id, text| {
+        let id = JobId::from(id);
+        match Inactive::from_summary(text) {
+            Ok(j) if f.passes(&j) => {
+                found.push((id, Ok(j)));
+                kept += 1;
+            }
+            Ok(_) => {}
+            // Rebuilt after the scan, which holds the store's reader; counted
+            // as kept, so a damaged summary may leave the listing short.
+            Err(_) => {
+                found.push((id, Err(text.to_string())));
+                kept += 1;
+            }
+        }
+        f.max == 0 || kept < f.max
+    })?;
+    let mut out = Vec::with_capacity(found.len());
+    for (id, j) in found {
+        let j = match j {
+            Ok(j) => j,
+            Err(text) => super::inactive::read_summary(store, id, &text)?,
+        };
+        if f.passes(&j) {
+            out.push(JobInfo::inactive(id, &j));
+        }
+    }
+    Ok(out)
+}
+
+/// One listing from the core's and the store's parts: a job in both (it
+/// ended between the two reads) is shown as the store has it, inactive.
+pub fn merge(core: Vec<JobInfo>, stored: Vec<JobInfo>, max: usize) -> Vec<JobInfo> {
+    let ended: std::collections::HashSet<JobId> = stored.iter().map(|j| j.id).collect();
+    let mut out = stored;
+    out.extend(core.into_iter().filter(|j| !ended.contains(&j.id)));
+    newest_first(out, max)
+}
+
+/// Newest first, as `flux jobs` shows them; at most `max` (0: all).
+fn newest_first(mut out: Vec<JobInfo>, max: usize) -> Vec<JobInfo> {
+    out.sort_by_key(|j| std::cmp::Reverse(j.id));
+    if max > 0 {
+        out.truncate(max);
+    }
+    out
 }

@@ -44,7 +44,7 @@ use crate::store::{Log, SqliteStore, Write};
 
 pub use commit::Committer;
 pub use exec::ExecMsg;
-pub use list::{JobInfo, ListFilter};
+pub use list::{JobInfo, ListFilter, merge as merge_listings, stored_inactive};
 pub use nodes::{NodeInfo, NodeMsg, Nodes};
 pub use resource::{ResourceMsg, ResourceView};
 pub use restart::Recovered;
@@ -97,7 +97,7 @@ pub enum Msg {
     /// Is the job known, and is it still active?
     Lookup {
         id: JobId,
-        reply: oneshot::Sender<Option<bool>>,
+        reply: oneshot::Sender<Result<Option<bool>, Error>>,
     },
     /// Wait for a waitable job (any when `None`).
     Wait {
@@ -122,7 +122,7 @@ pub enum Msg {
         num_limit: Option<u64>,
         force: bool,
         batch: usize,
-        reply: oneshot::Sender<u64>,
+        reply: oneshot::Sender<Result<u64, Error>>,
     },
     /// A prolog or epilog command ended with this wait status.
     Perilog {
@@ -263,7 +263,7 @@ impl std::fmt::Debug for Core {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Core")
             .field("active", &self.jobs.len())
-            .field("inactive", &self.inactive.len())
+            .field("inactive", &self.inactive.count())
             .finish()
     }
 }
@@ -438,11 +438,12 @@ impl Core {
             }
             Msg::Lookup { id, reply } => {
                 let known = if self.jobs.contains_key(&id) {
-                    Some(true)
-                } else if self.inactive.contains_key(&id) {
-                    Some(false)
+                    Ok(Some(true))
                 } else {
-                    None
+                    self.inactive
+                        .contains(&*self.store, id)
+                        .map(|inactive| inactive.then_some(false))
+                        .map_err(Error::from)
                 };
                 let _ = reply.send(known);
             }
@@ -552,7 +553,8 @@ impl Core {
         if self.out.writes.is_empty() && self.out.effects.is_empty() {
             return;
         }
-        let out = std::mem::take(&mut self.out);
+        let mut out = std::mem::take(&mut self.out);
+        out.effects.extend(self.inactive.end_flush());
         committer.send(&self.store, out.writes, out.effects).await;
     }
 
@@ -563,12 +565,13 @@ impl Core {
     }
 
     fn active(&self, id: JobId) -> Result<&Active, Error> {
-        self.jobs.get(&id).ok_or_else(|| {
-            if self.inactive.contains_key(&id) {
-                Error::WrongState(format!("job {id} is inactive"))
-            } else {
-                Error::UnknownJob(id)
-            }
+        if let Some(a) = self.jobs.get(&id) {
+            return Ok(a);
+        }
+        Err(if self.inactive.contains(&*self.store, id)? {
+            Error::WrongState(format!("job {id} is inactive"))
+        } else {
+            Error::UnknownJob(id)
         })
     }
 
@@ -674,55 +677,46 @@ impl Core {
     }
 
     fn wait(&mut self, id: Option<JobId>, reply: oneshot::Sender<Result<WaitResult, Error>>) {
+        let reaped = match self.inactive.reap(&*self.store, id) {
+            Ok(r) => r,
+            Err(e) => {
+                let _ = reply.send(Err(e.into()));
+                return;
+            }
+        };
+        if let Some((id, job)) = reaped {
+            self.out.writes.push(job.summary_write(id));
+            let result = wait_result(id, &job);
+            // Answered once the reaping is durable, so a restart cannot reap it again.
+            self.after_commit(move || {
+                let _ = reply.send(Ok(result));
+            });
+            return;
+        }
         match id {
-            Some(id) => {
-                if let Some(inactive) = self.inactive.get_mut(&id) {
-                    if !inactive.waitable {
-                        let _ = reply.send(Err(Error::WrongState(format!(
+            Some(id) => match self.jobs.get(&id) {
+                Some(a) if !a.job.flags().waitable => {
+                    let _ = reply.send(Err(Error::WrongState(format!(
+                        "job {id} is not waitable (submit it with the waitable flag)"
+                    ))));
+                }
+                Some(_) => self.waiters.push((Some(id), reply)),
+                None => {
+                    let err = match self.inactive.contains(&*self.store, id) {
+                        Ok(true) => Error::WrongState(format!(
                             "job {id} is not waitable (submit it with the waitable flag) or was already waited for"
-                        ))));
-                        return;
-                    }
-                    inactive.waitable = false;
-                    let _ = reply.send(Ok(wait_result(id, inactive)));
-                    let write = inactive.summary_write(id);
-                    self.out.writes.push(write);
-                    return;
+                        )),
+                        Ok(false) => Error::UnknownJob(id),
+                        Err(e) => e.into(),
+                    };
+                    let _ = reply.send(Err(err));
                 }
-                match self.jobs.get(&id) {
-                    None => {
-                        let _ = reply.send(Err(Error::UnknownJob(id)));
-                    }
-                    Some(a) if !a.job.flags().waitable => {
-                        let _ = reply.send(Err(Error::WrongState(format!(
-                            "job {id} is not waitable (submit it with the waitable flag)"
-                        ))));
-                    }
-                    Some(_) => self.waiters.push((Some(id), reply)),
-                }
+            },
+            None if self.jobs.values().any(|a| a.job.flags().waitable) => {
+                self.waiters.push((None, reply));
             }
             None => {
-                let found = self
-                    .inactive
-                    .iter_mut()
-                    .find(|(_, j)| j.waitable)
-                    .map(|(id, j)| {
-                        j.waitable = false;
-                        (wait_result(*id, j), j.summary_write(*id))
-                    });
-                match found {
-                    Some((r, write)) => {
-                        self.out.writes.push(write);
-                        let _ = reply.send(Ok(r));
-                    }
-                    None if self.jobs.values().any(|a| a.job.flags().waitable) => {
-                        self.waiters.push((None, reply));
-                    }
-                    None => {
-                        let _ =
-                            reply.send(Err(Error::WrongState("there are no waitable jobs".into())));
-                    }
-                }
+                let _ = reply.send(Err(Error::WrongState("there are no waitable jobs".into())));
             }
         }
     }
@@ -772,10 +766,10 @@ impl Core {
             }
             self.waiters = keep;
         }
-        let result = inactive.result;
+        let (result, started) = (inactive.result, inactive.t_run.is_some());
         self.out.writes.push(inactive.summary_write(id));
-        self.inactive.insert(id, inactive);
-        self.antecedent_changed(id, Some(result));
+        self.inactive.retired(id, inactive);
+        self.antecedent_changed(id, Some((result, started)));
         let hub = self.hub.clone();
         self.after_commit(move || hub.publish(Published::Inactive { id }));
     }

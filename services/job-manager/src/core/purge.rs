@@ -1,11 +1,10 @@
 //! Purging inactive jobs (flux-core's job-manager purge): the oldest first,
-//! by age and by count, from memory and from the store in one batch, so the
+//! by age and by count, from the store in one batch, so the
 //! instance does not grow without bound.
-
-use fluxgate_shared::JobId;
 
 use super::Core;
 use crate::clock;
+use crate::error::Error;
 use crate::store::Write;
 
 /// Most jobs purged per tick by the configured limits.
@@ -21,36 +20,41 @@ impl Core {
         num_limit: Option<u64>,
         force: bool,
         batch: usize,
-    ) -> u64 {
+    ) -> Result<u64, Error> {
         if age_limit.is_none() && num_limit.is_none() {
-            return 0;
+            return Ok(0);
         }
         let cutoff = age_limit.map(|a| clock::now() - a);
-        let excess = num_limit.map_or(0, |n| self.inactive.len().saturating_sub(n as usize));
+        let excess = num_limit.map_or(0, |n| self.inactive.count().saturating_sub(n));
         // Both limits choose a prefix of the jobs ordered by age.
-        let chosen: Vec<JobId> = self
-            .inactive
-            .oldest()
-            .enumerate()
-            .take_while(|(i, (t, _))| *i < excess || cutoff.is_some_and(|c| *t < c))
-            .map(|(_, (_, id))| id)
-            .collect();
-        if !force {
-            return chosen.len() as u64;
-        }
-        let take = if batch == 0 {
-            chosen.len()
-        } else {
-            batch.min(chosen.len())
+        let older = match cutoff {
+            Some(t) => self.inactive.count_before(&*self.store, t)?,
+            None => 0,
         };
-        for id in &chosen[..take] {
-            self.inactive.remove(id);
-            self.out.writes.push(Write::Purge { id: (*id).into() });
+        let chosen = excess.max(older);
+        if !force {
+            return Ok(chosen);
         }
-        if take > 0 {
-            tracing::info!(jobs = take, "purged inactive jobs");
+        let take = match batch {
+            0 => chosen,
+            n => chosen.min(n as u64),
+        };
+        let take = usize::try_from(take).unwrap_or(usize::MAX);
+        let ids = self.inactive.oldest(&*self.store, take)?;
+        let excess = usize::try_from(excess).unwrap_or(usize::MAX);
+        let mut purged = 0u64;
+        for (i, (t, id)) in ids.into_iter().enumerate() {
+            if i >= excess && cutoff.is_none_or(|c| t >= c) {
+                break;
+            }
+            self.inactive.purged(id);
+            self.out.writes.push(Write::Purge { id: id.into() });
+            purged += 1;
         }
-        take as u64
+        if purged > 0 {
+            tracing::info!(jobs = purged, "purged inactive jobs");
+        }
+        Ok(purged)
     }
 
     /// Apply the configured age and count limits.
@@ -59,8 +63,10 @@ impl Core {
             self.config.limits.inactive_age_limit,
             self.config.limits.inactive_num_limit,
         );
-        if age.is_some() || num.is_some() {
-            self.purge(age, num, true, TICK_BATCH);
+        if (age.is_some() || num.is_some())
+            && let Err(e) = self.purge(age, num, true, TICK_BATCH)
+        {
+            tracing::error!(error = %e, "purge by the configured limits failed");
         }
     }
 }

@@ -9,11 +9,12 @@
 use std::sync::Arc;
 
 use fluxgate_shared::eventlog::parse_eventlog_lenient;
-use fluxgate_shared::job::{self, JobResult, JobState};
+use fluxgate_shared::job::{self, JobState};
 use fluxgate_shared::jobid::FluidGenerator;
-use fluxgate_shared::{JobId, Jobspec, ResourceSet};
+use fluxgate_shared::{Event, JobId, Jobspec, ResourceSet};
 
 use super::depend::Scheme;
+use super::inactive::InactiveJobs;
 use super::timers::Timer;
 use super::{Active, Core, Inactive};
 use crate::clock;
@@ -55,11 +56,18 @@ impl Core {
         clock::now_ms().saturating_sub(self.epoch_ms)
     }
 
-    /// Replay every stored job.
+    /// Replay every stored job that is not known inactive (inactive jobs
+    /// stay in the store and are read on demand).
     pub(super) fn recover(&mut self) -> Result<Recovered, Error> {
+        self.inactive = InactiveJobs::open(&*self.store)?;
         let stored = self.store.load_jobs()?;
-        let mut found = Recovered::default();
-        let mut max_id: Option<JobId> = None;
+        let mut found = Recovered {
+            inactive: self.inactive.count() as usize,
+            ..Default::default()
+        };
+        // Purged jobs' ids are never reused only if the newest is kept: a
+        // purge takes the oldest first.
+        let mut max_id = self.store.max_job_id()?.map(JobId::from);
         for s in stored {
             let id = JobId::from(s.id);
             max_id = max_id.max(Some(id));
@@ -82,64 +90,39 @@ impl Core {
     /// Rebuild one job; true if it is still active.
     fn recover_one(&mut self, id: JobId, s: StoredJob) -> Result<bool, String> {
         let s = match s.summary.as_deref().map(Inactive::from_summary) {
+            // A summary without a readable time: trust it, and write it again
+            // so that the next start finds the job inactive.
             Some(Ok(inactive)) => {
-                self.inactive.insert(id, inactive);
+                self.out.writes.push(inactive.summary_write(id));
+                self.inactive.retired(id, inactive);
                 return Ok(false);
             }
             Some(Err(e)) => {
                 tracing::warn!(job = %id, error = %e, "rebuilding a job from its eventlog");
-                self.store
-                    .read_job(id.into())
-                    .map_err(|e| e.to_string())?
-                    .ok_or("job vanished from the store")?
+                s
             }
             None => s,
         };
-        let mut text = s.eventlog.join("\n");
-        text.push('\n');
-        let log = parse_eventlog_lenient(&text);
-        for e in &log.errors {
-            tracing::warn!(job = %id, error = %e, "skipping a bad stored event");
-        }
-        let jobspec = Jobspec::parse(&s.jobspec);
-        let replayed = job::replay(&log.events);
-        let (job, jobspec) = match (replayed, jobspec) {
-            (Ok(j), Ok(js)) => (j, js),
-            (Err(e), _) => {
-                self.keep_damaged(id, s.userid, &e.to_string());
-                return Err(e.to_string());
-            }
-            (_, Err(e)) => {
-                self.keep_damaged(id, s.userid, &e.to_string());
-                return Err(format!("stored jobspec: {e}"));
-            }
-        };
-        let r = match s.r.as_deref().map(ResourceSet::parse) {
-            Some(Ok(r)) => Some(r),
-            Some(Err(e)) => return Err(format!("stored R: {e}")),
-            None => None,
-        };
-        let t_run = log
-            .events
-            .iter()
-            .find(|e| e.name == "start")
-            .map(|e| e.timestamp);
-        let nodelist = r
-            .as_ref()
-            .and_then(|r| r.nodelist())
-            .map(|h| h.encode())
-            .unwrap_or_default();
-        if job.state() == JobState::Inactive {
-            let nnodes = r.as_ref().and_then(|r| u32::try_from(r.nnodes()).ok());
-            let inactive =
-                Inactive::from_job(&job, &jobspec, t_run, nnodes, &nodelist, Default::default);
+        let replayed = replay_stored(&s).inspect_err(|e| {
+            self.inactive.damaged(id, Inactive::damaged(s.userid, e));
+        })?;
+        if replayed.job.state() == JobState::Inactive {
             // A store of format 1 gets each summary now, so the next start
-            // reads only that (later formats write it with the job's end).
+            // does not read the job at all (later formats write it with the
+            // job's end).
+            let inactive = replayed.to_inactive();
             self.out.writes.push(inactive.summary_write(id));
-            self.inactive.insert(id, inactive);
+            self.inactive.retired(id, inactive);
             return Ok(false);
         }
-        let mut seq = [log.events.len() as u64, 0, 0];
+        let (t_run, nodelist) = (replayed.t_run(), replayed.nodelist());
+        let Replayed {
+            job,
+            jobspec,
+            r,
+            events,
+        } = replayed;
+        let mut seq = [events.len() as u64, 0, 0];
         for (slot, l) in [(1, Log::Exec), (2, Log::Output)] {
             seq[slot] = self.store.log_len(id.into(), l).unwrap_or(0);
         }
@@ -152,7 +135,7 @@ impl Core {
         }
         let state = job.state();
         let deps: Vec<String> = job.dependencies().iter().cloned().collect();
-        let seen = |name: &str| log.events.iter().any(|e| e.name == name);
+        let seen = |name: &str| events.iter().any(|e| e.name == name);
         // A prolog or epilog is not run twice for a job, even when a restart
         // interrupted it; an interrupted one is finished below as failed.
         let (prolog_done, epilog_done) = (
@@ -162,18 +145,15 @@ impl Core {
         let interrupted: Vec<(&'static str, String)> = ["prolog", "epilog"]
             .into_iter()
             .filter_map(|w| {
-                let starts = log
-                    .events
+                let starts = events
                     .iter()
                     .filter(|e| e.name == format!("{w}-start"))
                     .count();
-                let ends = log
-                    .events
+                let ends = events
                     .iter()
                     .filter(|e| e.name == format!("{w}-finish"))
                     .count();
-                let desc = log
-                    .events
+                let desc = events
                     .iter()
                     .rev()
                     .find(|e| e.name == format!("{w}-start"))
@@ -229,27 +209,6 @@ impl Core {
         Ok(true)
     }
 
-    fn keep_damaged(&mut self, id: JobId, userid: u32, why: &str) {
-        self.inactive.insert(
-            id,
-            Inactive {
-                userid,
-                name: "?".into(),
-                result: JobResult::Failed,
-                waitstatus: None,
-                urgency: 0,
-                t_submit: 0.0,
-                t_run: None,
-                t_inactive: 0.0,
-                ntasks: 0,
-                nnodes: 0,
-                nodelist: "".into(),
-                exception: Some(Box::new(("restart".into(), why.to_string()))),
-                waitable: false,
-            },
-        );
-    }
-
     /// Watch again an outstanding dependency found in a replayed eventlog.
     fn rewatch_dependency(&mut self, id: JobId, description: String) {
         let Some((kind, value)) = description.split_once('=') else {
@@ -284,4 +243,70 @@ impl Core {
             self.sched.mark_allocated(&r);
         }
     }
+}
+
+/// A stored job replayed through the fold, with what was read to do it.
+#[derive(Debug)]
+pub(super) struct Replayed {
+    pub job: job::Job,
+    pub jobspec: Jobspec,
+    pub r: Option<ResourceSet>,
+    pub events: Vec<Event>,
+}
+
+impl Replayed {
+    /// When it started (its `start` event).
+    fn t_run(&self) -> Option<f64> {
+        self.events
+            .iter()
+            .find(|e| e.name == "start")
+            .map(|e| e.timestamp)
+    }
+
+    /// The nodes of its R, encoded.
+    fn nodelist(&self) -> String {
+        self.r
+            .as_ref()
+            .and_then(|r| r.nodelist())
+            .map(|h| h.encode())
+            .unwrap_or_default()
+    }
+
+    /// Its summary, once it is inactive.
+    pub(super) fn to_inactive(&self) -> Inactive {
+        let nnodes = self.r.as_ref().and_then(|r| u32::try_from(r.nnodes()).ok());
+        Inactive::from_job(
+            &self.job,
+            &self.jobspec,
+            self.t_run(),
+            nnodes,
+            &self.nodelist(),
+            Default::default,
+        )
+    }
+}
+
+/// Replay a stored job: its eventlog (bad lines skipped, with a warning),
+/// jobspec and R. Why not, when any of them cannot be read.
+pub(super) fn replay_stored(s: &StoredJob) -> Result<Replayed, String> {
+    let id = JobId::from(s.id);
+    let mut text = s.eventlog.join("\n");
+    text.push('\n');
+    let log = parse_eventlog_lenient(&text);
+    for e in &log.errors {
+        tracing::warn!(job = %id, error = %e, "skipping a bad stored event");
+    }
+    let job = job::replay(&log.events).map_err(|e| e.to_string())?;
+    let jobspec = Jobspec::parse(&s.jobspec).map_err(|e| format!("stored jobspec: {e}"))?;
+    let r = match s.r.as_deref().map(ResourceSet::parse) {
+        Some(Ok(r)) => Some(r),
+        Some(Err(e)) => return Err(format!("stored R: {e}")),
+        None => None,
+    };
+    Ok(Replayed {
+        job,
+        jobspec,
+        r,
+        events: log.events,
+    })
 }

@@ -16,7 +16,7 @@ use tonic::{Request, Response, Status};
 
 use super::ask;
 use crate::config::Config;
-use crate::core::{ListFilter, Msg, QueueAction, SubmitArgs};
+use crate::core::{self, ListFilter, Msg, QueueAction, SubmitArgs};
 use crate::error::Error;
 use crate::hub::{Hub, Published};
 use crate::store::{Log, SqliteStore, Store};
@@ -318,7 +318,18 @@ impl JobManager for JobManagerService {
             results,
             max: req.max_entries as usize,
         };
-        let jobs = ask(&self.inbox, |reply| Msg::List { filter, reply }).await?;
+        let (max, wants_inactive) = (filter.max, filter.wants_inactive());
+        let query = filter.clone();
+        let mut jobs = ask(&self.inbox, |reply| Msg::List { filter, reply }).await?;
+        if wants_inactive {
+            let store = Arc::clone(&self.store);
+            let stored =
+                tokio::task::spawn_blocking(move || core::stored_inactive(&*store, &query))
+                    .await
+                    .map_err(|e| Status::internal(format!("listing failed: {e}")))?
+                    .map_err(Error::from)?;
+            jobs = core::merge_listings(jobs, stored, max);
+        }
         let jobs = jobs
             .into_iter()
             .map(|j| pb::JobSummary {
@@ -380,7 +391,7 @@ impl JobManager for JobManagerService {
         // Subscribe before the first read, so nothing falls between them.
         let rx = self.hub.subscribe();
         ask(&self.inbox, |reply| Msg::Lookup { id, reply })
-            .await?
+            .await??
             .ok_or(Error::UnknownJob(id))?;
         // Whether the logs are final is read from the store, not from the
         // core's memory, which may be ahead of what is durable: a job the core
@@ -436,7 +447,7 @@ impl JobManager for JobManagerService {
             batch,
             reply,
         })
-        .await?;
+        .await??;
         Ok(Response::new(pb::PurgeResponse { count }))
     }
 

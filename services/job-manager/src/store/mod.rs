@@ -131,8 +131,7 @@ pub struct StoredJob {
     pub jobspec: String,
     /// R JSON text, once allocated.
     pub r: Option<String>,
-    /// Main eventlog lines, in order; left empty by [`Store::load_jobs`] for
-    /// a job that has a summary.
+    /// Main eventlog lines, in order.
     pub eventlog: Vec<String>,
     /// The inactive job's summary (JSON text), once it has one.
     pub summary: Option<String>,
@@ -166,10 +165,33 @@ pub trait Store: Send + Sync + 'static {
     fn log_len(&self, id: u64, log: Log) -> Result<u64, StoreError>;
     /// A job's jobspec and R.
     fn read_job(&self, id: u64) -> Result<Option<StoredJob>, StoreError>;
-    /// Every stored job, in id order, for recovery: a job with a summary
-    /// comes with only that (no jobspec, no eventlog), any other with its
-    /// jobspec and main eventlog.
+    /// Every stored job that is not known inactive (no readable summary
+    /// time), in id order, with its jobspec, R, main eventlog and whatever
+    /// summary it has: what recovery replays. Inactive jobs stay in the store.
     fn load_jobs(&self) -> Result<Vec<StoredJob>, StoreError>;
+    /// Is job `id` stored, and with what summary: `None` when it is not,
+    /// `Some(None)` while it has no summary (it is active).
+    fn summary(&self, id: u64) -> Result<Option<Option<String>>, StoreError>;
+    /// The largest job id stored (ids compare as unsigned).
+    fn max_job_id(&self) -> Result<Option<u64>, StoreError>;
+    /// How many stored jobs are inactive.
+    fn inactive_count(&self) -> Result<u64, StoreError>;
+    /// How many stored jobs became inactive before `t`.
+    fn inactive_before(&self, t: f64) -> Result<u64, StoreError>;
+    /// The `limit` oldest inactive jobs, by the time each became inactive
+    /// (ties in id order): `(t_inactive, id)`.
+    fn oldest_inactive(&self, limit: usize) -> Result<Vec<(f64, u64)>, StoreError>;
+    /// Ids of the inactive jobs not yet reaped by `Wait`, in id order.
+    fn waitable_ids(&self) -> Result<Vec<u64>, StoreError>;
+    /// Visit inactive jobs, newest id first, with their summary; only those
+    /// of `userid` and inactive since `since` when given. Stops when `visit`
+    /// answers false.
+    fn scan_inactive(
+        &self,
+        userid: Option<u32>,
+        since: Option<f64>,
+        visit: &mut dyn FnMut(u64, &str) -> bool,
+    ) -> Result<(), StoreError>;
     /// The persistent resource eventlog, in order.
     fn resource_eventlog(&self) -> Result<Vec<String>, StoreError>;
     /// An instance-wide value.

@@ -3,11 +3,14 @@
 //! Format history (bump [`FORMAT_VERSION`] and add a migration for each change):
 //! - 1: jobs, events (per job and log, in insertion order), resource_events, meta.
 //! - 2: jobs.summary, an inactive job's summary, so a restart need not replay it.
+//! - 3: jobs.t_inactive and jobs.waitable, taken from the summary, with an
+//!   index by age and one of the waitable jobs: inactive jobs stay in the
+//!   store and are read from it on demand, so a start reads only active jobs.
 
 use rusqlite::{Connection, OptionalExtension};
 
 /// Version of the on-disk format this build writes.
-pub const FORMAT_VERSION: i64 = 2;
+pub const FORMAT_VERSION: i64 = 3;
 
 const APPLICATION_ID: i64 = 0x464c_5847; // "FLXG"
 
@@ -21,8 +24,12 @@ CREATE TABLE IF NOT EXISTS jobs (
     userid  INTEGER NOT NULL,
     jobspec TEXT NOT NULL,
     r       TEXT,
-    summary TEXT
+    summary TEXT,
+    t_inactive REAL,
+    waitable INTEGER NOT NULL DEFAULT 0
 );
+CREATE INDEX IF NOT EXISTS jobs_by_age ON jobs (t_inactive, id) WHERE t_inactive IS NOT NULL;
+CREATE INDEX IF NOT EXISTS jobs_waitable ON jobs (id) WHERE waitable != 0;
 CREATE TABLE IF NOT EXISTS events (
     seq    INTEGER PRIMARY KEY,
     job_id INTEGER NOT NULL,
@@ -103,7 +110,19 @@ fn migrate(conn: &Connection, from: i64) -> Result<(), String> {
     if from == FORMAT_VERSION {
         return Ok(());
     }
-    let steps: &[(i64, &str)] = &[(1, "ALTER TABLE jobs ADD COLUMN summary TEXT;")];
+    let steps: &[(i64, &str)] = &[
+        (1, "ALTER TABLE jobs ADD COLUMN summary TEXT;"),
+        (
+            2,
+            "ALTER TABLE jobs ADD COLUMN t_inactive REAL; \
+             ALTER TABLE jobs ADD COLUMN waitable INTEGER NOT NULL DEFAULT 0; \
+             UPDATE jobs SET t_inactive = json_extract(summary, '$.t_inactive'), \
+                 waitable = coalesce(json_extract(summary, '$.waitable'), 0) \
+                 WHERE summary IS NOT NULL AND json_valid(summary); \
+             CREATE INDEX jobs_by_age ON jobs (t_inactive, id) WHERE t_inactive IS NOT NULL; \
+             CREATE INDEX jobs_waitable ON jobs (id) WHERE waitable != 0;",
+        ),
+    ];
     let mut sql = String::from("BEGIN IMMEDIATE;");
     for (version, step) in steps {
         if *version >= from {

@@ -13,12 +13,17 @@ use super::{Ack, Batch, CommitStats, Log, Store, StoreError, StoredJob};
 /// Batches that may wait for the writer before submitters are slowed down.
 const QUEUE_CAPACITY: usize = 65_536;
 
-/// The embedded store: a writer thread with group commit and a read connection.
+/// The embedded store: a writer thread with group commit and two read
+/// connections: one for reads of a row or an index range, which the core
+/// makes while it handles a request, and one for reads of whole logs and
+/// listings, so that a long read never holds up the core. Long reads take
+/// turns, which bounds the memory they hold at once.
 #[derive(Debug)]
 pub struct SqliteStore {
     path: PathBuf,
     tx: Option<mpsc::Sender<Request>>,
-    reader: Mutex<Connection>,
+    point: Mutex<Connection>,
+    bulk: Mutex<Connection>,
     counters: Arc<Counters>,
     writer: Option<JoinHandle<()>>,
 }
@@ -33,14 +38,8 @@ impl SqliteStore {
         let conn = Connection::open(path).map_err(|e| fail(e.to_string()))?;
         super::schema::configure(&conn).map_err(|e| fail(e.to_string()))?;
         super::schema::open_check(&conn).map_err(fail)?;
-        let reader = Connection::open_with_flags(
-            path,
-            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-        )
-        .map_err(|e| fail(e.to_string()))?;
-        reader
-            .busy_timeout(std::time::Duration::from_secs(10))
-            .map_err(|e| fail(e.to_string()))?;
+        let point = open_reader(path).map_err(|e| fail(e.to_string()))?;
+        let bulk = open_reader(path).map_err(|e| fail(e.to_string()))?;
         let (tx, rx) = mpsc::channel(QUEUE_CAPACITY);
         let counters = Arc::new(Counters::default());
         let writer = {
@@ -53,7 +52,8 @@ impl SqliteStore {
         Ok(Self {
             path: path.to_path_buf(),
             tx: Some(tx),
-            reader: Mutex::new(reader),
+            point: Mutex::new(point),
+            bulk: Mutex::new(bulk),
             counters,
             writer: Some(writer),
         })
@@ -76,13 +76,38 @@ impl SqliteStore {
         }
     }
 
+    /// A read of whole logs or many rows.
     fn read<T>(&self, f: impl FnOnce(&Connection) -> rusqlite::Result<T>) -> Result<T, StoreError> {
-        let conn = self
-            .reader
+        Self::with(&self.bulk, f)
+    }
+
+    /// A read of one row or a short index range.
+    fn read_point<T>(
+        &self,
+        f: impl FnOnce(&Connection) -> rusqlite::Result<T>,
+    ) -> Result<T, StoreError> {
+        Self::with(&self.point, f)
+    }
+
+    fn with<T>(
+        conn: &Mutex<Connection>,
+        f: impl FnOnce(&Connection) -> rusqlite::Result<T>,
+    ) -> Result<T, StoreError> {
+        let conn = conn
             .lock()
             .map_err(|_| StoreError::Read("reader lock poisoned".into()))?;
         f(&conn).map_err(|e| StoreError::Read(e.to_string()))
     }
+}
+
+/// A read-only connection to the store at `path`.
+fn open_reader(path: &Path) -> rusqlite::Result<Connection> {
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )?;
+    conn.busy_timeout(std::time::Duration::from_secs(10))?;
+    Ok(conn)
 }
 
 impl Drop for SqliteStore {
@@ -128,7 +153,7 @@ impl Store for SqliteStore {
     }
 
     fn log_len(&self, id: u64, log: Log) -> Result<u64, StoreError> {
-        self.read(|c| {
+        self.read_point(|c| {
             c.prepare_cached("SELECT count(*) FROM events WHERE job_id = ?1 AND log = ?2")?
                 .query_row(params![to_sql_id(id), log.code()], |r| r.get::<_, i64>(0))
                 .map(|n| n as u64)
@@ -159,12 +184,11 @@ impl Store for SqliteStore {
 
     fn load_jobs(&self) -> Result<Vec<StoredJob>, StoreError> {
         self.read(|c| {
-            // Inactive jobs with a summary cost one short row each: neither
-            // their jobspec nor their eventlog is read.
+            // Inactive jobs are not read at all: a start costs what is active.
             let mut jobs: Vec<StoredJob> = c
                 .prepare(
-                    "SELECT id, userid, CASE WHEN summary IS NULL THEN jobspec ELSE '' END, \
-                     CASE WHEN summary IS NULL THEN r END, summary FROM jobs ORDER BY id",
+                    "SELECT id, userid, jobspec, r, summary FROM jobs \
+                     WHERE t_inactive IS NULL ORDER BY id",
                 )?
                 .query_map([], |r| {
                     Ok(StoredJob {
@@ -180,7 +204,7 @@ impl Store for SqliteStore {
             let mut stmt = c.prepare(
                 "SELECT e.job_id, e.line FROM jobs j JOIN events e \
                  ON e.job_id = j.id AND e.log = 0 \
-                 WHERE j.summary IS NULL ORDER BY e.job_id, e.seq",
+                 WHERE j.t_inactive IS NULL ORDER BY e.job_id, e.seq",
             )?;
             let mut rows = stmt.query([])?;
             // Both scans are in id order, so one merge pass attaches the lines.
@@ -198,6 +222,95 @@ impl Store for SqliteStore {
         })
     }
 
+    fn summary(&self, id: u64) -> Result<Option<Option<String>>, StoreError> {
+        self.read_point(|c| {
+            c.prepare_cached("SELECT summary FROM jobs WHERE id = ?1")?
+                .query_row([to_sql_id(id)], |r| r.get(0))
+                .optional()
+        })
+    }
+
+    fn max_job_id(&self) -> Result<Option<u64>, StoreError> {
+        self.read_point(|c| {
+            // Ids in the upper half are stored negative (see `to_sql_id`) and
+            // are the largest when present.
+            let upper: Option<i64> = c
+                .prepare_cached("SELECT max(id) FROM jobs WHERE id < 0")?
+                .query_row([], |r| r.get(0))?;
+            let top = match upper {
+                Some(v) => Some(v),
+                None => c
+                    .prepare_cached("SELECT max(id) FROM jobs")?
+                    .query_row([], |r| r.get(0))?,
+            };
+            Ok(top.map(from_sql_id))
+        })
+    }
+
+    fn inactive_count(&self) -> Result<u64, StoreError> {
+        self.read_point(|c| {
+            c.prepare_cached("SELECT count(*) FROM jobs WHERE t_inactive IS NOT NULL")?
+                .query_row([], |r| r.get::<_, i64>(0))
+                .map(|n| n as u64)
+        })
+    }
+
+    fn inactive_before(&self, t: f64) -> Result<u64, StoreError> {
+        self.read_point(|c| {
+            c.prepare_cached("SELECT count(*) FROM jobs WHERE t_inactive < ?1")?
+                .query_row([t], |r| r.get::<_, i64>(0))
+                .map(|n| n as u64)
+        })
+    }
+
+    fn oldest_inactive(&self, limit: usize) -> Result<Vec<(f64, u64)>, StoreError> {
+        self.read_point(|c| {
+            c.prepare_cached(
+                "SELECT t_inactive, id FROM jobs WHERE t_inactive IS NOT NULL \
+                 ORDER BY t_inactive, id LIMIT ?1",
+            )?
+            .query_map([i64::try_from(limit).unwrap_or(i64::MAX)], |r| {
+                // A time that is not a number (a damaged summary) counts as the oldest.
+                let t = r.get::<_, f64>(0).unwrap_or(0.0);
+                Ok((t, from_sql_id(r.get(1)?)))
+            })?
+            .collect()
+        })
+    }
+
+    fn waitable_ids(&self) -> Result<Vec<u64>, StoreError> {
+        self.read_point(|c| {
+            c.prepare_cached("SELECT id FROM jobs WHERE waitable != 0 ORDER BY id")?
+                .query_map([], |r| r.get(0).map(from_sql_id))?
+                .collect()
+        })
+    }
+
+    fn scan_inactive(
+        &self,
+        userid: Option<u32>,
+        since: Option<f64>,
+        visit: &mut dyn FnMut(u64, &str) -> bool,
+    ) -> Result<(), StoreError> {
+        self.read(|c| {
+            let mut stmt = c.prepare_cached(
+                "SELECT id, coalesce(summary, '') FROM jobs \
+                 WHERE t_inactive IS NOT NULL \
+                 AND (?1 IS NULL OR userid = ?1) AND (?2 IS NULL OR t_inactive >= ?2) \
+                 ORDER BY id DESC",
+            )?;
+            let mut rows = stmt.query(params![userid, since])?;
+            while let Some(row) = rows.next()? {
+                let id = from_sql_id(row.get(0)?);
+                let summary = row.get_ref(1)?.as_str().unwrap_or("");
+                if !visit(id, summary) {
+                    break;
+                }
+            }
+            Ok(())
+        })
+    }
+
     fn resource_eventlog(&self) -> Result<Vec<String>, StoreError> {
         self.read(|c| {
             c.prepare_cached("SELECT line FROM resource_events ORDER BY seq")?
@@ -207,7 +320,7 @@ impl Store for SqliteStore {
     }
 
     fn meta(&self, key: &str) -> Result<Option<String>, StoreError> {
-        self.read(|c| {
+        self.read_point(|c| {
             c.prepare_cached("SELECT value FROM meta WHERE key = ?1")?
                 .query_row([key], |r| r.get(0))
                 .optional()

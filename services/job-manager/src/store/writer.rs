@@ -186,7 +186,13 @@ fn apply(conn: &Connection, write: &Write) -> Result<(), StoreError> {
         }
         Write::Summary { id, summary } => {
             let n = conn
-                .prepare_cached("UPDATE jobs SET summary = ?2 WHERE id = ?1")
+                .prepare_cached(
+                    "UPDATE jobs SET summary = ?2, \
+                     t_inactive = CASE WHEN json_valid(?2) THEN json_extract(?2, '$.t_inactive') END, \
+                     waitable = CASE WHEN json_valid(?2) \
+                         THEN coalesce(json_extract(?2, '$.waitable'), 0) ELSE 0 END \
+                     WHERE id = ?1",
+                )
                 .and_then(|mut s| s.execute(params![to_sql_id(*id), summary]))
                 .map_err(err)?;
             if n == 0 {
