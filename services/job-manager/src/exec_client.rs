@@ -2,16 +2,19 @@
 //! Proto messages stop here; the core sees [`ExecMsg`]s.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use fluxgate_proto::v1 as pb;
 use fluxgate_proto::v1::exec_client::ExecClient;
 use fluxgate_proto::v1::start_response::Response;
 use fluxgate_shared::JobId;
+use fluxgate_shared::job::apply_jobspec_updates;
+use serde_json::{Map, Value};
 use tokio::sync::mpsc;
 use tonic::transport::{Channel, Endpoint};
 
 use crate::core::{ExecMsg, Msg};
+use crate::store::{SqliteStore, Store};
 use crate::telemetry;
 
 /// A start request, ready to send.
@@ -19,7 +22,8 @@ use crate::telemetry;
 pub struct StartJob {
     pub id: JobId,
     pub userid: u32,
-    pub jobspec: String,
+    /// Changes to apply to the stored jobspec (`jobspec-update`).
+    pub jobspec_updates: Map<String, Value>,
     pub r: String,
     pub reattach: bool,
     pub leader: String,
@@ -46,13 +50,13 @@ fn channel(addr: &str) -> Result<Channel, String> {
 }
 
 /// Send the start request and feed every response to the core.
-pub fn start(job: StartJob, inbox: mpsc::Sender<Msg>) {
+pub fn start(job: StartJob, store: Arc<SqliteStore>, inbox: mpsc::Sender<Msg>) {
     let reattach = if job.reattach { "true" } else { "false" };
     metrics::counter!(telemetry::EXEC_STARTS, "reattach" => reattach).increment(1);
     tokio::spawn(async move {
         let id = job.id;
         let lost = |error: String| ExecMsg::Lost { id, error };
-        let outcome = run_start(job, &inbox).await;
+        let outcome = run_start(job, store, &inbox).await;
         if let Err(error) = outcome {
             metrics::counter!(telemetry::EXEC_LOST).increment(1);
             let _ = inbox.send(Msg::Exec(lost(error))).await;
@@ -60,13 +64,36 @@ pub fn start(job: StartJob, inbox: mpsc::Sender<Msg>) {
     });
 }
 
-async fn run_start(job: StartJob, inbox: &mpsc::Sender<Msg>) -> Result<(), String> {
+/// The jobspec to send: as stored (durable since submit, which was
+/// committed before any start), with its updates applied.
+async fn jobspec(store: Arc<SqliteStore>, job: &StartJob) -> Result<String, String> {
     let id = job.id;
+    let text = tokio::task::spawn_blocking(move || store.jobspec(id.into()))
+        .await
+        .map_err(|e| format!("reading the jobspec: {e}"))?
+        .map_err(|e| e.to_string())?
+        .ok_or_else(|| format!("job {id} has no stored jobspec"))?;
+    if job.jobspec_updates.is_empty() {
+        return Ok(text);
+    }
+    let mut value: Value =
+        serde_json::from_str(&text).map_err(|e| format!("stored jobspec: {e}"))?;
+    apply_jobspec_updates(&job.jobspec_updates, &mut value);
+    Ok(value.to_string())
+}
+
+async fn run_start(
+    job: StartJob,
+    store: Arc<SqliteStore>,
+    inbox: &mpsc::Sender<Msg>,
+) -> Result<(), String> {
+    let id = job.id;
+    let jobspec = jobspec(store, &job).await?;
     let mut client = ExecClient::new(channel(&job.leader)?);
     let req = pb::StartRequest {
         id: job.id.into(),
         userid: job.userid,
-        jobspec: job.jobspec,
+        jobspec,
         r: job.r,
         reattach: job.reattach,
         ranks: String::new(),

@@ -326,7 +326,8 @@ async fn the_resource_eventlog_is_replaced_whole() {
 fn downgrade(path: &std::path::Path, to: u32) {
     let conn = rusqlite::Connection::open(path).unwrap();
     conn.execute_batch(
-        "DROP INDEX jobs_by_age; DROP INDEX jobs_waitable; \
+        "DROP TRIGGER jobs_inactive_set; DROP TRIGGER jobs_inactive_gone; DROP TABLE counters; \
+         DROP INDEX jobs_by_age; DROP INDEX jobs_waitable; DROP INDEX jobs_active; \
          ALTER TABLE jobs DROP COLUMN waitable; ALTER TABLE jobs DROP COLUMN t_inactive;",
     )
     .unwrap();

@@ -14,5 +14,7 @@ mod record;
 mod state;
 
 pub use action::{Action, ActionGuards};
-pub use record::{Job, JobException, JobFlags, ReplayError, TransitionError, replay};
+pub use record::{
+    Job, JobException, JobFlags, ReplayError, TransitionError, apply_jobspec_updates, replay,
+};
 pub use state::{JobResult, JobState, JobStateError, StateMask, WaitStatus};

@@ -315,9 +315,7 @@ impl Job {
     /// Apply the jobspec updates to a jobspec object in place, creating
     /// intermediate objects as flux-core's `jpath_set()` does.
     pub fn apply_jobspec_updates(&self, jobspec: &mut Value) {
-        for (path, value) in &self.jobspec_updates {
-            set_dotted(jobspec, path, value.clone());
-        }
+        apply_jobspec_updates(&self.jobspec_updates, jobspec);
     }
 
     fn enter(&mut self, state: JobState, timestamp: f64) {
@@ -682,6 +680,14 @@ pub fn replay<'a>(events: impl IntoIterator<Item = &'a Event>) -> Result<Job, Re
         return Err(ReplayError::Empty);
     }
     Ok(job)
+}
+
+/// Apply `jobspec-update` keys (dotted paths) to a jobspec object in place,
+/// creating intermediate objects as flux-core's `jpath_set()` does.
+pub fn apply_jobspec_updates(updates: &Map<String, Value>, jobspec: &mut Value) {
+    for (path, value) in updates {
+        set_dotted(jobspec, path, value.clone());
+    }
 }
 
 fn set_dotted(root: &mut Value, path: &str, value: Value) {

@@ -10,6 +10,7 @@
 //!   exception and a final release on the job's behalf, so it can finish.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use fluxgate_shared::{Event, JobId, JobState};
 use serde_json::Value;
@@ -130,19 +131,18 @@ impl Core {
         let Some(leader_addr) = peers.get(&leader).cloned() else {
             return;
         };
-        let mut jobspec = active.jobspec.as_value().clone();
-        active.job.apply_jobspec_updates(&mut jobspec);
         let job = StartJob {
             id,
             userid: active.job.userid(),
-            jobspec: jobspec.to_string(),
+            jobspec_updates: active.job.jobspec_updates().clone(),
             r: r.to_json_string(),
             reattach,
             leader: leader_addr,
             peers,
         };
         let inbox = self.self_tx.clone();
-        self.after_commit(move || exec_client::start(job, inbox));
+        let store = Arc::clone(&self.store);
+        self.after_commit(move || exec_client::start(job, store, inbox));
     }
 
     /// Forward a fatal exception to the running job's exec service.

@@ -14,11 +14,11 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use fluxgate_shared::JobId;
 use fluxgate_shared::job::{Job, JobResult, JobState};
-use fluxgate_shared::{JobId, Jobspec};
 
-use super::Inactive;
 use super::commit::Effect;
+use super::{Inactive, Spec};
 use crate::store::{Store, StoreError};
 
 impl Inactive {
@@ -27,24 +27,23 @@ impl Inactive {
     /// nodes its jobspec asked for), `t_inactive` when the fold has no time.
     pub(super) fn from_job(
         job: &Job,
-        jobspec: &Jobspec,
+        spec: &Spec,
         t_run: Option<f64>,
         nnodes: Option<u32>,
         nodelist: &str,
         t_inactive: impl FnOnce() -> f64,
     ) -> Inactive {
-        let asked = || u32::try_from(jobspec.jj_counts().nnodes).unwrap_or(u32::MAX);
         Inactive {
             userid: job.userid(),
-            name: jobspec.job_name().into(),
+            name: spec.name.clone(),
             result: job.result().unwrap_or(JobResult::Failed),
             waitstatus: job.wait_status().map(|w| w.0),
             t_submit: job.t_submit().unwrap_or_default(),
             t_run,
             t_inactive: job.entered(JobState::Inactive).unwrap_or_else(t_inactive),
             urgency: job.urgency(),
-            ntasks: u32::try_from(jobspec.ntasks()).unwrap_or(u32::MAX),
-            nnodes: nnodes.unwrap_or_else(asked),
+            ntasks: spec.ntasks,
+            nnodes: nnodes.unwrap_or(spec.nnodes),
             nodelist: nodelist.into(),
             exception: job
                 .fatal_exception()

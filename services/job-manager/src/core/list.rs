@@ -103,23 +103,20 @@ impl Core {
             let job = &a.job;
             if !states.contains(job.state())
                 || f.userid.is_some_and(|u| u != job.userid())
-                || f.name.as_deref().is_some_and(|n| n != a.jobspec.job_name())
+                || f.name.as_deref().is_some_and(|n| n != &*a.spec.name)
             {
                 continue;
             }
-            let counts = a.jobspec.jj_counts();
             out.push(JobInfo {
                 id: *id,
                 userid: job.userid(),
-                name: a.jobspec.job_name().to_string(),
+                name: a.spec.name.to_string(),
                 state: job.state(),
                 result: None,
                 urgency: job.urgency(),
                 priority: job.priority(),
-                ntasks: u32::try_from(a.jobspec.ntasks()).unwrap_or(u32::MAX),
-                nnodes: a
-                    .alloc_nnodes
-                    .unwrap_or_else(|| u32::try_from(counts.nnodes).unwrap_or(u32::MAX)),
+                ntasks: a.spec.ntasks,
+                nnodes: a.alloc_nnodes.unwrap_or(a.spec.nnodes),
                 nodelist: a.nodelist.clone(),
                 t_submit: job.t_submit().unwrap_or_default(),
                 t_run: a.t_run,

@@ -32,6 +32,7 @@ use std::sync::Arc;
 
 use fluxgate_shared::job::{Job, JobResult, JobState};
 use fluxgate_shared::jobid::FluidGenerator;
+use fluxgate_shared::rset::AllocRequest;
 use fluxgate_shared::{Event, JobId, Jobspec, ResourceSet};
 use serde_json::{Map, Value};
 use tokio::sync::{mpsc, oneshot};
@@ -171,8 +172,8 @@ pub struct QueueStatus {
 pub struct Active {
     /// The RFC 21 fold of its eventlog.
     pub job: Job,
-    /// The validated jobspec.
-    pub jobspec: Arc<Jobspec>,
+    /// What the pipeline needs of its jobspec (the jobspec stays in the store).
+    pub spec: Spec,
     /// Allocated resources, from `alloc` until `free`.
     pub r: Option<Arc<ResourceSet>>,
     /// Lines in each log so far (eventlog, exec.eventlog, output).
@@ -187,6 +188,36 @@ pub struct Active {
     pub epilog_done: bool,
     /// Nodes allocated, once allocated (kept after free, for listing).
     pub alloc_nnodes: Option<u32>,
+}
+
+/// What the pipeline keeps of a job's jobspec while the job is active; the
+/// jobspec itself is in the store (exec starts read it from there), so a
+/// queue of many pending jobs costs little memory.
+#[derive(Debug, Clone)]
+pub struct Spec {
+    /// Job name, for listings.
+    pub name: Box<str>,
+    /// Tasks asked for.
+    pub ntasks: u32,
+    /// Nodes asked for (flux-core's jj count; 0 when not given).
+    pub nnodes: u32,
+    /// The resources to allocate, or why they cannot be asked for.
+    pub request: Result<AllocRequest, Box<str>>,
+    /// Time limit in seconds; 0 is none.
+    pub duration: f64,
+}
+
+impl Spec {
+    /// What is kept of `jobspec`.
+    pub fn of(jobspec: &Jobspec) -> Spec {
+        Spec {
+            name: jobspec.job_name().into(),
+            ntasks: u32::try_from(jobspec.ntasks()).unwrap_or(u32::MAX),
+            nnodes: u32::try_from(jobspec.jj_counts().nnodes).unwrap_or(u32::MAX),
+            request: sched::request(jobspec).map_err(String::into_boxed_str),
+            duration: jobspec.duration(),
+        }
+    }
 }
 
 /// What is kept in memory of an inactive job: enough to list and wait on it.
@@ -235,7 +266,9 @@ pub struct Core {
     store: Arc<SqliteStore>,
     config: Arc<Config>,
     hub: Hub,
-    jobs: HashMap<JobId, Active>,
+    /// Boxed: the map's slots stay small however large an active job is,
+    /// so a queue of a million pending jobs does not double in place.
+    jobs: HashMap<JobId, Box<Active>>,
     inactive: inactive::InactiveJobs,
     ids: FluidGenerator,
     epoch_ms: u64,
@@ -731,7 +764,7 @@ impl Core {
         self.deferred.remove(&id);
         let mut inactive = Inactive::from_job(
             &active.job,
-            &active.jobspec,
+            &active.spec,
             active.t_run,
             active.alloc_nnodes,
             &active.nodelist,

@@ -16,7 +16,7 @@ use fluxgate_shared::{Event, JobId, Jobspec, ResourceSet};
 use super::depend::Scheme;
 use super::inactive::InactiveJobs;
 use super::timers::Timer;
-use super::{Active, Core, Inactive};
+use super::{Active, Core, Inactive, Spec};
 use crate::clock;
 use crate::error::Error;
 use crate::store::{Log, Store, StoredJob, Write};
@@ -170,9 +170,9 @@ impl Core {
             .collect();
         self.jobs.insert(
             id,
-            Active {
+            Box::new(Active {
                 job,
-                jobspec: Arc::new(jobspec),
+                spec: Spec::of(&jobspec),
                 r,
                 seq,
                 t_run,
@@ -180,7 +180,7 @@ impl Core {
                 prolog_done,
                 epilog_done,
                 alloc_nnodes,
-            },
+            }),
         );
         self.post(id, "flux-restart", None);
         for (which, description) in interrupted {
@@ -277,7 +277,7 @@ impl Replayed {
         let nnodes = self.r.as_ref().and_then(|r| u32::try_from(r.nnodes()).ok());
         Inactive::from_job(
             &self.job,
-            &self.jobspec,
+            &Spec::of(&self.jobspec),
             self.t_run(),
             nnodes,
             &self.nodelist(),

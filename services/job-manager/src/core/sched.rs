@@ -146,7 +146,7 @@ impl Core {
                 self.sched.dequeue(id);
                 continue;
             }
-            let req = match request(&active.jobspec) {
+            let req = match active.spec.request.clone() {
                 Ok(r) => r,
                 Err(e) => {
                     self.sched.dequeue(id);
@@ -154,7 +154,7 @@ impl Core {
                     continue;
                 }
             };
-            let duration = active.jobspec.duration();
+            let duration = active.spec.duration;
             let Some(pool) = self.sched.pool.as_mut() else {
                 return;
             };

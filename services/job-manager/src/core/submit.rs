@@ -7,7 +7,7 @@ use fluxgate_shared::job::Job;
 use fluxgate_shared::{JobId, Jobspec};
 use serde_json::Value;
 
-use super::{Active, Core};
+use super::{Active, Core, Spec};
 use crate::error::Error;
 use crate::store::Write;
 
@@ -59,9 +59,9 @@ impl Core {
         });
         self.jobs.insert(
             id,
-            Active {
+            Box::new(Active {
                 job: Job::new(),
-                jobspec: Arc::clone(&args.jobspec),
+                spec: Spec::of(&args.jobspec),
                 r: None,
                 seq: [0; 3],
                 t_run: None,
@@ -69,7 +69,7 @@ impl Core {
                 prolog_done: false,
                 epilog_done: false,
                 alloc_nnodes: None,
-            },
+            }),
         );
         self.post(
             id,

@@ -163,6 +163,8 @@ pub trait Store: Send + Sync + 'static {
     fn read_log(&self, id: u64, log: Log) -> Result<Option<Vec<String>>, StoreError>;
     /// How many lines one job's log holds (0 when it has none).
     fn log_len(&self, id: u64, log: Log) -> Result<u64, StoreError>;
+    /// A job's jobspec (JSON text).
+    fn jobspec(&self, id: u64) -> Result<Option<String>, StoreError>;
     /// A job's jobspec and R.
     fn read_job(&self, id: u64) -> Result<Option<StoredJob>, StoreError>;
     /// Every stored job that is not known inactive (no readable summary

@@ -3,9 +3,11 @@
 //! Format history (bump [`FORMAT_VERSION`] and add a migration for each change):
 //! - 1: jobs, events (per job and log, in insertion order), resource_events, meta.
 //! - 2: jobs.summary, an inactive job's summary, so a restart need not replay it.
-//! - 3: jobs.t_inactive and jobs.waitable, taken from the summary, with an
-//!   index by age and one of the waitable jobs: inactive jobs stay in the
-//!   store and are read from it on demand, so a start reads only active jobs.
+//! - 3: jobs.t_inactive and jobs.waitable, taken from the summary, with
+//!   partial indexes of the active jobs, of the inactive ones by age and of
+//!   the waitable ones, and a count of inactive jobs kept by triggers:
+//!   inactive jobs stay in the store and are read from it on demand, so a
+//!   start reads only what is active.
 
 use rusqlite::{Connection, OptionalExtension};
 
@@ -30,6 +32,24 @@ CREATE TABLE IF NOT EXISTS jobs (
 );
 CREATE INDEX IF NOT EXISTS jobs_by_age ON jobs (t_inactive, id) WHERE t_inactive IS NOT NULL;
 CREATE INDEX IF NOT EXISTS jobs_waitable ON jobs (id) WHERE waitable != 0;
+CREATE INDEX IF NOT EXISTS jobs_active ON jobs (id) WHERE t_inactive IS NULL;
+CREATE TABLE IF NOT EXISTS counters (
+    name TEXT PRIMARY KEY,
+    n    INTEGER NOT NULL
+) WITHOUT ROWID;
+INSERT OR IGNORE INTO counters (name, n)
+    SELECT 'inactive', count(*) FROM jobs WHERE t_inactive IS NOT NULL;
+CREATE TRIGGER IF NOT EXISTS jobs_inactive_set AFTER UPDATE OF t_inactive ON jobs
+    WHEN (old.t_inactive IS NULL) != (new.t_inactive IS NULL)
+    BEGIN
+        UPDATE counters SET n = n + (CASE WHEN new.t_inactive IS NULL THEN -1 ELSE 1 END)
+            WHERE name = 'inactive';
+    END;
+CREATE TRIGGER IF NOT EXISTS jobs_inactive_gone AFTER DELETE ON jobs
+    WHEN old.t_inactive IS NOT NULL
+    BEGIN
+        UPDATE counters SET n = n - 1 WHERE name = 'inactive';
+    END;
 CREATE TABLE IF NOT EXISTS events (
     seq    INTEGER PRIMARY KEY,
     job_id INTEGER NOT NULL,
@@ -118,9 +138,7 @@ fn migrate(conn: &Connection, from: i64) -> Result<(), String> {
              ALTER TABLE jobs ADD COLUMN waitable INTEGER NOT NULL DEFAULT 0; \
              UPDATE jobs SET t_inactive = json_extract(summary, '$.t_inactive'), \
                  waitable = coalesce(json_extract(summary, '$.waitable'), 0) \
-                 WHERE summary IS NOT NULL AND json_valid(summary); \
-             CREATE INDEX jobs_by_age ON jobs (t_inactive, id) WHERE t_inactive IS NOT NULL; \
-             CREATE INDEX jobs_waitable ON jobs (id) WHERE waitable != 0;",
+                 WHERE summary IS NOT NULL AND json_valid(summary);",
         ),
     ];
     let mut sql = String::from("BEGIN IMMEDIATE;");
@@ -129,6 +147,9 @@ fn migrate(conn: &Connection, from: i64) -> Result<(), String> {
             sql.push_str(step);
         }
     }
+    // What the steps did not make (indexes, tables, triggers) the schema
+    // makes now: every statement of it is IF NOT EXISTS.
+    sql.push_str(SCHEMA);
     sql.push_str(&format!(
         "UPDATE meta SET value = '{FORMAT_VERSION}' WHERE key = 'format_version'; COMMIT;"
     ));

@@ -160,6 +160,14 @@ impl Store for SqliteStore {
         })
     }
 
+    fn jobspec(&self, id: u64) -> Result<Option<String>, StoreError> {
+        self.read_point(|c| {
+            c.prepare_cached("SELECT jobspec FROM jobs WHERE id = ?1")?
+                .query_row([to_sql_id(id)], |r| r.get(0))
+                .optional()
+        })
+    }
+
     fn read_job(&self, id: u64) -> Result<Option<StoredJob>, StoreError> {
         let job = self.read(|c| {
             c.prepare_cached("SELECT userid, jobspec, r, summary FROM jobs WHERE id = ?1")?
@@ -202,9 +210,12 @@ impl Store for SqliteStore {
                 })?
                 .collect::<rusqlite::Result<_>>()?;
             let mut stmt = c.prepare(
-                "SELECT e.job_id, e.line FROM jobs j JOIN events e \
+                // CROSS JOIN keeps jobs (by the index of active ones) as the
+                // outer loop: each job's lines come from the events index, so
+                // the cost is what is active, not every event ever stored.
+                "SELECT e.job_id, e.line FROM jobs j CROSS JOIN events e \
                  ON e.job_id = j.id AND e.log = 0 \
-                 WHERE j.t_inactive IS NULL ORDER BY e.job_id, e.seq",
+                 WHERE j.t_inactive IS NULL ORDER BY j.id, e.seq",
             )?;
             let mut rows = stmt.query([])?;
             // Both scans are in id order, so one merge pass attaches the lines.
@@ -249,9 +260,10 @@ impl Store for SqliteStore {
 
     fn inactive_count(&self) -> Result<u64, StoreError> {
         self.read_point(|c| {
-            c.prepare_cached("SELECT count(*) FROM jobs WHERE t_inactive IS NOT NULL")?
+            // Kept by triggers (see schema.rs): no scan, however many there are.
+            c.prepare_cached("SELECT n FROM counters WHERE name = 'inactive'")?
                 .query_row([], |r| r.get::<_, i64>(0))
-                .map(|n| n as u64)
+                .map(|n| n.max(0) as u64)
         })
     }
 
