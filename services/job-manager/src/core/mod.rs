@@ -22,7 +22,7 @@ mod pipeline;
 mod purge;
 mod resource;
 mod restart;
-mod sched;
+pub mod sched;
 mod submit;
 mod summary;
 mod timers;

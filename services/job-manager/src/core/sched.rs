@@ -64,14 +64,16 @@ impl Sched {
         }
     }
 
-    fn enqueue(&mut self, id: JobId, priority: u32) {
+    /// Queue `id` at `priority`, or move it there if it is queued already.
+    pub fn enqueue(&mut self, id: JobId, priority: u32) {
         if let Some(old) = self.priority.insert(id, priority) {
             self.queue.remove(&(Reverse(old), id));
         }
         self.queue.insert((Reverse(priority), id));
     }
 
-    fn dequeue(&mut self, id: JobId) -> bool {
+    /// Take `id` out of the queue; false if it was not queued.
+    pub fn dequeue(&mut self, id: JobId) -> bool {
         match self.priority.remove(&id) {
             Some(p) => self.queue.remove(&(Reverse(p), id)),
             None => false,
@@ -83,8 +85,35 @@ impl Sched {
         self.dequeue(id);
     }
 
-    fn head(&self) -> Option<JobId> {
+    /// The job to try next: highest priority, then lowest id.
+    pub fn head(&self) -> Option<JobId> {
         self.queue.first().map(|(_, id)| *id)
+    }
+
+    /// Allocate `req` to the queued job `id` from the pool. Unless the answer
+    /// is [`AllocError::Busy`] the job leaves the queue, granted or refused;
+    /// with no inventory yet every request is busy.
+    pub fn try_alloc(&mut self, id: JobId, req: &AllocRequest) -> Result<ResourceSet, AllocError> {
+        let pool = self.pool.as_mut().ok_or(AllocError::Busy)?;
+        let answer = pool.alloc(req);
+        if !matches!(answer, Err(AllocError::Busy)) {
+            self.dequeue(id);
+        }
+        answer
+    }
+
+    /// Return `r` to the pool; ranks that have left the inventory are skipped.
+    pub fn free(&mut self, r: &ResourceSet) -> Result<(), AllocError> {
+        match &mut self.pool {
+            Some(pool) => pool.free_tolerant(r),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Default for Sched {
+    fn default() -> Self {
+        Self::new()
     }
 }
 
@@ -155,12 +184,8 @@ impl Core {
                 }
             };
             let duration = active.spec.duration;
-            let Some(pool) = self.sched.pool.as_mut() else {
-                return;
-            };
-            match pool.alloc(&req) {
+            match self.sched.try_alloc(id, &req) {
                 Ok(mut r) => {
-                    self.sched.dequeue(id);
                     let now = clock::now();
                     r.set_starttime(Some(now));
                     let expiration = (duration > 0.0).then_some(now + duration);
@@ -168,10 +193,7 @@ impl Core {
                     self.grant(id, r, expiration);
                 }
                 Err(AllocError::Busy) => break,
-                Err(e) => {
-                    self.sched.dequeue(id);
-                    self.alloc_exception(id, &e.to_string());
-                }
+                Err(e) => self.alloc_exception(id, &e.to_string()),
             }
         }
     }
@@ -213,8 +235,8 @@ impl Core {
     /// Return a job's resources to the pool.
     pub(super) fn free_resources(&mut self, id: JobId) {
         let r = self.jobs.get_mut(&id).and_then(|a| a.r.take());
-        if let (Some(r), Some(pool)) = (r, self.sched.pool.as_mut())
-            && let Err(e) = pool.free_tolerant(&r)
+        if let Some(r) = r
+            && let Err(e) = self.sched.free(&r)
         {
             tracing::error!(job = %id, error = %e, "free of resources the pool does not hold");
         }
