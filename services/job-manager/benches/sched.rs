@@ -147,8 +147,20 @@ fn blocked_head(c: &mut Criterion) {
             "{name}: must wait"
         );
         assert_eq!(sched.head(), Some(id), "{name}: a busy head stays queued");
+        // A retry after something came up or was freed looks at the pool again.
+        let nothing = IdSet::new();
         c.bench_function(
             &format!("sched/blocked head {name} (16k nodes, none idle)"),
+            |b| {
+                b.iter(|| {
+                    sched.set_up(&nothing, true);
+                    decide(&mut sched, black_box(spec)).is_err()
+                })
+            },
+        );
+        // Any other event finds the head stalled and does not.
+        c.bench_function(
+            &format!("sched/blocked head {name}, nothing freed since"),
             |b| b.iter(|| decide(&mut sched, black_box(spec)).is_err()),
         );
     }

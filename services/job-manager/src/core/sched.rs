@@ -23,6 +23,10 @@ pub struct Sched {
     queue: BTreeSet<(Reverse<u32>, JobId)>,
     priority: HashMap<JobId, u32>,
     pool: Option<Pool>,
+    /// The head that last got Busy, while nothing has been freed or come up
+    /// since: asking again could only get Busy again (a Busy answer costs a
+    /// look at the whole inventory), so it waits, as sched-simple does.
+    stalled: Option<JobId>,
 }
 
 impl Sched {
@@ -32,6 +36,7 @@ impl Sched {
             queue: BTreeSet::new(),
             priority: HashMap::new(),
             pool: None,
+            stalled: None,
         }
     }
 
@@ -46,6 +51,7 @@ impl Sched {
         let all = pool.inventory().ranks();
         pool.set_up(&all, false);
         self.pool = Some(pool);
+        self.stalled = None;
     }
 
     /// Take resources a recovered job holds out of the pool.
@@ -61,6 +67,9 @@ impl Sched {
     pub fn set_up(&mut self, ranks: &IdSet, up: bool) {
         if let Some(pool) = &mut self.pool {
             pool.set_up(ranks, up);
+        }
+        if up {
+            self.stalled = None;
         }
     }
 
@@ -94,9 +103,14 @@ impl Sched {
     /// is [`AllocError::Busy`] the job leaves the queue, granted or refused;
     /// with no inventory yet every request is busy.
     pub fn try_alloc(&mut self, id: JobId, req: &AllocRequest) -> Result<ResourceSet, AllocError> {
+        if self.stalled == Some(id) {
+            return Err(AllocError::Busy);
+        }
         let pool = self.pool.as_mut().ok_or(AllocError::Busy)?;
         let answer = pool.alloc(req);
-        if !matches!(answer, Err(AllocError::Busy)) {
+        if matches!(answer, Err(AllocError::Busy)) {
+            self.stalled = Some(id);
+        } else {
             self.dequeue(id);
         }
         answer
@@ -104,6 +118,7 @@ impl Sched {
 
     /// Return `r` to the pool; ranks that have left the inventory are skipped.
     pub fn free(&mut self, r: &ResourceSet) -> Result<(), AllocError> {
+        self.stalled = None;
         match &mut self.pool {
             Some(pool) => pool.free_tolerant(r),
             None => Ok(()),
