@@ -123,12 +123,14 @@ pub struct Job {
     priority: Option<u32>,
     flags: JobFlags,
     version: Option<i64>,
-    entered: [Option<f64>; 7],
+    entered: Entered,
     dependencies: BTreeSet<String>,
     dependencies_used: BTreeSet<String>,
     allocated: bool,
     has_resources: bool,
-    annotations: Option<Map<String, Value>>,
+    // The maps below are boxed: most jobs never have them, and a queue of a
+    // million pending jobs pays for every byte of the struct.
+    annotations: Option<Box<Map<String, Value>>>,
     started: bool,
     release_final: bool,
     finished: Option<WaitStatus>,
@@ -138,8 +140,8 @@ pub struct Job {
     first_fatal: Option<usize>,
     perilog_active: u8,
     expiration: Option<f64>,
-    memo: Memo,
-    jobspec_updates: Map<String, Value>,
+    memo: Option<Box<Memo>>,
+    jobspec_updates: Option<Box<Map<String, Value>>>,
     /// Guard flags for the action step; see [`Job::pending_actions`].
     pub guards: ActionGuards,
 }
@@ -162,7 +164,7 @@ impl Job {
             priority: None,
             flags: JobFlags::default(),
             version: None,
-            entered: [None; 7],
+            entered: Entered([f64::NAN; 7]),
             dependencies: BTreeSet::new(),
             dependencies_used: BTreeSet::new(),
             allocated: false,
@@ -177,8 +179,8 @@ impl Job {
             first_fatal: None,
             perilog_active: 0,
             expiration: None,
-            memo: Memo::default(),
-            jobspec_updates: Map::new(),
+            memo: None,
+            jobspec_updates: None,
             guards: ActionGuards::default(),
         }
     }
@@ -209,11 +211,12 @@ impl Job {
     }
     /// Submit time.
     pub fn t_submit(&self) -> Option<f64> {
-        self.entered[JobState::New.index()]
+        self.entered(JobState::New)
     }
     /// When the job first entered `state`.
     pub fn entered(&self, state: JobState) -> Option<f64> {
-        self.entered[state.index()]
+        let t = self.entered.0[state.index()];
+        (!t.is_nan()).then_some(t)
     }
     /// True once `invalidate` was applied: the job is to be removed.
     pub fn is_invalidated(&self) -> bool {
@@ -233,7 +236,7 @@ impl Job {
     }
     /// Scheduler annotations from `alloc`.
     pub fn annotations(&self) -> Option<&Map<String, Value>> {
-        self.annotations.as_ref()
+        self.annotations.as_deref()
     }
     /// The `start` event was applied.
     pub fn has_started(&self) -> bool {
@@ -270,11 +273,17 @@ impl Job {
     }
     /// The user memo object (memo events merged, nulls deleted).
     pub fn memo(&self) -> &Map<String, Value> {
-        self.memo.get()
+        match self.memo.as_deref() {
+            Some(m) => m.get(),
+            None => empty_map(),
+        }
     }
     /// Jobspec updates, dotted path to latest value.
     pub fn jobspec_updates(&self) -> &Map<String, Value> {
-        &self.jobspec_updates
+        match self.jobspec_updates.as_deref() {
+            Some(m) => m,
+            None => empty_map(),
+        }
     }
 
     /// The result, once INACTIVE, as `flux jobs` (job-list) computes it:
@@ -315,14 +324,14 @@ impl Job {
     /// Apply the jobspec updates to a jobspec object in place, creating
     /// intermediate objects as flux-core's `jpath_set()` does.
     pub fn apply_jobspec_updates(&self, jobspec: &mut Value) {
-        apply_jobspec_updates(&self.jobspec_updates, jobspec);
+        apply_jobspec_updates(self.jobspec_updates(), jobspec);
     }
 
     fn enter(&mut self, state: JobState, timestamp: f64) {
         self.state = state;
-        let slot = &mut self.entered[state.index()];
-        if slot.is_none() {
-            *slot = Some(timestamp);
+        let slot = &mut self.entered.0[state.index()];
+        if slot.is_nan() {
+            *slot = timestamp;
         }
     }
 
@@ -458,7 +467,9 @@ impl Job {
                     });
                 }
                 for (k, v) in updates {
-                    self.jobspec_updates.insert(k.clone(), v.clone());
+                    self.jobspec_updates
+                        .get_or_insert_default()
+                        .insert(k.clone(), v.clone());
                 }
                 self.back_to_priority(ts);
             }
@@ -476,7 +487,7 @@ impl Job {
                     return Err(self.deny(event, "resources are already allocated"));
                 }
                 if let Some(Value::Object(a)) = ctx.get("annotations").map(|m| m.to_value()) {
-                    self.annotations = Some(a);
+                    self.annotations = Some(Box::new(a));
                 }
                 self.allocated = true;
                 self.has_resources = true;
@@ -615,7 +626,9 @@ impl Job {
                 }
             }
             "memo" => {
-                self.memo.update(ctx.context()?);
+                // Read before the memo is made, so a refused event changes nothing.
+                let update = ctx.context()?;
+                self.memo.get_or_insert_default().update(update);
             }
             "set-flags" => {
                 let names = ctx.string_array("flags")?;
@@ -680,6 +693,34 @@ pub fn replay<'a>(events: impl IntoIterator<Item = &'a Event>) -> Result<Job, Re
         return Err(ReplayError::Empty);
     }
     Ok(job)
+}
+
+/// First time in each state; NaN until entered (a timestamp is never NaN),
+/// which halves the array against `Option<f64>`. Equal when bit for bit equal.
+#[derive(Clone, Copy)]
+struct Entered([f64; 7]);
+
+impl PartialEq for Entered {
+    fn eq(&self, other: &Self) -> bool {
+        self.0
+            .iter()
+            .zip(&other.0)
+            .all(|(a, b)| a.to_bits() == b.to_bits())
+    }
+}
+
+impl std::fmt::Debug for Entered {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list()
+            .entries(self.0.iter().map(|t| (!t.is_nan()).then_some(*t)))
+            .finish()
+    }
+}
+
+/// The map of a job that has none (no memo, no jobspec updates).
+fn empty_map() -> &'static Map<String, Value> {
+    static EMPTY: std::sync::LazyLock<Map<String, Value>> = std::sync::LazyLock::new(Map::new);
+    &EMPTY
 }
 
 /// Apply `jobspec-update` keys (dotted paths) to a jobspec object in place,
