@@ -117,9 +117,32 @@ pub async fn serve(
     .map_err(|e| ServeError::Config(e.to_string()))?;
 
     let (fatal_tx, fatal_rx) = watch::channel(None::<String>);
-    let committer = Committer::spawn(move |e| {
-        let _ = fatal_tx.send(Some(e));
-    });
+    let fatal_tx = Arc::new(fatal_tx);
+    let committer = {
+        let fatal_tx = Arc::clone(&fatal_tx);
+        Committer::spawn(move |e| {
+            let _ = fatal_tx.send(Some(e));
+        })
+    };
+    if store.check_owed() {
+        // A large store closed cleanly is checked beside serving, so that
+        // the start does not read every page first; damage stops the job
+        // manager with the same error an open would give.
+        let store = Arc::clone(&store);
+        tokio::task::spawn_blocking(move || {
+            let started = std::time::Instant::now();
+            match store.check() {
+                Ok(()) => tracing::info!(
+                    seconds = started.elapsed().as_secs_f64(),
+                    "store integrity check passed"
+                ),
+                Err(e) => {
+                    tracing::error!(error = %e, "store integrity check failed; stopping");
+                    let _ = fatal_tx.send(Some(e.to_string()));
+                }
+            }
+        });
+    }
     let core_stop = CancellationToken::new();
     let mut core_task = tokio::spawn(core.run(inbox_rx, committer, core_stop.clone()));
 

@@ -173,6 +173,77 @@ async fn a_damaged_store_stops_the_open() {
     assert!(matches!(err, StoreError::Open { .. }), "{err}");
 }
 
+/// A closed store of 200 jobs whose last page is overwritten with garbage.
+async fn store_with_a_damaged_last_page(path: &std::path::Path) {
+    {
+        let store = SqliteStore::open(path).unwrap();
+        for id in 1..=200u64 {
+            store
+                .commit(vec![new_job(id), append(id, Log::Main, "submit")])
+                .await
+                .unwrap();
+        }
+        store.close();
+    }
+    let mut bytes = std::fs::read(path).unwrap();
+    let n = bytes.len();
+    assert!(n > 8192, "store is {n} bytes");
+    for b in &mut bytes[n - 4096..] {
+        *b = 0xA5;
+    }
+    std::fs::write(path, &bytes).unwrap();
+}
+
+#[tokio::test]
+async fn a_large_store_closed_cleanly_opens_at_once_and_is_checked_after() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.db");
+    store_with_a_damaged_last_page(&path).await;
+    // Small enough to check at open: refused there.
+    assert!(matches!(
+        SqliteStore::open(&path).unwrap_err(),
+        StoreError::Open { .. }
+    ));
+    // Counted as large: opened, and the check that is owed finds the damage.
+    let store = SqliteStore::open_with(&path, 0).unwrap();
+    assert!(store.check_owed());
+    let err = store.check().unwrap_err();
+    assert!(
+        matches!(&err, StoreError::Open { reason, .. } if reason.contains("damaged")),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn a_store_not_closed_cleanly_is_checked_at_open_however_large() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.db");
+    {
+        let store = SqliteStore::open(&path).unwrap();
+        store.commit(vec![new_job(1)]).await.unwrap();
+        store.close();
+    }
+    // Clean: nothing owed when small, owed when counted as large.
+    assert!(!SqliteStore::open(&path).unwrap().check_owed());
+    let store = SqliteStore::open_with(&path, 0).unwrap();
+    assert!(store.check_owed());
+    store.check().unwrap();
+    // While a job manager holds it, and after a crash, it is not clean.
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let clean: String = conn
+        .query_row(
+            "SELECT value FROM meta WHERE key = 'clean_close'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(clean, "0");
+    drop(conn);
+    std::mem::forget(store);
+    let store = SqliteStore::open_with(&path, 0).unwrap();
+    assert!(!store.check_owed(), "checked at open after a crash");
+}
+
 /// A healthy SQLite database that another application made: a fresh store whose
 /// application id (header offset 68, big-endian) is cleared.
 fn foreign_sqlite_file(path: &std::path::Path) {

@@ -74,8 +74,50 @@ pub fn configure(conn: &Connection) -> rusqlite::Result<()> {
     Ok(())
 }
 
-/// Create a fresh store, or check that an existing one is ours, whole, and not newer.
-pub fn open_check(conn: &Connection) -> Result<(), String> {
+/// Meta key: "1" once the writer stopped after a clean shutdown, "0" while
+/// a job manager has the store open (so a crash leaves "0").
+pub const CLEAN_CLOSE_KEY: &str = "clean_close";
+
+/// Run SQLite's quick integrity check of the whole file (it reads every page).
+pub fn quick_check(conn: &Connection) -> Result<(), String> {
+    let check: String = conn
+        .query_row("PRAGMA quick_check", [], |r| r.get(0))
+        .map_err(|e| format!("integrity check failed to run: {e}"))?;
+    if check != "ok" {
+        return Err(format!(
+            "is damaged ({check}); restore it from a backup or move it away to start empty"
+        ));
+    }
+    Ok(())
+}
+
+/// Record whether the store is closed cleanly (see [`CLEAN_CLOSE_KEY`]).
+pub fn set_clean_close(conn: &Connection, clean: bool) -> rusqlite::Result<()> {
+    conn.execute(
+        "INSERT INTO meta (key, value) VALUES (?1, ?2) \
+         ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+        [CLEAN_CLOSE_KEY, if clean { "1" } else { "0" }],
+    )
+    .map(|_| ())
+}
+
+/// Was the store last closed cleanly?
+pub fn closed_cleanly(conn: &Connection) -> bool {
+    conn.query_row(
+        "SELECT value FROM meta WHERE key = ?1",
+        [CLEAN_CLOSE_KEY],
+        |r| r.get::<_, String>(0),
+    )
+    .is_ok_and(|v| v == "1")
+}
+
+/// Create a fresh store, or check that an existing one is ours, run `pages`
+/// (which checks its pages, or says the check is owed), check that it is
+/// not newer and upgrade it. What `pages` answered (false when fresh).
+pub fn open_check(
+    conn: &Connection,
+    pages: impl FnOnce(&Connection) -> Result<bool, String>,
+) -> Result<bool, String> {
     let app_id: i64 = conn
         .pragma_query_value(None, "application_id", |r| r.get(0))
         .map_err(|e| format!("not a readable SQLite database ({e})"))?;
@@ -92,19 +134,12 @@ pub fn open_check(conn: &Connection) -> Result<(), String> {
             [FORMAT_VERSION.to_string()],
         )
         .map_err(|e| e.to_string())?;
-        return Ok(());
+        return Ok(false);
     }
     if app_id != APPLICATION_ID {
         return Err("exists but is not a fluxgate store (refusing to touch it)".into());
     }
-    let check: String = conn
-        .query_row("PRAGMA quick_check", [], |r| r.get(0))
-        .map_err(|e| format!("integrity check failed to run: {e}"))?;
-    if check != "ok" {
-        return Err(format!(
-            "is damaged ({check}); restore it from a backup or move it away to start empty"
-        ));
-    }
+    let owed = pages(conn)?;
     let version: Option<String> = conn
         .query_row(
             "SELECT value FROM meta WHERE key = 'format_version'",
@@ -122,7 +157,8 @@ pub fn open_check(conn: &Connection) -> Result<(), String> {
             "has format {version}, newer than this build's {FORMAT_VERSION}; upgrade fluxgate"
         ));
     }
-    migrate(conn, version)
+    migrate(conn, version)?;
+    Ok(owed)
 }
 
 /// Bring a store of an older format up to [`FORMAT_VERSION`], in one transaction.

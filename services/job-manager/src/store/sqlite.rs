@@ -10,6 +10,10 @@ use tokio::sync::{mpsc, oneshot};
 use super::writer::{self, Counters, Request, from_sql_id, to_sql_id};
 use super::{Ack, Batch, CommitStats, Log, Store, StoreError, StoredJob};
 
+/// Stores up to this size are checked whole before they are used; a larger
+/// one that was closed cleanly is checked beside serving (see [`SqliteStore::open`]).
+pub const SYNC_CHECK_MAX: u64 = 64 << 20;
+
 /// Batches that may wait for the writer before submitters are slowed down.
 const QUEUE_CAPACITY: usize = 65_536;
 
@@ -26,18 +30,38 @@ pub struct SqliteStore {
     bulk: Mutex<Connection>,
     counters: Arc<Counters>,
     writer: Option<JoinHandle<()>>,
+    /// The whole-file check was left for [`SqliteStore::check`].
+    check_owed: bool,
 }
 
 impl SqliteStore {
-    /// Open (or create) the store at `path`; a damaged or foreign file is an error, never reset.
+    /// Open (or create) the store at `path`; a damaged or foreign file is an
+    /// error, never reset. Every page is checked first, unless the store is
+    /// larger than [`SYNC_CHECK_MAX`] and was closed cleanly: then the check
+    /// is owed ([`Self::check_owed`]), so that a store of a million jobs
+    /// opens as fast as an empty one.
     pub fn open(path: &Path) -> Result<Self, StoreError> {
+        Self::open_with(path, SYNC_CHECK_MAX)
+    }
+
+    /// [`Self::open`] with the size above which a clean store's check waits.
+    pub fn open_with(path: &Path, sync_check_max: u64) -> Result<Self, StoreError> {
         let fail = |reason: String| StoreError::Open {
             path: path.display().to_string(),
             reason,
         };
         let conn = Connection::open(path).map_err(|e| fail(e.to_string()))?;
         super::schema::configure(&conn).map_err(|e| fail(e.to_string()))?;
-        super::schema::open_check(&conn).map_err(fail)?;
+        let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(u64::MAX);
+        let check_owed = super::schema::open_check(&conn, |conn| {
+            // After a crash, or while it is cheap, check before anything is read.
+            if size > sync_check_max && super::schema::closed_cleanly(conn) {
+                return Ok(true);
+            }
+            super::schema::quick_check(conn).map(|()| false)
+        })
+        .map_err(fail)?;
+        super::schema::set_clean_close(&conn, false).map_err(|e| fail(e.to_string()))?;
         let point = open_reader(path).map_err(|e| fail(e.to_string()))?;
         let bulk = open_reader(path).map_err(|e| fail(e.to_string()))?;
         let (tx, rx) = mpsc::channel(QUEUE_CAPACITY);
@@ -56,6 +80,22 @@ impl SqliteStore {
             bulk: Mutex::new(bulk),
             counters,
             writer: Some(writer),
+            check_owed,
+        })
+    }
+
+    /// The whole-file check was not made at open and must be run ([`Self::check`]).
+    pub fn check_owed(&self) -> bool {
+        self.check_owed
+    }
+
+    /// Check every page of the store, on a connection of its own; a damaged
+    /// store is the same error as at open.
+    pub fn check(&self) -> Result<(), StoreError> {
+        let conn = open_reader(&self.path).map_err(|e| StoreError::Read(e.to_string()))?;
+        super::schema::quick_check(&conn).map_err(|reason| StoreError::Open {
+            path: self.path.display().to_string(),
+            reason,
         })
     }
 

@@ -45,6 +45,7 @@ impl Counters {
 /// Run the writer until every sender is gone; then return.
 pub fn run(mut conn: Connection, mut rx: mpsc::Receiver<Request>, counters: Arc<Counters>) {
     let mut group: Vec<Request> = Vec::new();
+    let mut failed = false;
     while let Some(first) = rx.blocking_recv() {
         group.push(first);
         while group.len() < MAX_GROUP {
@@ -69,12 +70,17 @@ pub fn run(mut conn: Connection, mut rx: mpsc::Receiver<Request>, counters: Arc<
                 }
             }
             Err(err) => {
+                failed = true;
                 tracing::error!(error = %err, batches = group.len(), "store commit failed");
                 for req in group.drain(..) {
                     let _ = req.done.send(Err(err.clone()));
                 }
             }
         }
+    }
+    // Every sender is gone: a clean shutdown, unless a commit failed.
+    if !failed && let Err(e) = super::schema::set_clean_close(&conn, true) {
+        tracing::warn!(error = %e, "cannot mark the store closed cleanly");
     }
 }
 
