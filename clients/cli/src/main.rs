@@ -3,6 +3,7 @@
 mod client;
 mod cmd;
 mod output;
+mod services;
 
 use std::process::ExitCode;
 

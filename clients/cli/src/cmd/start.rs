@@ -10,20 +10,18 @@
 //! SIGKILL after `--kill-timeout`; it also runs on every error path (the
 //! guard's `Drop`), so no service outlives the command.
 
-use std::fs::File;
-use std::io::{BufRead, BufReader};
-use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitCode, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, ExitCode, Stdio};
+use std::time::Duration;
 
 use anyhow::{Context, anyhow, bail};
-use fluxgate_proto::v1 as pb;
-use fluxgate_shared::{Hostlist, IdSet};
-use nix::sys::signal::{Signal, killpg};
+use fluxgate_shared::Hostlist;
+use nix::sys::signal::Signal;
 use nix::unistd::Pid;
 
 use crate::client;
+use crate::services::{Services, Signals, log_file, read_uri, service_binary, wait_ready};
 
 /// Arguments of `fluxgate start`.
 #[derive(Debug, clap::Args)]
@@ -49,84 +47,6 @@ pub struct Args {
     /// Command to run inside the instance (default: $SHELL).
     #[arg(last = true, value_name = "CMD")]
     command: Vec<String>,
-}
-
-/// The services of a running instance; dropping it tears them down.
-#[derive(Debug)]
-struct Services {
-    pgid: Option<Pid>,
-    children: Vec<Child>,
-    kill_timeout: Duration,
-    // Held for its Drop: removes a temporary statedir after the services stop.
-    _tmpdir: Option<tempfile::TempDir>,
-}
-
-impl Services {
-    fn spawn(&mut self, mut cmd: Command) -> anyhow::Result<&mut Child> {
-        // Every service joins the group of the first one so one signal reaches all.
-        cmd.process_group(self.pgid.map_or(0, Pid::as_raw));
-        let child = cmd.spawn()?;
-        if self.pgid.is_none() {
-            self.pgid = Some(Pid::from_raw(child.id() as i32));
-        }
-        self.children.push(child);
-        let last = self.children.len() - 1;
-        Ok(&mut self.children[last])
-    }
-
-    fn teardown(&mut self) {
-        let Some(pgid) = self.pgid.take() else {
-            return;
-        };
-        let _ = killpg(pgid, Signal::SIGTERM);
-        let deadline = Instant::now() + self.kill_timeout;
-        while Instant::now() < deadline {
-            if self
-                .children
-                .iter_mut()
-                .all(|c| matches!(c.try_wait(), Ok(Some(_)) | Err(_)))
-            {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        // Also catches anything the services forked into the group.
-        let _ = killpg(pgid, Signal::SIGKILL);
-        for c in &mut self.children {
-            let _ = c.wait();
-        }
-    }
-}
-
-impl Drop for Services {
-    fn drop(&mut self) {
-        self.teardown();
-    }
-}
-
-/// Where a service binary is: beside this executable, else on PATH.
-fn service_binary(name: &str) -> PathBuf {
-    if let Ok(exe) = std::env::current_exe()
-        && let Some(dir) = exe.parent()
-    {
-        let p = dir.join(name);
-        if p.is_file() {
-            return p;
-        }
-    }
-    PathBuf::from(name)
-}
-
-fn log_file(dir: &Path, name: &str) -> anyhow::Result<File> {
-    let path = dir.join(name);
-    File::create(&path).with_context(|| format!("cannot create {}", path.display()))
-}
-
-/// The last lines of a log, to explain a failed start.
-fn log_tail(path: &Path) -> String {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    let lines: Vec<&str> = text.lines().collect();
-    lines[lines.len().saturating_sub(10)..].join("\n")
 }
 
 /// The node names: `<host>-0 .. <host>-(N-1)`.
@@ -172,12 +92,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         let _guard = rt.enter();
         Signals::new()?
     };
-    let mut services = Services {
-        pgid: None,
-        children: Vec::new(),
-        kill_timeout: Duration::from_secs_f64(args.kill_timeout.max(0.0)),
-        _tmpdir: tmpdir,
-    };
+    let mut services = Services::new(Duration::from_secs_f64(args.kill_timeout.max(0.0)), tmpdir);
     let names = node_names(args.size)?;
     let mut nodelist = Hostlist::new();
     for n in &names {
@@ -201,17 +116,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .spawn(jm)
         .context("cannot start fluxgate-job-manager (build it with `cargo build --workspace` or put it on PATH)")?;
     let stdout = child.stdout.take().context("job manager stdout")?;
-    let mut line = String::new();
-    BufReader::new(stdout)
-        .read_line(&mut line)
-        .context("reading the job manager's address")?;
-    let uri = line.trim().to_string();
-    if uri.is_empty() {
-        bail!(
-            "fluxgate-job-manager exited before serving:\n{}",
-            log_tail(&jm_log)
-        );
-    }
+    let timeout = Duration::from_secs_f64(args.start_timeout.max(0.0));
+    let uri = rt.block_on(async {
+        tokio::select! {
+            r = read_uri(stdout, &jm_log, timeout) => r,
+            s = signals.any() => Err(anyhow!("interrupted by {s} during startup")),
+        }
+    })?;
     if args.verbose {
         eprintln!(
             "fluxgate-start: job manager at {uri}, logs in {}",
@@ -238,7 +149,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             .context("cannot start fluxgate-exec (build it with `cargo build --workspace` or put it on PATH)")?;
     }
 
-    let timeout = Duration::from_secs_f64(args.start_timeout.max(0.0));
     rt.block_on(async {
         tokio::select! {
             r = wait_ready(&uri, args.size, timeout, &mut services) => r,
@@ -250,46 +160,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let code = rt.block_on(run_command(&args.command, &uri, &statedir, &mut signals))?;
     services.teardown();
     Ok(code)
-}
-
-/// Wait until every node is up, or a service dies, or the time is out.
-async fn wait_ready(
-    uri: &str,
-    size: u32,
-    timeout: Duration,
-    services: &mut Services,
-) -> anyhow::Result<()> {
-    let deadline = Instant::now() + timeout;
-    let mut last;
-    loop {
-        for c in &mut services.children {
-            if let Ok(Some(status)) = c.try_wait() {
-                bail!("a service exited during startup ({status})");
-            }
-        }
-        match up_count(uri).await {
-            Ok(n) if n >= u64::from(size) => return Ok(()),
-            Ok(n) => last = format!("{n} of {size} nodes up"),
-            Err(e) => last = format!("{e:#}"),
-        }
-        if Instant::now() >= deadline {
-            bail!("timed out: {last}");
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-async fn up_count(uri: &str) -> anyhow::Result<u64> {
-    let mut inst = client::connect_to(uri).await?;
-    let status = inst
-        .resource
-        .status(pb::StatusRequest {})
-        .await
-        .map_err(client::status_error)?
-        .into_inner();
-    let v: serde_json::Value = serde_json::from_str(&status.status)?;
-    let up = v.get("up").and_then(|u| u.as_str()).unwrap_or("");
-    Ok(IdSet::parse(up).map(|s| s.count()).unwrap_or(0))
 }
 
 /// Run CMD with the instance in its environment; SIGTERM/SIGHUP are passed
@@ -333,33 +203,5 @@ async fn run_command(
 fn forward(pid: Option<Pid>, sig: Signal) {
     if let Some(p) = pid {
         let _ = nix::sys::signal::kill(p, sig);
-    }
-}
-
-/// The signals `fluxgate start` handles instead of dying.
-#[derive(Debug)]
-struct Signals {
-    int: tokio::signal::unix::Signal,
-    term: tokio::signal::unix::Signal,
-    hup: tokio::signal::unix::Signal,
-}
-
-impl Signals {
-    fn new() -> anyhow::Result<Signals> {
-        use tokio::signal::unix::{SignalKind, signal};
-        Ok(Signals {
-            int: signal(SignalKind::interrupt()).context("SIGINT handler")?,
-            term: signal(SignalKind::terminate()).context("SIGTERM handler")?,
-            hup: signal(SignalKind::hangup()).context("SIGHUP handler")?,
-        })
-    }
-
-    /// The name of the next signal received.
-    async fn any(&mut self) -> &'static str {
-        tokio::select! {
-            _ = self.int.recv() => "SIGINT",
-            _ = self.term.recv() => "SIGTERM",
-            _ = self.hup.recv() => "SIGHUP",
-        }
     }
 }
