@@ -44,6 +44,9 @@ enum Command {
     Start(cmd::start::Args),
     /// gRPC health check of a job manager or exec service (exit 0 when SERVING).
     Health(cmd::health::Args),
+    /// Measure an instance: throughput, latency, memory, restart time.
+    #[command(after_long_help = cmd::bench::HELP)]
+    Bench(cmd::bench::Args),
 }
 
 fn main() -> ExitCode {
@@ -61,6 +64,7 @@ fn main() -> ExitCode {
         Command::Queue(args) => ("queue", cmd::queue::run(args)),
         Command::Start(args) => ("start", cmd::start::run(args)),
         Command::Health(args) => ("health", cmd::health::run(args)),
+        Command::Bench(args) => ("bench", cmd::bench::run(args)),
     };
     match result {
         Ok(code) => code,

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use fluxgate_proto::v1 as pb;
 use fluxgate_shared::IdSet;
-use nix::sys::signal::{Signal, killpg};
+use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
 use tokio::io::AsyncBufReadExt;
 
@@ -68,7 +68,38 @@ impl Services {
             .find_map(|c| c.try_wait().ok().flatten())
     }
 
-    /// Stop every service: SIGTERM to the group, SIGKILL after the grace period.
+    /// Send `signal` to the service `pid` alone and wait up to `timeout` for
+    /// it to exit (then SIGKILL it); it is no longer one of the services.
+    pub async fn stop(
+        &mut self,
+        pid: u32,
+        signal: Signal,
+        timeout: Duration,
+    ) -> anyhow::Result<ExitStatus> {
+        let index = self
+            .children
+            .iter()
+            .position(|c| c.id() == pid)
+            .with_context(|| format!("process {pid} is not one of the services"))?;
+        let mut child = self.children.remove(index);
+        let target = Pid::from_raw(pid as i32);
+        let _ = kill(target, signal);
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(status) = child.try_wait()? {
+                return Ok(status);
+            }
+            if Instant::now() >= deadline {
+                let _ = child.kill();
+                return Ok(child.wait()?);
+            }
+            // Short naps: callers time how long a service takes to stop.
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    }
+
+    /// Stop every service: SIGTERM to the group, SIGKILL after the grace
+    /// period. Blocking; see [`Services::shutdown`] for callers with a runtime.
     pub fn teardown(&mut self) {
         let Some(pgid) = self.pgid.take() else {
             return;
@@ -77,6 +108,21 @@ impl Services {
         let deadline = Instant::now() + self.kill_timeout;
         while Instant::now() < deadline && !self.all_exited() {
             std::thread::sleep(Duration::from_millis(20));
+        }
+        self.kill_group(pgid);
+    }
+
+    /// As [`Services::teardown`], letting the runtime run meanwhile: a job
+    /// manager stops gracefully only once its clients' connections close,
+    /// and a client's connection closes in a task of that runtime.
+    pub async fn shutdown(&mut self) {
+        let Some(pgid) = self.pgid.take() else {
+            return;
+        };
+        let _ = killpg(pgid, Signal::SIGTERM);
+        let deadline = Instant::now() + self.kill_timeout;
+        while Instant::now() < deadline && !self.all_exited() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
         }
         self.kill_group(pgid);
     }

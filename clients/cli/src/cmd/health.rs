@@ -53,7 +53,8 @@ fn timeout(secs: f64) -> anyhow::Result<Duration> {
     }
 }
 
-async fn check(uri: &str, service: &str, limit: Duration) -> anyhow::Result<ServingStatus> {
+/// Ask `uri` whether `service` is serving, within `limit`.
+pub async fn check(uri: &str, service: &str, limit: Duration) -> anyhow::Result<ServingStatus> {
     let endpoint = Endpoint::from_shared(uri.to_string())
         .with_context(|| format!("{uri:?} is not a valid address"))?
         .connect_timeout(limit)

@@ -1,6 +1,7 @@
 //! One module per subcommand family.
 
 pub mod attach;
+pub mod bench;
 pub mod cancel;
 pub mod health;
 pub mod hostlist;

@@ -1,0 +1,336 @@
+//! `fluxgate bench WORKLOAD`: a load generator that measures an instance.
+//!
+//! Each run starts an instance of its own (job manager and exec service in
+//! a temporary statedir, as `fluxgate start` does, torn down at the end
+//! even on an error or a Ctrl-C) or, when `FLUXGATE_URI` is set, uses that
+//! one. A run gives one row of figures: a table line, or with `--json` one
+//! JSON object per line; a figure that cannot be measured is `null`.
+//! The workloads and their figures are described in [`HELP`].
+
+mod figures;
+mod held;
+mod latency;
+mod metrics;
+mod restart;
+mod settle;
+mod submit;
+mod target;
+mod throughput;
+
+use std::process::ExitCode;
+
+use anyhow::{anyhow, bail};
+
+use crate::client;
+use crate::output::{self, Mode};
+use crate::services::Signals;
+
+use figures::{Figures, Table};
+use target::{NodeSpec, Target};
+
+/// The man page of `fluxgate bench`, shown by `--help`.
+pub const HELP: &str = "\
+WORKLOADS
+  sim      N simulated jobs (attribute system.exec.test.run_duration=0,
+           1 task on 1 core each) on K virtual nodes served by one exec
+           process (fluxgate-exec --virtual K). --jobs and --nodes take
+           comma lists and run every combination. Default: 2000 jobs, 1 node.
+  real     N jobs running `true` on one real exec service (this machine's
+           cores). Default: 1000 jobs.
+  latency  N `fluxgate run true` one after the other, each a whole process
+           (this executable); p50/p99 are their wall times. Default: 100.
+  held     N jobs submitted held (urgency 0); the job manager's memory
+           before and after, and per job. Default: 1000000.
+  restart  Fill the store with N inactive sim jobs and N/10 held ones, then
+           stop the job manager (SIGTERM, then also SIGKILL) and time a new
+           one on the same statedir from exec to answering health SERVING;
+           median of 3 of each. Local instances only. Default: 100000.
+
+FIGURES (one row per run; null when not measurable)
+  jobs_per_sec       jobs / (last t_inactive - first t_submit), the job
+                     manager's own timestamps (sim, real); jobs / total
+                     wall time (latency)
+  submit_per_sec     jobs / time from the first SubmitMany sent until the
+                     last one was answered (batches are pipelined)
+  sched_per_sec      jobs / (last t_run - first t_run): jobs started per second
+  p50_ms, p99_ms     submit -> start (t_run - t_submit) for sim and real;
+                     wall time of each `fluxgate run` for latency
+  rss_bytes          the job manager's VmRSS at the end (local instance)
+  rss_per_job_bytes  (held) RSS growth over the submission / jobs
+  events_per_commit  events made durable per store transaction during the
+                     run, from the job manager's Prometheus counters
+  restart_ms         (restart) exec of a new job manager -> health SERVING
+                     after SIGTERM; restart_sigkill_ms after SIGKILL;
+                     stop_ms: SIGTERM -> exit
+  loadavg            /proc/loadavg (1, 5, 15 minutes) when the run started
+
+INSTANCE
+  The local instance's job manager serves Prometheus metrics on a free
+  loopback port (metrics.listen) so events_per_commit can be read; its log
+  and the exec log are in the temporary statedir (-v prints where). With
+  FLUXGATE_URI set the bench submits to that instance instead, on its own
+  nodes (--nodes and the restart workload need a local instance); pass
+  --metrics ADDR for its counters. Jobs are named bench-WORKLOAD-PID-RUN so
+  that they are told apart from others; held jobs are cancelled at the end.
+
+EXAMPLES
+  fluxgate bench sim --jobs 2000,10000 --nodes 1,16,1024 --json
+  fluxgate bench real --runs 3
+  FLUXGATE_URI=http://10.0.0.1:7000 fluxgate bench latency --jobs 50";
+
+/// What `fluxgate bench` can run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Workload {
+    /// Simulated jobs on virtual nodes.
+    Sim,
+    /// `true` jobs on this machine.
+    Real,
+    /// Sequential `fluxgate run true`.
+    Latency,
+    /// Held jobs and the job manager's memory.
+    Held,
+    /// Job manager restart time on a full store.
+    Restart,
+}
+
+impl Workload {
+    /// The name used in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Workload::Sim => "sim",
+            Workload::Real => "real",
+            Workload::Latency => "latency",
+            Workload::Held => "held",
+            Workload::Restart => "restart",
+        }
+    }
+
+    fn default_jobs(self) -> u64 {
+        match self {
+            Workload::Sim => 2000,
+            Workload::Real => 1000,
+            Workload::Latency => 100,
+            Workload::Held => 1_000_000,
+            Workload::Restart => 100_000,
+        }
+    }
+}
+
+/// Arguments of `fluxgate bench`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// What to run: sim, real, latency, held or restart.
+    #[arg(value_enum, value_name = "WORKLOAD")]
+    workload: Workload,
+    /// Number of jobs; a comma list runs each (default: sim 2000, real 1000,
+    /// latency 100, held 1000000, restart 100000).
+    #[arg(long, value_name = "N[,N...]", value_delimiter = ',')]
+    jobs: Vec<u64>,
+    /// Number of virtual nodes for sim; a comma list runs each [default: 1].
+    #[arg(long, value_name = "K[,K...]", value_delimiter = ',')]
+    nodes: Vec<u32>,
+    /// Cores of each virtual node [default: 64]; for real and latency, of
+    /// the one node (default: the exec service's own discovery).
+    #[arg(long, value_name = "N")]
+    cores_per_node: Option<u32>,
+    /// Runs of each combination.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    runs: u32,
+    /// Jobs per SubmitMany request (at most the job manager's limits.max_batch).
+    #[arg(long, value_name = "N", default_value_t = 1000)]
+    batch: u32,
+    /// SubmitMany requests in flight at once.
+    #[arg(long, value_name = "N", default_value_t = 4)]
+    inflight: u32,
+    /// Seconds a run may take before it is abandoned.
+    #[arg(long, value_name = "SECS", default_value_t = 3600.0)]
+    timeout: f64,
+    /// Prometheus endpoint of the instance named by FLUXGATE_URI
+    /// (ADDR or http://ADDR/metrics), for events_per_commit.
+    #[arg(long, value_name = "ADDR")]
+    metrics: Option<String>,
+    /// One JSON object per run instead of a table.
+    #[arg(long)]
+    json: bool,
+    /// Print where each local instance keeps its logs, on standard error.
+    #[arg(short, long)]
+    verbose: bool,
+}
+
+/// One combination of the matrix.
+#[derive(Debug, Clone, Copy)]
+struct Case {
+    jobs: u64,
+    nodes: Option<u32>,
+    run: u32,
+}
+
+/// Everything a workload needs to run once.
+#[derive(Debug)]
+pub struct Run<'a> {
+    /// The command's arguments.
+    pub args: &'a Args,
+    /// Jobs of this run.
+    pub jobs: u64,
+    /// A job name no other run uses, so that listings find only this run.
+    pub name: String,
+}
+
+impl Args {
+    fn cases(&self) -> anyhow::Result<Vec<Case>> {
+        if self.jobs.contains(&0) {
+            bail!("--jobs must be at least 1");
+        }
+        if self.nodes.contains(&0) {
+            bail!("--nodes must be at least 1");
+        }
+        if self.runs == 0 {
+            bail!("--runs must be at least 1");
+        }
+        if self.batch == 0 || self.inflight == 0 {
+            bail!("--batch and --inflight must be at least 1");
+        }
+        if !(self.timeout.is_finite() && self.timeout > 0.0) {
+            bail!("--timeout must be a positive number of seconds");
+        }
+        if !self.nodes.is_empty() && self.workload != Workload::Sim {
+            bail!("--nodes applies to the sim workload only");
+        }
+        let jobs = if self.jobs.is_empty() {
+            vec![self.workload.default_jobs()]
+        } else {
+            self.jobs.clone()
+        };
+        let nodes: Vec<Option<u32>> = match (self.workload, self.nodes.is_empty()) {
+            (Workload::Sim, true) => vec![Some(1)],
+            (Workload::Sim, false) => self.nodes.iter().copied().map(Some).collect(),
+            _ => vec![None],
+        };
+        let mut cases = Vec::new();
+        for &j in &jobs {
+            for &n in &nodes {
+                for run in 1..=self.runs {
+                    cases.push(Case {
+                        jobs: j,
+                        nodes: n,
+                        run,
+                    });
+                }
+            }
+        }
+        Ok(cases)
+    }
+
+    /// The nodes a local instance for this workload has.
+    fn node_spec(&self, nodes: Option<u32>) -> NodeSpec {
+        match self.workload {
+            Workload::Real | Workload::Latency => NodeSpec::Real {
+                cores: self.cores_per_node,
+            },
+            _ => NodeSpec::Virtual {
+                count: nodes.unwrap_or(1),
+                cores: self.cores_per_node.unwrap_or(64),
+            },
+        }
+    }
+}
+
+/// Run `fluxgate bench`.
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let cases = args.cases()?;
+    let remote = std::env::var(client::URI_ENV)
+        .ok()
+        .filter(|u| !u.is_empty());
+    if remote.is_some() {
+        if args.workload == Workload::Restart {
+            bail!(
+                "the restart workload stops and starts the job manager, which it cannot do to \
+                 the remote instance {}: unset {} to run it on an instance of its own",
+                remote.as_deref().unwrap_or_default(),
+                client::URI_ENV
+            );
+        }
+        if !args.nodes.is_empty() {
+            bail!(
+                "--nodes starts virtual nodes, which it cannot do in the remote instance named \
+                 by {}: unset it to run on an instance of its own",
+                client::URI_ENV
+            );
+        }
+    }
+    let mode = Mode::from_flags(args.json, false);
+    let rt = client::runtime()?;
+    // Handlers first: a Ctrl-C must not kill us before the services (in a
+    // process group of their own, out of the terminal's reach) are down.
+    let mut signals = {
+        let _guard = rt.enter();
+        Signals::new()?
+    };
+    // The instance of the current run lives outside the run's future, so
+    // that it is shut down (letting the runtime close our connections, which
+    // a job manager waits for) however the run ends.
+    let mut instance: Option<Target> = None;
+    rt.block_on(async {
+        let result = tokio::select! {
+            r = run_cases(&args, &cases, remote.as_deref(), mode, &mut instance) => r,
+            s = signals.any() => Err(anyhow!("interrupted by {s}")),
+        };
+        if let Some(t) = instance.take() {
+            t.shutdown().await;
+        }
+        result
+    })?;
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn run_cases(
+    args: &Args,
+    cases: &[Case],
+    remote: Option<&str>,
+    mode: Mode,
+    instance: &mut Option<Target>,
+) -> anyhow::Result<()> {
+    let mut table = Table::default();
+    for (seq, case) in cases.iter().enumerate() {
+        let loadavg = figures::loadavg();
+        let run = Run {
+            args,
+            jobs: case.jobs,
+            name: format!(
+                "bench-{}-{}-{}",
+                args.workload.name(),
+                std::process::id(),
+                seq + 1
+            ),
+        };
+        let target = instance.insert(match remote {
+            Some(uri) => Target::remote(uri, args.metrics.as_deref()),
+            None => Target::start(args.node_spec(case.nodes), args.verbose).await?,
+        });
+        let mut fig = Figures::new(args.workload.name(), case.jobs, case.run, loadavg);
+        fig.remote = remote.is_some();
+        fig.nodes = target.nodes().await;
+        fig.cores_per_node = target.cores_per_node();
+        let timeout = std::time::Duration::from_secs_f64(args.timeout);
+        let measured = tokio::time::timeout(timeout, async {
+            match args.workload {
+                Workload::Sim | Workload::Real => throughput::run(&run, target, &mut fig).await,
+                Workload::Latency => latency::run(&run, target, &mut fig).await,
+                Workload::Held => held::run(&run, target, &mut fig).await,
+                Workload::Restart => restart::run(&run, target, &mut fig).await,
+            }
+        })
+        .await
+        .map_err(|_| anyhow!("the run took longer than --timeout {}s", args.timeout))?;
+        measured?;
+        fig.rss_bytes = target.jm_rss();
+        if let Some(t) = instance.take() {
+            t.shutdown().await;
+        }
+        if mode == Mode::Table {
+            table.header_once(loadavg);
+        }
+        output::emit(mode, &fig)?;
+    }
+    Ok(())
+}
