@@ -81,6 +81,18 @@ impl Figures {
         }
     }
 
+    /// Which run this is, for messages: `sim 100 jobs on 4 nodes, run 2`.
+    pub fn title(&self) -> String {
+        let nodes = match self.nodes {
+            Some(n) => format!(" on {n} nodes"),
+            None => String::new(),
+        };
+        format!(
+            "{} {} jobs{nodes}, run {}",
+            self.workload, self.jobs, self.run
+        )
+    }
+
     /// Events per store transaction, when both were counted.
     pub fn events_per_commit(&self) -> Option<f64> {
         match (self.events, self.commits) {

@@ -59,6 +59,8 @@ FIGURES (one row per run; null when not measurable)
   rss_per_job_bytes  (held) RSS growth over the submission / jobs
   events_per_commit  events made durable per store transaction during the
                      run, from the job manager's Prometheus counters
+  failed             (sim, real) jobs that did not complete; how they ended
+                     is summed up on standard error
   restart_ms         (restart) exec of a new job manager -> health SERVING
                      after SIGTERM; restart_sigkill_ms after SIGKILL;
                      stop_ms: SIGTERM -> exit

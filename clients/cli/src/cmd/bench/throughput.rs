@@ -8,6 +8,7 @@
 //! t_run - t_submit. submit_per_sec is the client's: N / time from the
 //! first SubmitMany sent until the last was answered.
 
+use std::collections::HashMap;
 use std::time::Instant;
 
 use anyhow::Context;
@@ -41,7 +42,35 @@ pub async fn run(run: &Run<'_>, target: &mut Target, fig: &mut Figures) -> anyho
     fig.set_counters(before, target.counters().await);
     fig.submit_per_sec = rate(run.jobs, sent.elapsed.as_secs_f64());
     from_summaries(&jobs, fig);
+    // The figures stand (the jobs went through the pipeline), but a run
+    // whose jobs failed says why, so that it is not taken for a clean one.
+    for line in failures(&jobs) {
+        eprintln!("fluxgate-bench: {}: {line}", fig.title());
+    }
     Ok(())
+}
+
+/// How many jobs ended how, for those that did not complete; the most
+/// common first, at most five kinds.
+pub fn failures(jobs: &[pb::JobSummary]) -> Vec<String> {
+    let mut kinds: HashMap<(&str, &str, &str), u64> = HashMap::new();
+    for j in jobs.iter().filter(|j| j.result != "COMPLETED") {
+        *kinds
+            .entry((&j.result, &j.exception_type, &j.exception_note))
+            .or_default() += 1;
+    }
+    let mut kinds: Vec<_> = kinds.into_iter().collect();
+    kinds.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    kinds
+        .into_iter()
+        .take(5)
+        .map(|((result, ty, note), n)| match ty {
+            "" => format!("{n} job(s) {result}"),
+            _ => format!("{n} job(s) {result}: exception type={ty} {note}")
+                .trim_end()
+                .to_string(),
+        })
+        .collect()
 }
 
 /// The figures the job manager's timestamps give.
@@ -92,6 +121,20 @@ mod tests {
         assert_eq!(fig.p50_ms, Some(500.0));
         assert_eq!(fig.p99_ms, Some(1500.0));
         assert_eq!(fig.failed, Some(0));
+    }
+
+    #[test]
+    fn failures_are_grouped_by_how_they_ended() {
+        let mut bad = job(1.0, 0.0, 2.0);
+        bad.result = "FAILED".into();
+        bad.exception_type = "exec".into();
+        bad.exception_note = "lost".into();
+        let jobs = [bad.clone(), job(1.0, 1.5, 2.0), bad];
+        assert_eq!(
+            failures(&jobs),
+            ["2 job(s) FAILED: exception type=exec lost"]
+        );
+        assert!(failures(&[job(1.0, 1.5, 2.0)]).is_empty());
     }
 
     #[test]
