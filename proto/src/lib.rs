@@ -4,6 +4,7 @@
 #![allow(missing_docs, clippy::all, missing_debug_implementations)]
 
 pub mod codec;
+pub mod wire;
 
 /// Generated messages, clients and servers of package `fluxgate.v1`.
 pub mod v1 {

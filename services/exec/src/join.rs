@@ -93,7 +93,8 @@ async fn session(
 ) -> Result<(), JoinError> {
     let endpoint = Endpoint::from_shared(config.job_manager.clone())
         .map_err(|e| JoinError::BadUri(config.job_manager.clone(), e.to_string()))?
-        .connect_timeout(CONNECT_TIMEOUT);
+        .connect_timeout(CONNECT_TIMEOUT)
+        .initial_connection_window_size(fluxgate_proto::wire::CONNECTION_WINDOW);
     let channel = tokio::select! {
         c = endpoint.connect() => c?,
         _ = shutdown.cancelled() => return Ok(()),

@@ -121,6 +121,7 @@ pub async fn start(config: Config) -> Result<Running, ServeError> {
 
     let stopped = CancellationToken::new();
     let server = tonic::transport::Server::builder()
+        .initial_connection_window_size(fluxgate_proto::wire::CONNECTION_WINDOW)
         .add_service(health_service)
         .add_service(reflection)
         .add_service(ExecServer::new(service.clone()))

@@ -44,6 +44,7 @@ fn channel(addr: &str) -> Result<Channel, String> {
         .map_err(|e| format!("bad exec address {addr:?}: {e}"))?
         .connect_timeout(std::time::Duration::from_secs(5))
         .tcp_nodelay(true)
+        .initial_connection_window_size(fluxgate_proto::wire::CONNECTION_WINDOW)
         .connect_lazy();
     map.insert(addr.to_string(), c.clone());
     Ok(c)
@@ -151,9 +152,24 @@ async fn run_start(
             return Ok(());
         }
         if last {
+            read_to_end(&mut stream).await;
             return Ok(());
         }
     }
+}
+
+/// How long a start stream may stay open after its final release.
+const STREAM_END_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Read a start stream to its end after the final release. Dropping it
+/// before resets it, and h2 allows a connection only so many streams reset
+/// by this side (1024) before it drops the connection, and with it every
+/// start stream on it: under load, jobs failed with "lost contact".
+async fn read_to_end(stream: &mut tonic::Streaming<pb::StartResponse>) {
+    let _ = tokio::time::timeout(STREAM_END_WAIT, async {
+        while let Ok(Some(_)) = stream.message().await {}
+    })
+    .await;
 }
 
 /// Deliver a fatal exception to the job's leader exec service.

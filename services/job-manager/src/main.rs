@@ -7,6 +7,12 @@ use clap::Parser;
 use fluxgate_job_manager::config::Config;
 use fluxgate_job_manager::server;
 
+/// mimalloc, not glibc's malloc: under load the job manager allocates many
+/// small, short-lived objects across threads, where glibc's arenas spent a
+/// quarter of its time (docs/PERFORMANCE.md).
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Fluxgate job manager: job pipeline, scheduler and resource module over gRPC.
 #[derive(Debug, Parser)]
 #[command(name = "fluxgate-job-manager", version)]

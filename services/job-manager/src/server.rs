@@ -213,6 +213,7 @@ pub async fn serve(
     ready(addr);
     tonic::transport::Server::builder()
         .tcp_nodelay(true)
+        .initial_connection_window_size(fluxgate_proto::wire::CONNECTION_WINDOW)
         .add_service(health_service)
         .add_service(reflection)
         .add_service(JobManagerServer::new(jobs))

@@ -46,7 +46,8 @@ impl Peer {
     pub fn new(address: &str, ranks: IdSet) -> Result<Peer, String> {
         let endpoint = Endpoint::from_shared(address.to_string())
             .map_err(|e| format!("exec address {address:?} of ranks {ranks} is not a URI: {e}"))?
-            .connect_timeout(CONNECT_TIMEOUT);
+            .connect_timeout(CONNECT_TIMEOUT)
+            .initial_connection_window_size(fluxgate_proto::wire::CONNECTION_WINDOW);
         Ok(Peer {
             address: address.to_string(),
             ranks,
@@ -70,9 +71,20 @@ impl Peer {
                                         &r.response,
                                         Some(Response::Release(rel)) if rel.r#final
                                     );
-                                    if events.send(PeerEvent::Response(index, r)).await.is_err()
-                                        || last
-                                    {
+                                    if events.send(PeerEvent::Response(index, r)).await.is_err() {
+                                        return;
+                                    }
+                                    if last {
+                                        // To its end: a stream dropped early is
+                                        // reset, and h2 drops a connection after
+                                        // 1024 resets, with every stream on it.
+                                        let _ = tokio::time::timeout(
+                                            std::time::Duration::from_secs(5),
+                                            async {
+                                                while let Ok(Some(_)) = stream.message().await {}
+                                            },
+                                        )
+                                        .await;
                                         return;
                                     }
                                 }
