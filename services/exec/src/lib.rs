@@ -9,6 +9,7 @@ pub mod event;
 pub mod job;
 pub mod join;
 pub mod layout;
+pub mod lookup;
 pub mod output;
 pub mod server;
 pub mod service;

@@ -11,7 +11,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
-use nix::sched::{CpuSet, sched_getaffinity};
+use nix::sched::{CpuSet, sched_getaffinity, sched_setaffinity};
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
@@ -126,23 +126,41 @@ pub fn spawn(spec: &TaskSpec, events: mpsc::Sender<TaskEvent>) -> Result<Task, S
         None => (None, None),
         Some(dir) => start_dir(dir)?,
     };
-    let mut cmd = Command::new(program);
-    cmd.args(args)
-        .env_clear()
-        .envs(spec.env.iter().map(|(k, v)| (k, v)))
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        // Its own group, so that a signal reaches everything the task started.
-        .process_group(0)
-        .kill_on_drop(false);
-    if let Some(cwd) = &cwd {
-        cmd.current_dir(cwd);
+    let path = spec
+        .env
+        .iter()
+        .find(|(k, _)| k == "PATH")
+        .map(|(_, v)| v.as_str());
+    let resolved = crate::lookup::program(program, path, cwd.as_deref())
+        .map_err(|e| spawn_error(program.clone(), &e))?;
+    let command = |program: &Path, args: &[String]| {
+        let mut cmd = Command::new(program);
+        cmd.args(args)
+            .env_clear()
+            .envs(spec.env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            // Its own group, so that a signal reaches everything the task started.
+            .process_group(0)
+            .kill_on_drop(false);
+        if let Some(cwd) = &cwd {
+            cmd.current_dir(cwd);
+        }
+        cmd
+    };
+    let cpus = cpu_set(&spec.cpus);
+    let mut child = match spawn_bound(&mut command(&resolved, args), cpus) {
+        // A file without #! is a shell script to execvp; posix_spawn does
+        // not know that, so the shell is asked as execvp would.
+        Err(e) if e.raw_os_error() == Some(nix::libc::ENOEXEC) => {
+            let mut sh_args = vec![resolved.display().to_string()];
+            sh_args.extend(args.iter().cloned());
+            spawn_bound(&mut command(Path::new("/bin/sh"), &sh_args), cpus)
+        }
+        other => other,
     }
-    if let Some(set) = cpu_set(&spec.cpus) {
-        bind(&mut cmd, set);
-    }
-    let mut child = cmd.spawn().map_err(|e| spawn_error(program.clone(), &e))?;
+    .map_err(|e| spawn_error(program.clone(), &e))?;
     let pid = child
         .id()
         .and_then(|p| i32::try_from(p).ok())
@@ -307,14 +325,22 @@ fn cpu_set(cpus: &[usize]) -> Option<CpuSet> {
     any.then_some(set)
 }
 
-#[allow(unsafe_code)]
-fn bind(cmd: &mut Command, set: CpuSet) {
-    // SAFETY: the hook runs in the child between fork and exec, where only
-    // async-signal-safe calls are allowed; it makes one sched_setaffinity system
-    // call on a set built before the fork and allocates nothing.
-    unsafe {
-        cmd.pre_exec(move || {
-            nix::sched::sched_setaffinity(Pid::from_raw(0), &set).map_err(io::Error::from)
-        });
+/// Spawn `cmd` bound to `cpus`. A new process inherits the CPU mask of the
+/// thread that starts it, so the calling thread takes the task's mask for
+/// the call and gets its own back after. (A hook run in the child before
+/// exec would do the same, but any such hook makes the standard library
+/// fork, copying the page tables of the whole service for each task,
+/// instead of posix_spawn.)
+fn spawn_bound(cmd: &mut Command, cpus: Option<CpuSet>) -> io::Result<tokio::process::Child> {
+    let Some(set) = cpus else {
+        return cmd.spawn();
+    };
+    // Pid 0: the calling thread, not the whole process.
+    let own = sched_getaffinity(Pid::from_raw(0)).map_err(io::Error::from)?;
+    sched_setaffinity(Pid::from_raw(0), &set).map_err(io::Error::from)?;
+    let child = cmd.spawn();
+    if let Err(e) = sched_setaffinity(Pid::from_raw(0), &own) {
+        tracing::warn!(error = %e, "cannot restore the CPU mask of a worker thread");
     }
+    child
 }
