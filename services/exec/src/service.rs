@@ -129,7 +129,9 @@ impl ExecService {
         let stream = self.jobs.attach(&job, Vec::new());
         match self.plan(&req) {
             Ok(launch) => {
-                tracing::info!(
+                // Per job: debug, as flux-core's job-exec logs it (at info,
+                // two lines a job were a write(2) each under load).
+                tracing::debug!(
                     leader = launch.leader,
                     ranks = launch.local.len(),
                     peers = launch.peers.len(),

@@ -237,7 +237,7 @@ impl Driver {
     }
 
     async fn finish(&mut self) {
-        tracing::info!(status = self.status, "tasks done");
+        tracing::debug!(status = self.status, "tasks done");
         if self.leader {
             self.exec_event("complete", Some(context([("status", json!(self.status))])))
                 .await;
