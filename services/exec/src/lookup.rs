@@ -82,6 +82,9 @@ mod tests {
             dir.path().join("b").join("tool")
         );
         assert_eq!(program("./x", None, None).unwrap(), PathBuf::from("./x"));
-        assert_eq!(program("true", None, None).unwrap().file_name().unwrap(), "true");
+        assert_eq!(
+            program("true", None, None).unwrap().file_name().unwrap(),
+            "true"
+        );
     }
 }
