@@ -236,7 +236,8 @@ async fn config_file_json_logs_with_job_ids_and_metrics() {
         .args(["--log-format", "json"])
         .env("FLUXGATE_EXEC_CONFIG", &config)
         .env_remove("FLUXGATE_JOB_MANAGER")
-        .env("FLUXGATE_LOG", "info")
+        // A job's start and end are logged at debug, as flux-core's job-exec does.
+        .env("FLUXGATE_LOG", "info,fluxgate_exec=debug")
         .stdout(Stdio::piped())
         .stderr(std::fs::File::create(&log).unwrap())
         .spawn()
