@@ -238,6 +238,14 @@ impl Driver {
 
     async fn finish(&mut self) {
         tracing::debug!(status = self.status, "tasks done");
+        // A tokio file's write completes on a blocking thread after
+        // write_all returns: the output files are whole only once flushed,
+        // and a reader may open them as soon as `complete` is seen.
+        for file in &mut self.files {
+            if let Err(e) = file.flush().await {
+                tracing::warn!(error = %e, "cannot write output file");
+            }
+        }
         if self.leader {
             self.exec_event("complete", Some(context([("status", json!(self.status))])))
                 .await;
