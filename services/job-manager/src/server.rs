@@ -4,6 +4,7 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use fluxgate_proto::v1::job_manager_server::JobManagerServer;
 use fluxgate_proto::v1::node_server::NodeServer;
@@ -124,25 +125,38 @@ pub async fn serve(
             let _ = fatal_tx.send(Some(e));
         })
     };
-    if store.check_owed() {
-        // A large store closed cleanly is checked beside serving, so that
-        // the start does not read every page first; damage stops the job
-        // manager with the same error an open would give.
-        let store = Arc::clone(&store);
+    // A large store closed cleanly is checked beside serving, so that the
+    // start does not read every page first; damage stops the job manager
+    // with the same error an open would give. A shutdown interrupts the
+    // check: the store was clean when opened and is closed cleanly again.
+    let check = if store.check_owed() {
+        let check = store.check()?;
+        let interrupt = check.interrupt_handle();
+        let stopping = Arc::new(AtomicBool::new(false));
+        let stopped = Arc::clone(&stopping);
         tokio::task::spawn_blocking(move || {
+            if stopped.load(Ordering::Acquire) {
+                return;
+            }
             let started = std::time::Instant::now();
-            match store.check() {
+            match check.run() {
                 Ok(()) => tracing::info!(
                     seconds = started.elapsed().as_secs_f64(),
                     "store integrity check passed"
                 ),
+                Err(_) if stopped.load(Ordering::Acquire) => {
+                    tracing::info!("store integrity check left unfinished at shutdown")
+                }
                 Err(e) => {
                     tracing::error!(error = %e, "store integrity check failed; stopping");
                     let _ = fatal_tx.send(Some(e.to_string()));
                 }
             }
         });
-    }
+        Some((interrupt, stopping))
+    } else {
+        None
+    };
     let core_stop = CancellationToken::new();
     let mut core_task = tokio::spawn(core.run(inbox_rx, committer, core_stop.clone()));
 
@@ -201,6 +215,10 @@ pub async fn serve(
             health
                 .set_not_serving::<JobManagerServer<JobManagerService>>()
                 .await;
+            if let Some((interrupt, stopping)) = &check {
+                stopping.store(true, Ordering::Release);
+                interrupt.interrupt();
+            }
             // The core stops first (flushing what it holds), so that the join
             // streams ending below are not taken for lost nodes; then every
             // long-lived stream ends and the server can stop.

@@ -207,7 +207,7 @@ async fn a_large_store_closed_cleanly_opens_at_once_and_is_checked_after() {
     // Counted as large: opened, and the check that is owed finds the damage.
     let store = SqliteStore::open_with(&path, 0).unwrap();
     assert!(store.check_owed());
-    let err = store.check().unwrap_err();
+    let err = store.check().unwrap().run().unwrap_err();
     assert!(
         matches!(&err, StoreError::Open { reason, .. } if reason.contains("damaged")),
         "{err}"
@@ -227,7 +227,7 @@ async fn a_store_not_closed_cleanly_is_checked_at_open_however_large() {
     assert!(!SqliteStore::open(&path).unwrap().check_owed());
     let store = SqliteStore::open_with(&path, 0).unwrap();
     assert!(store.check_owed());
-    store.check().unwrap();
+    store.check().unwrap().run().unwrap();
     // While a job manager holds it, and after a crash, it is not clean.
     let conn = rusqlite::Connection::open(&path).unwrap();
     let clean: String = conn
@@ -242,6 +242,29 @@ async fn a_store_not_closed_cleanly_is_checked_at_open_however_large() {
     std::mem::forget(store);
     let store = SqliteStore::open_with(&path, 0).unwrap();
     assert!(!store.check_owed(), "checked at open after a crash");
+}
+
+#[tokio::test]
+async fn an_interrupted_check_still_closes_the_store_cleanly() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.db");
+    {
+        let store = SqliteStore::open(&path).unwrap();
+        store.commit(vec![new_job(1)]).await.unwrap();
+        store.close();
+    }
+    let store = SqliteStore::open_with(&path, 0).unwrap();
+    assert!(store.check_owed());
+    let check = store.check().unwrap();
+    // A shutdown before the check ends: the check no longer holds the store.
+    check.interrupt_handle().interrupt();
+    store.close();
+    let _ = check.run();
+    let store = SqliteStore::open_with(&path, 0).unwrap();
+    assert!(
+        store.check_owed(),
+        "closed cleanly, so the check is owed again"
+    );
 }
 
 /// A healthy SQLite database that another application made: a fresh store whose

@@ -89,13 +89,14 @@ impl SqliteStore {
         self.check_owed
     }
 
-    /// Check every page of the store, on a connection of its own; a damaged
-    /// store is the same error as at open.
-    pub fn check(&self) -> Result<(), StoreError> {
+    /// The whole-file check, on a connection of its own that does not keep
+    /// the store open: a shutdown during the check interrupts it and still
+    /// closes the store cleanly.
+    pub fn check(&self) -> Result<StoreCheck, StoreError> {
         let conn = open_reader(&self.path).map_err(|e| StoreError::Read(e.to_string()))?;
-        super::schema::quick_check(&conn).map_err(|reason| StoreError::Open {
-            path: self.path.display().to_string(),
-            reason,
+        Ok(StoreCheck {
+            conn,
+            path: self.path.clone(),
         })
     }
 
@@ -137,6 +138,29 @@ impl SqliteStore {
             .lock()
             .map_err(|_| StoreError::Read("reader lock poisoned".into()))?;
         f(&conn).map_err(|e| StoreError::Read(e.to_string()))
+    }
+}
+
+/// SQLite's quick check of every page of a store ([`SqliteStore::check`]).
+#[derive(Debug)]
+pub struct StoreCheck {
+    conn: Connection,
+    path: PathBuf,
+}
+
+impl StoreCheck {
+    /// A handle that stops [`Self::run`] from another thread.
+    pub fn interrupt_handle(&self) -> rusqlite::InterruptHandle {
+        self.conn.get_interrupt_handle()
+    }
+
+    /// Read every page; a damaged store is the same error as at open. An
+    /// interrupted check is an error too: the caller knows whether it asked.
+    pub fn run(self) -> Result<(), StoreError> {
+        super::schema::quick_check(&self.conn).map_err(|reason| StoreError::Open {
+            path: self.path.display().to_string(),
+            reason,
+        })
     }
 }
 
