@@ -83,6 +83,21 @@ pub enum Write {
     ReplaceResourceEventlog { lines: Vec<String> },
 }
 
+impl Write {
+    /// About how many bytes the write holds in memory until it is durable.
+    pub fn size(&self) -> usize {
+        match self {
+            Write::NewJob { jobspec, .. } => jobspec.len(),
+            Write::Append { line, .. } | Write::ResourceEvent { line } => line.len(),
+            Write::SetR { r, .. } => r.len(),
+            Write::Meta { key, value } => key.len() + value.len(),
+            Write::Purge { .. } => 0,
+            Write::Summary { summary, .. } => summary.len(),
+            Write::ReplaceResourceEventlog { lines } => lines.iter().map(String::len).sum(),
+        }
+    }
+}
+
 /// Writes that become durable together.
 pub type Batch = Vec<Write>;
 
