@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use fluxgate_job_manager::store::{Log, SqliteStore, Store, StoreError, Write};
+use fluxgate_job_manager::store::{Log, LogPos, SqliteStore, Store, StoreError, Write};
 
 fn new_job(id: u64) -> Write {
     Write::NewJob {
@@ -518,4 +518,69 @@ async fn log_lengths_are_counted_per_log() {
     assert_eq!(store.log_len(1, Log::Exec).unwrap(), 2);
     assert_eq!(store.log_len(1, Log::Output).unwrap(), 0);
     assert_eq!(store.log_len(2, Log::Main).unwrap(), 0);
+}
+
+#[tokio::test]
+async fn a_log_is_read_a_page_at_a_time_from_any_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(&dir.path().join("s.db")).unwrap();
+    store.commit(vec![new_job(1), new_job(2)]).await.unwrap();
+    // Interleaved with another job's and another log's lines.
+    let mut batch = Vec::new();
+    for i in 0..600 {
+        batch.push(append(1, Log::Output, &format!("out{i}")));
+        batch.push(append(2, Log::Output, &format!("other{i}")));
+        batch.push(append(1, Log::Main, &format!("main{i}")));
+    }
+    store.commit(batch).await.unwrap();
+    let name = |l: &String| {
+        fluxgate_shared::Event::parse_json(l)
+            .unwrap()
+            .name
+            .to_string()
+    };
+
+    let mut pos = LogPos::line(0);
+    let mut sizes = Vec::new();
+    let mut names = Vec::new();
+    loop {
+        let (page, next) = store.read_log_page(1, Log::Output, pos, 256).unwrap();
+        assert_eq!(next.line, pos.line + page.len() as u64);
+        sizes.push(page.len());
+        names.extend(page.iter().map(name));
+        pos = next;
+        if page.is_empty() {
+            break;
+        }
+    }
+    assert_eq!(sizes, [256, 256, 88, 0]);
+    assert_eq!(
+        names,
+        (0..600).map(|i| format!("out{i}")).collect::<Vec<_>>()
+    );
+
+    // From a line number alone (a follower that fell behind the hub).
+    let (page, next) = store
+        .read_log_page(1, Log::Output, LogPos::line(590), 256)
+        .unwrap();
+    assert_eq!(
+        page.iter().map(name).collect::<Vec<_>>(),
+        (590..600).map(|i| format!("out{i}")).collect::<Vec<_>>()
+    );
+    assert_eq!(next.line, 600);
+    // A log that does not exist, and a job that does not: no lines.
+    assert!(
+        store
+            .read_log_page(2, Log::Exec, LogPos::line(0), 256)
+            .unwrap()
+            .0
+            .is_empty()
+    );
+    assert!(
+        store
+            .read_log_page(9, Log::Main, LogPos::line(0), 256)
+            .unwrap()
+            .0
+            .is_empty()
+    );
 }

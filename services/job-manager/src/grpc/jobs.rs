@@ -19,10 +19,13 @@ use crate::config::Config;
 use crate::core::{self, ListFilter, Msg, QueueAction, SubmitArgs};
 use crate::error::Error;
 use crate::hub::{Hub, Published};
-use crate::store::{Log, SqliteStore, Store};
+use crate::store::{Log, LogPos, SqliteStore, Store};
 
 /// Lines buffered per watcher before the watcher's stream is back-pressured.
 const WATCH_BUFFER: usize = 256;
+
+/// Lines a watcher reads from the store at a time.
+const PAGE_LINES: usize = 256;
 
 /// The JobManager service.
 #[derive(Debug, Clone)]
@@ -401,21 +404,18 @@ impl JobManager for JobManagerService {
         // lines read after hold all of it; when it was not, the subscription
         // above delivers whatever comes after the read.
         let finished = is_final(&store, id).await?;
-        let first = read_from(&store, id, log, 0).await?;
-        if first.is_none() && (finished || !req.wait_create) {
+        let (first, pos) = read_page(&store, id, log, LogPos::line(0)).await?;
+        // The job exists (checked above): no line means no log (RFC 18).
+        if first.is_empty() && (finished || !req.wait_create) {
             return Err(Status::not_found(format!("job {id} has no {}", log.key())));
         }
         let (tx, out) = mpsc::channel(WATCH_BUFFER);
         let follow = req.follow && !finished;
         let cancel = self.cancel.clone();
         tokio::spawn(async move {
-            let mut next = 0u64;
-            for line in first.unwrap_or_default() {
-                next += 1;
-                if tx.send(Ok(pb::EventlogLine { line })).await.is_err() {
-                    return;
-                }
-            }
+            let Some(next) = send_pages(&store, id, log, pos, Some(first), &tx).await else {
+                return;
+            };
             if follow {
                 // Shutdown ends followers, so that the server can stop.
                 tokio::select! {
@@ -480,25 +480,67 @@ impl JobManager for JobManagerService {
     }
 }
 
-/// Stored lines of a log from line `from` on; `None` if the log does not exist.
-async fn read_from(
+/// One page of a stored log from `from` on, and the position after it.
+async fn read_page(
     store: &Arc<SqliteStore>,
     id: JobId,
     log: Log,
-    from: u64,
-) -> Result<Option<Vec<String>>, Status> {
+    from: LogPos,
+) -> Result<(Vec<String>, LogPos), Status> {
     let store = Arc::clone(store);
-    let lines = tokio::task::spawn_blocking(move || store.read_log(id.into(), log))
-        .await
-        .map_err(|e| Status::internal(e.to_string()))?
-        .map_err(Error::from)?;
-    Ok(lines.map(|l| l.into_iter().skip(from as usize).collect()))
+    let page =
+        tokio::task::spawn_blocking(move || store.read_log_page(id.into(), log, from, PAGE_LINES))
+            .await
+            .map_err(|e| Status::internal(e.to_string()))?
+            .map_err(Error::from)?;
+    Ok(page)
+}
+
+/// Send `page` (the lines before `pos`, when given), then the stored lines
+/// from `pos` on, a page at a time, so that a reader that does not read
+/// holds up one page, never a copy of the whole log. The position reached,
+/// or `None` once the reader is gone or a read failed (the reader was told).
+async fn send_pages(
+    store: &Arc<SqliteStore>,
+    id: JobId,
+    log: Log,
+    mut pos: LogPos,
+    mut page: Option<Vec<String>>,
+    tx: &mpsc::Sender<Result<pb::EventlogLine, Status>>,
+) -> Option<LogPos> {
+    loop {
+        let lines = match page.take() {
+            Some(lines) => lines,
+            None => match read_page(store, id, log, pos).await {
+                Ok((lines, next)) => {
+                    pos = next;
+                    lines
+                }
+                Err(e) => {
+                    let _ = tx.send(Err(e)).await;
+                    return None;
+                }
+            },
+        };
+        let more = lines.len() == PAGE_LINES;
+        for line in lines {
+            if tx.send(Ok(pb::EventlogLine { line })).await.is_err() {
+                return None;
+            }
+        }
+        if !more {
+            return Some(pos);
+        }
+    }
 }
 
 /// Is the job's stored eventlog final (it ends with `clean`)?
 async fn is_final(store: &Arc<SqliteStore>, id: JobId) -> Result<bool, Status> {
-    let main = read_from(store, id, Log::Main, 0)
-        .await?
+    let store = Arc::clone(store);
+    let main = tokio::task::spawn_blocking(move || store.read_log(id.into(), Log::Main))
+        .await
+        .map_err(|e| Status::internal(e.to_string()))?
+        .map_err(Error::from)?
         .unwrap_or_default();
     Ok(main
         .last()
@@ -512,7 +554,7 @@ async fn follow_log(
     store: Arc<SqliteStore>,
     id: JobId,
     log: Log,
-    mut next: u64,
+    mut next: LogPos,
     tx: mpsc::Sender<Result<pb::EventlogLine, Status>>,
 ) {
     loop {
@@ -520,20 +562,9 @@ async fn follow_log(
             Ok(m) => m,
             Err(broadcast::error::RecvError::Lagged(_)) => {
                 // Fell behind the hub: catch up from the store, then go on.
-                match read_from(&store, id, log, next).await {
-                    Ok(Some(lines)) => {
-                        for line in lines {
-                            next += 1;
-                            if tx.send(Ok(pb::EventlogLine { line })).await.is_err() {
-                                return;
-                            }
-                        }
-                    }
-                    Ok(None) => {}
-                    Err(e) => {
-                        let _ = tx.send(Err(e)).await;
-                        return;
-                    }
+                match send_pages(&store, id, log, next, None, &tx).await {
+                    Some(pos) => next = pos,
+                    None => return,
                 }
                 continue;
             }
@@ -546,10 +577,10 @@ async fn follow_log(
                 seq,
                 line,
             } if lid == id && llog == log => {
-                if seq < next {
+                if seq < next.line {
                     continue;
                 }
-                next = seq + 1;
+                next = LogPos::line(seq + 1);
                 if tx
                     .send(Ok(pb::EventlogLine {
                         line: line.to_string(),

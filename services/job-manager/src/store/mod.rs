@@ -98,6 +98,24 @@ impl Write {
     }
 }
 
+/// A position in a job's log: its line number, and where that line is
+/// stored once a page has been read (so that the next page is an index
+/// seek, not a count of every line before it).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LogPos {
+    /// Lines before this position.
+    pub line: u64,
+    /// Storage key of the line before this position, when known.
+    after: Option<i64>,
+}
+
+impl LogPos {
+    /// The position before line `line` (0-based).
+    pub fn line(line: u64) -> LogPos {
+        LogPos { line, after: None }
+    }
+}
+
 /// Writes that become durable together.
 pub type Batch = Vec<Write>;
 
@@ -176,6 +194,15 @@ pub trait Store: Send + Sync + 'static {
     }
     /// Every line of one job's log, in order; `None` if the job or log does not exist.
     fn read_log(&self, id: u64, log: Log) -> Result<Option<Vec<String>>, StoreError>;
+    /// Up to `limit` lines of one job's log from `from` on, in order, and the
+    /// position after them: a reader of a long log holds one page at a time.
+    fn read_log_page(
+        &self,
+        id: u64,
+        log: Log,
+        from: LogPos,
+        limit: usize,
+    ) -> Result<(Vec<String>, LogPos), StoreError>;
     /// How many lines one job's log holds (0 when it has none).
     fn log_len(&self, id: u64, log: Log) -> Result<u64, StoreError>;
     /// A job's jobspec (JSON text).

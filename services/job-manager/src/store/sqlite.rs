@@ -8,7 +8,7 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 use tokio::sync::{mpsc, oneshot};
 
 use super::writer::{self, Counters, Request, from_sql_id, to_sql_id};
-use super::{Ack, Batch, CommitStats, Log, Store, StoreError, StoredJob};
+use super::{Ack, Batch, CommitStats, Log, LogPos, Store, StoreError, StoredJob};
 
 /// Stores up to this size are checked whole before they are used; a larger
 /// one that was closed cleanly is checked beside serving (see [`SqliteStore::open`]).
@@ -194,6 +194,52 @@ impl Store for SqliteStore {
                 .map_err(|_| StoreError::Closed)?;
             Ok(Ack(answer))
         }
+    }
+
+    fn read_log_page(
+        &self,
+        id: u64,
+        log: Log,
+        from: LogPos,
+        limit: usize,
+    ) -> Result<(Vec<String>, LogPos), StoreError> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let rows = self.read(|c| {
+            let mut rows: Vec<(i64, String)> = Vec::new();
+            let mut push = |r: &rusqlite::Row<'_>| -> rusqlite::Result<()> {
+                rows.push((r.get(0)?, r.get(1)?));
+                Ok(())
+            };
+            match from.after {
+                Some(after) => {
+                    let mut stmt = c.prepare_cached(
+                        "SELECT seq, line FROM events WHERE job_id = ?1 AND log = ?2 \
+                         AND seq > ?3 ORDER BY seq LIMIT ?4",
+                    )?;
+                    let mut q = stmt.query(params![to_sql_id(id), log.code(), after, limit])?;
+                    while let Some(r) = q.next()? {
+                        push(r)?;
+                    }
+                }
+                None => {
+                    let offset = i64::try_from(from.line).unwrap_or(i64::MAX);
+                    let mut stmt = c.prepare_cached(
+                        "SELECT seq, line FROM events WHERE job_id = ?1 AND log = ?2 \
+                         ORDER BY seq LIMIT ?3 OFFSET ?4",
+                    )?;
+                    let mut q = stmt.query(params![to_sql_id(id), log.code(), limit, offset])?;
+                    while let Some(r) = q.next()? {
+                        push(r)?;
+                    }
+                }
+            }
+            Ok(rows)
+        })?;
+        let next = LogPos {
+            line: from.line + rows.len() as u64,
+            after: rows.last().map(|(seq, _)| *seq).or(from.after),
+        };
+        Ok((rows.into_iter().map(|(_, line)| line).collect(), next))
     }
 
     fn read_log(&self, id: u64, log: Log) -> Result<Option<Vec<String>>, StoreError> {
