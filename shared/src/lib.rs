@@ -3,6 +3,7 @@
 //! Every rule that can be a function lives here so that the services stay thin.
 //! Each module is named after the RFC concept it holds.
 
+pub mod auth;
 pub mod eventlog;
 pub mod hostlist;
 pub mod idset;

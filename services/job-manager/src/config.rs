@@ -6,6 +6,7 @@
 //! `FLUXGATE_RESOURCE_TORPID_TIMEOUT`), and can be set by the binary's
 //! `--set KEY=VALUE`; both go through [`Config::set`]. docs/CONFIG.md lists them.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -30,6 +31,38 @@ pub struct Config {
     pub perilog: PerilogConfig,
     /// The Prometheus endpoint.
     pub metrics: MetricsConfig,
+    /// Who may call: tokens, certificate users.
+    pub auth: AuthConfig,
+    /// TLS of the gRPC server.
+    pub tls: TlsConfig,
+}
+
+/// `[auth]`: authentication of callers (docs/SECURITY.md).
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AuthConfig {
+    /// Require a verified identity (token or client certificate) on every
+    /// request; unset, the instance runs open and every caller is its owner.
+    pub enabled: bool,
+    /// The instance key that signs tokens (default `STATEDIR/instance.key`,
+    /// created with mode 0600 when missing).
+    pub key_file: Option<PathBuf>,
+    /// Uids of client certificate user names (the subject's CN), for names
+    /// the system's account database does not know or maps otherwise.
+    pub users: BTreeMap<String, u32>,
+}
+
+/// `[tls]`: the server's certificate and the CA of client certificates.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TlsConfig {
+    /// PEM certificate chain of the server; with `key`, the server speaks TLS.
+    pub cert: Option<PathBuf>,
+    /// PEM private key of the server.
+    pub key: Option<PathBuf>,
+    /// PEM CA certificate(s) that sign client certificates; set, a client may
+    /// authenticate with a certificate whose CN is its user name.
+    pub client_ca: Option<PathBuf>,
 }
 
 /// `[metrics]`: the Prometheus `/metrics` endpoint.
@@ -120,6 +153,8 @@ impl Default for Config {
             limits: LimitsConfig::default(),
             perilog: PerilogConfig::default(),
             metrics: MetricsConfig::default(),
+            auth: AuthConfig::default(),
+            tls: TlsConfig::default(),
         }
     }
 }
@@ -245,7 +280,24 @@ impl Config {
             "perilog.epilog" => self.perilog.epilog = Some(value.to_string()),
             "perilog.timeout" => self.perilog.timeout = num(value)?,
             "metrics.listen" => self.metrics.listen = Some(value.to_string()),
-            _ => return Err(SetError::UnknownKey(key.to_string())),
+            "auth.enabled" => {
+                self.auth.enabled = match value {
+                    "true" | "1" | "yes" | "on" => true,
+                    "false" | "0" | "no" | "off" => false,
+                    _ => return Err(bad("true or false")),
+                }
+            }
+            "auth.key_file" => self.auth.key_file = Some(PathBuf::from(value)),
+            "tls.cert" => self.tls.cert = Some(PathBuf::from(value)),
+            "tls.key" => self.tls.key = Some(PathBuf::from(value)),
+            "tls.client_ca" => self.tls.client_ca = Some(PathBuf::from(value)),
+            _ => match key.strip_prefix("auth.users.") {
+                Some(user) if !user.is_empty() => {
+                    let uid = value.parse().map_err(|_| bad("a uid"))?;
+                    self.auth.users.insert(user.to_string(), uid);
+                }
+                _ => return Err(SetError::UnknownKey(key.to_string())),
+            },
         }
         Ok(())
     }
@@ -272,6 +324,11 @@ pub const KEYS: &[&str] = &[
     "perilog.epilog",
     "perilog.timeout",
     "metrics.listen",
+    "auth.enabled",
+    "auth.key_file",
+    "tls.cert",
+    "tls.key",
+    "tls.client_ca",
 ];
 
 /// The environment variable of a dotted key: `FLUXGATE_RESOURCE_SIZE` for `resource.size`.
@@ -361,8 +418,14 @@ mod tests {
         assert_eq!(fields, listed, "KEYS must list every field");
         let mut c = Config::default();
         for key in KEYS {
-            let value = if key.ends_with("path") || key.ends_with("dir") {
+            let value = if key.ends_with("path")
+                || key.ends_with("dir")
+                || key.ends_with("file")
+                || key.starts_with("tls.")
+            {
                 "/x"
+            } else if key.ends_with("enabled") {
+                "true"
             } else {
                 "7"
             };

@@ -11,6 +11,7 @@ use fluxgate_shared::JobId;
 use fluxgate_shared::job::apply_jobspec_updates;
 use serde_json::{Map, Value};
 use tokio::sync::mpsc;
+use tonic::metadata::AsciiMetadataValue;
 use tonic::transport::{Channel, Endpoint};
 
 use crate::core::{ExecMsg, Msg};
@@ -28,6 +29,45 @@ pub struct StartJob {
     pub reattach: bool,
     pub leader: String,
     pub peers: BTreeMap<u32, String>,
+}
+
+/// The node credential sent to exec services on every call, so that they run
+/// only what the job manager asks; none when the instance runs open.
+#[derive(Clone, Default)]
+pub struct NodeCredential(Option<AsciiMetadataValue>);
+
+impl std::fmt::Debug for NodeCredential {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never the secret itself.
+        f.write_str(if self.0.is_some() {
+            "NodeCredential(set)"
+        } else {
+            "NodeCredential(none)"
+        })
+    }
+}
+
+impl NodeCredential {
+    /// The credential for `token` (the instance's node token), if any.
+    pub fn new(token: Option<&str>) -> Result<Self, String> {
+        token
+            .map(|t| {
+                format!("Bearer {}", t.trim())
+                    .parse()
+                    .map_err(|_| "the node token is not valid header text".to_string())
+            })
+            .transpose()
+            .map(NodeCredential)
+    }
+
+    /// `message` as a request carrying the credential.
+    fn request<T>(&self, message: T) -> tonic::Request<T> {
+        let mut request = tonic::Request::new(message);
+        if let Some(v) = &self.0 {
+            request.metadata_mut().insert("authorization", v.clone());
+        }
+        request
+    }
 }
 
 /// One multiplexed connection per exec address, made on first use.
@@ -51,13 +91,18 @@ fn channel(addr: &str) -> Result<Channel, String> {
 }
 
 /// Send the start request and feed every response to the core.
-pub fn start(job: StartJob, store: Arc<SqliteStore>, inbox: mpsc::Sender<Msg>) {
+pub fn start(
+    job: StartJob,
+    store: Arc<SqliteStore>,
+    inbox: mpsc::Sender<Msg>,
+    credential: NodeCredential,
+) {
     let reattach = if job.reattach { "true" } else { "false" };
     metrics::counter!(telemetry::EXEC_STARTS, "reattach" => reattach).increment(1);
     tokio::spawn(async move {
         let id = job.id;
         let lost = |error: String| ExecMsg::Lost { id, error };
-        let outcome = run_start(job, store, &inbox).await;
+        let outcome = run_start(job, store, &inbox, &credential).await;
         if let Err(error) = outcome {
             metrics::counter!(telemetry::EXEC_LOST).increment(1);
             let _ = inbox.send(Msg::Exec(lost(error))).await;
@@ -87,6 +132,7 @@ async fn run_start(
     job: StartJob,
     store: Arc<SqliteStore>,
     inbox: &mpsc::Sender<Msg>,
+    credential: &NodeCredential,
 ) -> Result<(), String> {
     let id = job.id;
     let jobspec = jobspec(store, &job).await?;
@@ -101,7 +147,7 @@ async fn run_start(
         peers: job.peers.into_iter().collect(),
     };
     let mut stream = client
-        .start(req)
+        .start(credential.request(req))
         .await
         .map_err(|s| format!("{}: {}", job.leader, s.message()))?
         .into_inner();
@@ -173,17 +219,17 @@ async fn read_to_end(stream: &mut tonic::Streaming<pb::StartResponse>) {
 }
 
 /// Deliver a fatal exception to the job's leader exec service.
-pub fn exception(addr: String, id: JobId, kind: String, note: String) {
+pub fn exception(addr: String, id: JobId, kind: String, note: String, credential: NodeCredential) {
     tokio::spawn(async move {
         let result = async {
             let mut client = ExecClient::new(channel(&addr)?);
             client
-                .exception(pb::ExecExceptionRequest {
+                .exception(credential.request(pb::ExecExceptionRequest {
                     id: id.into(),
                     r#type: kind,
                     severity: 0,
                     note,
-                })
+                }))
                 .await
                 .map_err(|s| s.message().to_string())
         }
@@ -195,15 +241,15 @@ pub fn exception(addr: String, id: JobId, kind: String, note: String) {
 }
 
 /// Signal the job's tasks through its leader exec service.
-pub fn kill(addr: String, id: JobId, signum: i32) {
+pub fn kill(addr: String, id: JobId, signum: i32, credential: NodeCredential) {
     tokio::spawn(async move {
         let result = async {
             let mut client = ExecClient::new(channel(&addr)?);
             client
-                .kill(pb::ExecKillRequest {
+                .kill(credential.request(pb::ExecKillRequest {
                     id: id.into(),
                     signum,
-                })
+                }))
                 .await
                 .map_err(|s| s.message().to_string())
         }

@@ -1,5 +1,6 @@
 //! The job manager: job pipeline, scheduler, resource module and durable store.
 
+pub mod auth;
 pub mod clock;
 pub mod config;
 pub mod core;

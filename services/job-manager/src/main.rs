@@ -102,16 +102,21 @@ fn main() -> anyhow::Result<()> {
         .context("cannot start the async runtime")?;
     runtime.block_on(async move {
         let statedir = config.statedir.clone();
+        let scheme = if config.tls.cert.is_some() {
+            "https"
+        } else {
+            "http"
+        };
         let uri_file = server::uri_path(&statedir);
         server::serve(config, shutdown_signal(), move |addr| {
             // Written atomically: readers see no URI or the whole URI.
             let tmp = uri_file.with_extension("tmp");
-            let uri = format!("http://{addr}\n");
+            let uri = format!("{scheme}://{addr}\n");
             if let Err(e) = std::fs::write(&tmp, uri).and_then(|_| std::fs::rename(&tmp, &uri_file))
             {
                 tracing::error!(error = %e, "cannot write the URI file");
             }
-            println!("http://{addr}");
+            println!("{scheme}://{addr}");
         })
         .await
         .context("job manager stopped")

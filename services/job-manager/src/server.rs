@@ -15,6 +15,7 @@ use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 use tonic::transport::server::TcpIncoming;
 
+use crate::auth::{Authenticator, keys};
 use crate::config::Config;
 use crate::core::{self, Committer, Core, Nodes};
 use crate::grpc::jobs::JobManagerService;
@@ -90,6 +91,14 @@ fn inventory(config: &Config) -> Result<(Option<ResourceSet>, Nodes), ServeError
     }
 }
 
+/// Is `listen` a loopback address (where clear text stays on this machine)?
+fn is_loopback(listen: &str) -> bool {
+    listen
+        .parse::<SocketAddr>()
+        .map(|a| a.ip().is_loopback())
+        .unwrap_or_else(|_| listen.starts_with("localhost:"))
+}
+
 /// Run the job manager until `shutdown` resolves; `ready` hears the bound address.
 pub async fn serve(
     config: Config,
@@ -102,6 +111,37 @@ pub async fn serve(
         source,
     })?;
     let (inventory, nodes) = inventory(&config)?;
+    let tls = crate::auth::tls::server_config(&config.tls).map_err(ServeError::Config)?;
+    let (authenticator, credential) = if config.auth.enabled {
+        let keys = keys::load_or_create(&config).map_err(ServeError::Config)?;
+        tracing::info!(
+            owner_token = %config.statedir.join(keys::OWNER_TOKEN_FILE).display(),
+            node_token = %config.statedir.join(keys::NODE_TOKEN_FILE).display(),
+            "credentials required: tokens signed with {}, client certificates {}",
+            keys::key_path(&config).display(),
+            if config.tls.client_ca.is_some() { "accepted" } else { "not configured" },
+        );
+        if tls.is_none() && !is_loopback(&config.listen) {
+            tracing::warn!(
+                listen = %config.listen,
+                "tokens travel in clear text: serve TLS (tls.cert, tls.key) off loopback"
+            );
+        }
+        let credential = crate::exec_client::NodeCredential::new(Some(&keys.node_token))
+            .map_err(ServeError::Config)?;
+        let auth = Authenticator::required(config.owner_uid, keys.key, config.auth.users.clone());
+        (auth, credential)
+    } else {
+        tracing::warn!(
+            owner_uid = config.owner_uid,
+            "running open: no credentials are checked and every client acts as the \
+             instance owner (set auth.enabled = true to require them)"
+        );
+        (
+            Authenticator::open(config.owner_uid),
+            crate::exec_client::NodeCredential::default(),
+        )
+    };
     let store = Arc::new(SqliteStore::open(&store_path(&config.statedir))?);
     let hub = Hub::default();
     let journal = Journal::new(config.resource.journal_capacity);
@@ -114,6 +154,7 @@ pub async fn serve(
         nodes,
         journal.clone(),
         inbox_tx.clone(),
+        credential,
     )
     .map_err(|e| ServeError::Config(e.to_string()))?;
 
@@ -229,14 +270,23 @@ pub async fn serve(
     };
     tracing::info!(%addr, statedir = %config.statedir.display(), "job manager serving");
     ready(addr);
-    tonic::transport::Server::builder()
+    let mut builder = tonic::transport::Server::builder();
+    if let Some(tls) = tls {
+        builder = builder.tls_config(tls)?;
+    }
+    // Health and reflection stay open (probes, grpcurl); every fluxgate
+    // service sees the caller the authenticator verified.
+    builder
         .tcp_nodelay(true)
         .initial_connection_window_size(fluxgate_proto::wire::CONNECTION_WINDOW)
         .add_service(health_service)
         .add_service(reflection)
-        .add_service(JobManagerServer::new(jobs))
-        .add_service(NodeServer::new(node))
-        .add_service(ResourceServer::new(resource))
+        .add_service(JobManagerServer::with_interceptor(
+            jobs,
+            authenticator.clone(),
+        ))
+        .add_service(NodeServer::with_interceptor(node, authenticator.clone()))
+        .add_service(ResourceServer::with_interceptor(resource, authenticator))
         .serve_with_incoming_shutdown(TcpIncoming::from(listener).with_nodelay(Some(true)), stop)
         .await?;
     if let Some(e) = fatal_rx.borrow().clone() {

@@ -142,7 +142,8 @@ impl Core {
         };
         let inbox = self.self_tx.clone();
         let store = Arc::clone(&self.store);
-        self.after_commit(move || exec_client::start(job, store, inbox));
+        let credential = self.exec_credential.clone();
+        self.after_commit(move || exec_client::start(job, store, inbox, credential));
     }
 
     /// Forward a fatal exception to the running job's exec service.
@@ -151,13 +152,14 @@ impl Core {
             return;
         };
         let (kind, note) = (kind.to_string(), note.to_string());
-        self.after_commit(move || exec_client::exception(addr, id, kind, note));
+        let credential = self.exec_credential.clone();
+        self.after_commit(move || exec_client::exception(addr, id, kind, note, credential));
     }
 
     /// Signal a running job's tasks.
     pub(super) fn exec_kill(&mut self, id: JobId, signum: i32) {
         if let Some(addr) = self.leader_addr(id) {
-            exec_client::kill(addr, id, signum);
+            exec_client::kill(addr, id, signum, self.exec_credential.clone());
         }
     }
 

@@ -290,6 +290,8 @@ pub struct Core {
     /// Jobs whose start waits for nodes to join.
     deferred: std::collections::BTreeSet<JobId>,
     self_tx: mpsc::Sender<Msg>,
+    /// Sent to exec services with every start, kill and exception.
+    exec_credential: crate::exec_client::NodeCredential,
 }
 
 impl std::fmt::Debug for Core {
@@ -311,6 +313,7 @@ impl Core {
         nodes: Nodes,
         journal: crate::journal::Journal,
         self_tx: mpsc::Sender<Msg>,
+        exec_credential: crate::exec_client::NodeCredential,
     ) -> Result<Self, Error> {
         let ids = FluidGenerator::new(0, 0)
             .map_err(|e| Error::Invalid(format!("job id generator: {e}")))?;
@@ -351,6 +354,7 @@ impl Core {
             waiters: Vec::new(),
             deferred: Default::default(),
             self_tx,
+            exec_credential,
         };
         core.epoch_ms = core.fluid_epoch()?;
         let found = core.recover()?;

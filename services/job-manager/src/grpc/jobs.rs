@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use fluxgate_proto::v1 as pb;
 use fluxgate_proto::v1::job_manager_server::JobManager;
+use fluxgate_shared::auth::{Action, Caller};
 use fluxgate_shared::job::{JobResult, StateMask};
 use fluxgate_shared::{JobId, Jobspec};
 use serde_json::{Map, Value};
@@ -14,7 +15,8 @@ use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status};
 
-use super::ask;
+use super::{allow, ask};
+use crate::auth::caller;
 use crate::config::Config;
 use crate::core::{self, ListFilter, Msg, QueueAction, SubmitArgs};
 use crate::error::Error;
@@ -55,13 +57,30 @@ impl JobManagerService {
         }
     }
 
-    /// The caller's user id. Until authentication exists every caller is the
-    /// instance owner, as in a single-user Flux instance.
-    fn userid(&self) -> u32 {
-        self.config.owner_uid
+    /// The owner of job `id`, as stored since its submission.
+    async fn owner_of(&self, id: JobId) -> Result<u32, Error> {
+        let store = Arc::clone(&self.store);
+        tokio::task::spawn_blocking(move || store.read_job(id.into()))
+            .await
+            .map_err(|e| Error::Unavailable(format!("reading job {id}: {e}")))??
+            .map(|job| job.userid)
+            .ok_or(Error::UnknownJob(id))
     }
 
-    fn parse_submit(&self, req: pb::SubmitRequest) -> Result<SubmitArgs, Error> {
+    /// Refuse `action` on job `id` unless `caller` may do it.
+    async fn authorize(&self, caller: &Caller, action: Action, id: u64) -> Result<(), Status> {
+        let id = JobId::from(id);
+        // The owner may act on any job; only guests need the job's owner.
+        let owner = if caller.is_owner() {
+            None
+        } else {
+            Some(self.owner_of(id).await?)
+        };
+        Ok(allow(caller, action, owner)?)
+    }
+
+    /// Parse and authorize one submission; the job is the caller's.
+    fn parse_submit(&self, req: pb::SubmitRequest, caller: &Caller) -> Result<SubmitArgs, Error> {
         let max = self.config.limits.max_jobspec_bytes;
         if req.jobspec.len() > max {
             return Err(Error::Invalid(format!(
@@ -83,21 +102,36 @@ impl JobManagerService {
                 req.flags & !KNOWN
             )));
         }
+        let action = Action::Submit {
+            urgency,
+            waitable: req.flags & pb::SubmitFlag::Waitable as u32 != 0,
+            novalidate: req.flags & pb::SubmitFlag::Novalidate as u32 != 0,
+        };
+        fluxgate_shared::auth::policy::check(caller, action, None)
+            .map_err(|d| Error::Denied(d.0))?;
         Ok(SubmitArgs {
             jobspec_json: jobspec.to_json(),
             jobspec: Arc::new(jobspec),
             urgency,
             flags: i64::from(req.flags),
-            userid: self.userid(),
+            // The verified identity, never a userid from the request.
+            userid: caller.uid,
         })
     }
 
-    async fn raise(&self, id: u64, kind: &str, severity: u32, note: String) -> Result<(), Error> {
+    async fn raise(
+        &self,
+        caller: &Caller,
+        id: u64,
+        kind: &str,
+        severity: u32,
+        note: String,
+    ) -> Result<(), Error> {
         let severity = u8::try_from(severity)
             .ok()
             .filter(|s| *s <= 7)
             .ok_or_else(|| Error::Invalid(format!("severity {severity} is out of range 0-7")))?;
-        let userid = self.userid();
+        let userid = caller.uid;
         ask(&self.inbox, |reply| Msg::Raise {
             id: JobId::from(id),
             kind: kind.to_string(),
@@ -118,7 +152,8 @@ impl JobManager for JobManagerService {
         &self,
         request: Request<pb::SubmitRequest>,
     ) -> Result<Response<pb::SubmitResponse>, Status> {
-        let args = self.parse_submit(request.into_inner())?;
+        let caller = caller(&request)?;
+        let args = self.parse_submit(request.into_inner(), &caller)?;
         let mut results = ask(&self.inbox, |reply| Msg::Submit {
             jobs: vec![args],
             reply,
@@ -134,6 +169,7 @@ impl JobManager for JobManagerService {
         &self,
         request: Request<pb::SubmitManyRequest>,
     ) -> Result<Response<pb::SubmitManyResponse>, Status> {
+        let caller = caller(&request)?;
         let jobs = request.into_inner().jobs;
         let max = self.config.limits.max_batch;
         if jobs.len() > max {
@@ -143,8 +179,10 @@ impl JobManager for JobManagerService {
             )));
         }
         // Parse every jobspec here, off the core; bad ones are answered alone.
-        let parsed: Vec<Result<SubmitArgs, Error>> =
-            jobs.into_iter().map(|j| self.parse_submit(j)).collect();
+        let parsed: Vec<Result<SubmitArgs, Error>> = jobs
+            .into_iter()
+            .map(|j| self.parse_submit(j, &caller))
+            .collect();
         let good: Vec<SubmitArgs> = parsed
             .iter()
             .filter_map(|r| r.as_ref().ok().cloned())
@@ -179,8 +217,10 @@ impl JobManager for JobManagerService {
         &self,
         request: Request<pb::CancelRequest>,
     ) -> Result<Response<pb::CancelResponse>, Status> {
+        let caller = caller(&request)?;
         let req = request.into_inner();
-        self.raise(req.id, "cancel", 0, req.note).await?;
+        self.authorize(&caller, Action::Cancel, req.id).await?;
+        self.raise(&caller, req.id, "cancel", 0, req.note).await?;
         Ok(Response::new(pb::CancelResponse {}))
     }
 
@@ -188,8 +228,11 @@ impl JobManager for JobManagerService {
         &self,
         request: Request<pb::RaiseExceptionRequest>,
     ) -> Result<Response<pb::RaiseExceptionResponse>, Status> {
+        let caller = caller(&request)?;
         let req = request.into_inner();
-        self.raise(req.id, &req.r#type, req.severity, req.note)
+        self.authorize(&caller, Action::RaiseException, req.id)
+            .await?;
+        self.raise(&caller, req.id, &req.r#type, req.severity, req.note)
             .await?;
         Ok(Response::new(pb::RaiseExceptionResponse {}))
     }
@@ -198,7 +241,9 @@ impl JobManager for JobManagerService {
         &self,
         request: Request<pb::KillRequest>,
     ) -> Result<Response<pb::KillResponse>, Status> {
+        let caller = caller(&request)?;
         let req = request.into_inner();
+        self.authorize(&caller, Action::Kill, req.id).await?;
         ask(&self.inbox, |reply| Msg::Kill {
             id: JobId::from(req.id),
             signum: req.signum,
@@ -212,6 +257,7 @@ impl JobManager for JobManagerService {
         &self,
         request: Request<pb::SetUrgencyRequest>,
     ) -> Result<Response<pb::SetUrgencyResponse>, Status> {
+        let caller = caller(&request)?;
         let req = request.into_inner();
         let urgency = u8::try_from(req.urgency)
             .ok()
@@ -219,7 +265,10 @@ impl JobManager for JobManagerService {
             .ok_or_else(|| {
                 Status::invalid_argument(format!("urgency {} is out of range 0-31", req.urgency))
             })?;
-        let userid = self.userid();
+        self.authorize(&caller, Action::SetUrgency(urgency), req.id)
+            .await?;
+        // The verified identity, never a userid from the request.
+        let userid = caller.uid;
         let old = ask(&self.inbox, |reply| Msg::Urgency {
             id: JobId::from(req.id),
             urgency,
@@ -236,7 +285,9 @@ impl JobManager for JobManagerService {
         &self,
         request: Request<pb::MemoRequest>,
     ) -> Result<Response<pb::MemoResponse>, Status> {
+        let caller = caller(&request)?;
         let req = request.into_inner();
+        self.authorize(&caller, Action::Memo, req.id).await?;
         let memo: Map<String, Value> = match serde_json::from_str(&req.memo) {
             Ok(Value::Object(m)) => m,
             _ => {
@@ -258,11 +309,14 @@ impl JobManager for JobManagerService {
         &self,
         request: Request<pb::InfoRequest>,
     ) -> Result<Response<pb::InfoResponse>, Status> {
+        let caller = caller(&request)?;
         let req = request.into_inner();
         let id = JobId::from(req.id);
         let store = Arc::clone(&self.store);
         let values = tokio::task::spawn_blocking(move || -> Result<_, Error> {
             let job = store.read_job(id.into())?.ok_or(Error::UnknownJob(id))?;
+            fluxgate_shared::auth::policy::check(&caller, Action::ReadJob, Some(job.userid))
+                .map_err(|d| Error::Denied(d.0))?;
             let mut values = std::collections::HashMap::new();
             for key in req.keys {
                 let value = match key.as_str() {
@@ -297,6 +351,9 @@ impl JobManager for JobManagerService {
         &self,
         request: Request<pb::ListRequest>,
     ) -> Result<Response<pb::ListResponse>, Status> {
+        // Every user may list every job, in summary: a JobSummary holds no
+        // jobspec, environment or output.
+        allow(&caller(&request)?, Action::ListJobs, None)?;
         let req = request.into_inner();
         let states = if req.states == 0 {
             None
@@ -367,6 +424,7 @@ impl JobManager for JobManagerService {
         &self,
         request: Request<pb::WaitRequest>,
     ) -> Result<Response<pb::WaitResponse>, Status> {
+        allow(&caller(&request)?, Action::Wait, None)?;
         let req = request.into_inner();
         let id = (req.id != 0).then(|| JobId::from(req.id));
         let r = ask(&self.inbox, |reply| Msg::Wait { id, reply }).await??;
@@ -383,8 +441,10 @@ impl JobManager for JobManagerService {
         &self,
         request: Request<pb::WatchEventlogRequest>,
     ) -> Result<Response<Self::WatchEventlogStream>, Status> {
+        let caller = caller(&request)?;
         let req = request.into_inner();
         let id = JobId::from(req.id);
+        self.authorize(&caller, Action::ReadJob, req.id).await?;
         let log = Log::from_key(&req.name).ok_or_else(|| {
             Status::invalid_argument(format!(
                 "unknown eventlog {:?}: expected eventlog, exec.eventlog or output",
@@ -433,6 +493,7 @@ impl JobManager for JobManagerService {
         &self,
         request: Request<pb::PurgeRequest>,
     ) -> Result<Response<pb::PurgeResponse>, Status> {
+        allow(&caller(&request)?, Action::Purge, None)?;
         let req = request.into_inner();
         if req.age_limit.is_some_and(|a| !a.is_finite() || a < 0.0) {
             return Err(Status::invalid_argument(
@@ -455,6 +516,7 @@ impl JobManager for JobManagerService {
         &self,
         request: Request<pb::QueueRequest>,
     ) -> Result<Response<pb::QueueResponse>, Status> {
+        let caller = caller(&request)?;
         let req = request.into_inner();
         let action = match pb::QueueAction::try_from(req.action) {
             Ok(pb::QueueAction::Stop) => QueueAction::Stop,
@@ -467,6 +529,11 @@ impl JobManager for JobManagerService {
             }
             Err(_) => return Err(Status::invalid_argument("unknown queue action")),
         };
+        let needs = match action {
+            QueueAction::Status => Action::QueueStatus,
+            QueueAction::Stop | QueueAction::Start => Action::QueueControl,
+        };
+        allow(&caller, needs, None)?;
         let status = ask(&self.inbox, |reply| Msg::Queue {
             action,
             reason: req.reason,

@@ -4,6 +4,7 @@ pub mod jobs;
 pub mod node;
 pub mod resource;
 
+use fluxgate_shared::auth::{Action, Caller, policy};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::core::Msg;
@@ -21,4 +22,10 @@ pub async fn ask<T>(
         .map_err(|_| Error::Unavailable("the job manager is shutting down".into()))?;
     rx.await
         .map_err(|_| Error::Unavailable("the job manager is shutting down".into()))
+}
+
+/// Refuse with PERMISSION_DENIED unless `caller` may do `action` (on a job
+/// owned by `job_owner`, for actions on one job).
+pub fn allow(caller: &Caller, action: Action, job_owner: Option<u32>) -> Result<(), Error> {
+    policy::check(caller, action, job_owner).map_err(|d| Error::Denied(d.0))
 }

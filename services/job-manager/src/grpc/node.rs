@@ -7,13 +7,15 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use fluxgate_proto::v1 as pb;
 use fluxgate_proto::v1::node_server::Node;
 use fluxgate_shared::IdSet;
+use fluxgate_shared::auth::Action;
 use tokio::sync::mpsc;
 use tokio_stream::Stream;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status, Streaming};
 
-use super::ask;
+use super::{allow, ask};
+use crate::auth::caller;
 use crate::config::Config;
 use crate::core::{Msg, NodeInfo, NodeMsg};
 
@@ -72,6 +74,9 @@ impl Node for NodeService {
         &self,
         request: Request<Streaming<pb::JoinMessage>>,
     ) -> Result<Response<Self::JoinStream>, Status> {
+        // A rogue process must not become a node: joining needs the node
+        // credential (or the owner's) when the instance requires credentials.
+        allow(&caller(&request)?, Action::NodeJoin, None)?;
         let mut incoming = request.into_inner();
         let first = incoming
             .message()

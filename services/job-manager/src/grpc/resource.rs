@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use fluxgate_proto::v1 as pb;
 use fluxgate_proto::v1::resource_server::Resource;
+use fluxgate_shared::auth::Action;
 use fluxgate_shared::resource::DrainMode;
 use serde_json::{Value, json};
 use tokio::sync::{broadcast, mpsc};
@@ -14,7 +15,8 @@ use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status};
 
-use super::ask;
+use super::{allow, ask};
+use crate::auth::caller;
 use crate::core::{Msg, ResourceMsg};
 use crate::journal::Journal;
 use crate::store::{SqliteStore, Store};
@@ -57,8 +59,9 @@ impl Resource for ResourceService {
 
     async fn acquire(
         &self,
-        _request: Request<pb::AcquireRequest>,
+        request: Request<pb::AcquireRequest>,
     ) -> Result<Response<Self::AcquireStream>, Status> {
+        allow(&caller(&request)?, Action::Acquire, None)?;
         let mut rx = ask(&self.inbox, |reply| {
             Msg::Resource(ResourceMsg::Acquire { reply })
         })
@@ -98,8 +101,9 @@ impl Resource for ResourceService {
 
     async fn journal(
         &self,
-        _request: Request<pb::JournalRequest>,
+        request: Request<pb::JournalRequest>,
     ) -> Result<Response<Self::JournalStream>, Status> {
+        allow(&caller(&request)?, Action::ResourceJournal, None)?;
         let (backlog, mut rx) = self.journal.watch();
         let (tx, out) = mpsc::channel(256);
         let cancel = self.cancel.clone();
@@ -158,6 +162,7 @@ impl Resource for ResourceService {
         &self,
         request: Request<pb::ResourceEventlogRequest>,
     ) -> Result<Response<Self::EventlogStream>, Status> {
+        allow(&caller(&request)?, Action::ResourceJournal, None)?;
         let follow = request.into_inner().follow;
         // Subscribe before reading the store: an event committed in between is
         // both stored and heard, and is sent once.
@@ -225,6 +230,7 @@ impl Resource for ResourceService {
         &self,
         request: Request<pb::DrainRequest>,
     ) -> Result<Response<pb::DrainResponse>, Status> {
+        allow(&caller(&request)?, Action::Drain, None)?;
         let req = request.into_inner();
         let mode = match pb::DrainMode::try_from(req.mode) {
             Ok(pb::DrainMode::Unspecified) => DrainMode::Fail,
@@ -253,6 +259,7 @@ impl Resource for ResourceService {
         &self,
         request: Request<pb::UndrainRequest>,
     ) -> Result<Response<pb::UndrainResponse>, Status> {
+        allow(&caller(&request)?, Action::Undrain, None)?;
         let req = request.into_inner();
         ask(&self.inbox, |reply| {
             Msg::Resource(ResourceMsg::Undrain {
@@ -268,8 +275,9 @@ impl Resource for ResourceService {
 
     async fn status(
         &self,
-        _request: Request<pb::StatusRequest>,
+        request: Request<pb::StatusRequest>,
     ) -> Result<Response<pb::StatusResponse>, Status> {
+        allow(&caller(&request)?, Action::ResourceView, None)?;
         let view = ask(&self.inbox, |reply| {
             Msg::Resource(ResourceMsg::Status { reply })
         })
@@ -303,8 +311,9 @@ impl Resource for ResourceService {
 
     async fn list(
         &self,
-        _request: Request<pb::ResourceListRequest>,
+        request: Request<pb::ResourceListRequest>,
     ) -> Result<Response<pb::ResourceListResponse>, Status> {
+        allow(&caller(&request)?, Action::ResourceView, None)?;
         let view = ask(&self.inbox, |reply| {
             Msg::Resource(ResourceMsg::Status { reply })
         })

@@ -1,0 +1,34 @@
+//! Authentication at the gRPC edge: who is calling, verified once per
+//! request by [`Authenticator`] (a tonic interceptor) and handed to the
+//! handlers as a [`Caller`] in the request's extensions. The handlers then
+//! ask `fluxgate_shared::auth::policy` whether the caller may do what it asks.
+//!
+//! Credentials, in the order they are looked for:
+//!
+//! ```text
+//! authorization: Bearer fgt1....   a token signed with the instance key
+//! client certificate (mTLS)        user = subject CN, uid from [auth.users]
+//!                                  or the system's account database
+//! ```
+//!
+//! Without `auth.enabled` the instance runs open: every caller is its owner.
+
+pub mod cert;
+pub mod identity;
+pub mod keys;
+pub mod tls;
+
+use fluxgate_shared::auth::Caller;
+use tonic::{Request, Status};
+
+pub use identity::Authenticator;
+pub use keys::InstanceKeys;
+
+/// The verified caller of a request that passed the [`Authenticator`].
+pub fn caller<T>(request: &Request<T>) -> Result<Caller, Status> {
+    request
+        .extensions()
+        .get::<Caller>()
+        .cloned()
+        .ok_or_else(|| Status::unauthenticated("the request carries no verified identity"))
+}
