@@ -11,6 +11,12 @@ use crate::server;
 
 /// Entry point of the binary.
 pub fn main() -> ExitCode {
+    // The identity switch a task is spawned through (see run_as); it must
+    // not parse the service's flags nor start a runtime.
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if argv.get(1).is_some_and(|a| a == "run-as") {
+        return ExitCode::from(crate::run_as::main(&argv[2..]));
+    }
     let args = Args::parse();
     init_logging(args.log_format);
     let config = match Config::from_args(args) {
@@ -65,6 +71,9 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         heartbeat = ?config.heartbeat,
         leave_running = config.leave_running,
         metrics_listen = ?config.metrics_listen,
+        node_credential = config.node_token.is_some(),
+        tls_ca = config.tls_ca.is_some(),
+        allow_root_jobs = config.allow_root_jobs,
         "effective configuration"
     );
     let mut term = signal(SignalKind::terminate())?;

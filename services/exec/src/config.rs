@@ -67,6 +67,12 @@ pub enum ConfigError {
         /// What is wrong, with the line.
         message: String,
     },
+    /// The node token file is empty.
+    #[error("node token file {0} is empty; copy the job manager's STATEDIR/node.token")]
+    EmptyToken(String),
+    /// An https job manager without a CA to check its certificate.
+    #[error("job manager {0} uses TLS: pass --tls-ca with the CA that signed its certificate")]
+    NoTlsCa(String),
     /// The config file sets both `cores` and `cores_count`.
     #[error("config {0}: set cores or cores_count, not both")]
     CoresTwice(String),
@@ -99,6 +105,12 @@ pub struct FileConfig {
     pub heartbeat: Option<f64>,
     /// `--leave-running`.
     pub leave_running: Option<bool>,
+    /// `--node-token-file`.
+    pub node_token_file: Option<PathBuf>,
+    /// `--tls-ca`.
+    pub tls_ca: Option<PathBuf>,
+    /// `--allow-root-jobs`.
+    pub allow_root_jobs: Option<bool>,
     /// `[metrics]`.
     pub metrics: FileMetrics,
 }
@@ -193,6 +205,26 @@ pub struct Args {
     /// Address of the Prometheus /metrics endpoint (default: none is served).
     #[arg(long, env = "FLUXGATE_EXEC_METRICS_LISTEN", value_name = "ADDR")]
     pub metrics_listen: Option<String>,
+    /// The instance's node credential (the job manager's STATEDIR/node.token):
+    /// sent to join, and required of every Start, Kill, Exception and
+    /// Expiration (default: none; this service then runs whatever it is asked).
+    #[arg(long, env = "FLUXGATE_NODE_TOKEN_FILE", value_name = "FILE")]
+    pub node_token_file: Option<PathBuf>,
+    /// PEM CA certificate that signs an https job manager's certificate.
+    #[arg(long, env = "FLUXGATE_TLS_CA", value_name = "FILE")]
+    pub tls_ca: Option<PathBuf>,
+    /// Run jobs owned by root (uid 0) [default: true without a node credential,
+    /// false with one].
+    #[arg(
+        long,
+        env = "FLUXGATE_ALLOW_ROOT_JOBS",
+        value_name = "BOOL",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true",
+        value_parser = BoolishValueParser::new()
+    )]
+    pub allow_root_jobs: Option<bool>,
     /// Log lines as text or as one JSON object per line (for log collectors).
     #[arg(long, env = "FLUXGATE_LOG_FORMAT", value_enum, default_value = "text")]
     pub log_format: LogFormat,
@@ -237,6 +269,12 @@ pub struct Config {
     pub leave_running: bool,
     /// Address of the /metrics endpoint, if one is served.
     pub metrics_listen: Option<String>,
+    /// The node credential: presented to join, required of callers.
+    pub node_token: Option<String>,
+    /// PEM CA certificate(s) for an https job manager.
+    pub tls_ca: Option<Vec<u8>>,
+    /// Run jobs owned by uid 0.
+    pub allow_root_jobs: bool,
 }
 
 impl Args {
@@ -262,6 +300,9 @@ impl Args {
             heartbeat: self.heartbeat.or(file.heartbeat),
             leave_running: self.leave_running.or(file.leave_running),
             metrics_listen: self.metrics_listen.or(file.metrics.listen),
+            node_token_file: self.node_token_file.or(file.node_token_file),
+            tls_ca: self.tls_ca.or(file.tls_ca),
+            allow_root_jobs: self.allow_root_jobs.or(file.allow_root_jobs),
             log_format: self.log_format,
         }
     }
@@ -306,6 +347,26 @@ impl Config {
             .heartbeat
             .map(|s| seconds("heartbeat", s))
             .transpose()?;
+        let read = |path: &PathBuf| {
+            std::fs::read(path).map_err(|source| ConfigError::Read {
+                path: path.display().to_string(),
+                source,
+            })
+        };
+        let node_token = match &args.node_token_file {
+            Some(path) => {
+                let text = String::from_utf8_lossy(&read(path)?).trim().to_string();
+                if text.is_empty() {
+                    return Err(ConfigError::EmptyToken(path.display().to_string()));
+                }
+                Some(text)
+            }
+            None => None,
+        };
+        let tls_ca = args.tls_ca.as_ref().map(read).transpose()?;
+        if job_manager.starts_with("https://") && tls_ca.is_none() {
+            return Err(ConfigError::NoTlsCa(job_manager));
+        }
         let nodes = match args.virtual_nodes {
             None => vec![NodeConfig {
                 hostname,
@@ -332,6 +393,11 @@ impl Config {
             heartbeat,
             leave_running: args.leave_running.unwrap_or(false),
             metrics_listen: args.metrics_listen,
+            // Without a credential anyone may ask anything of this service,
+            // so refusing root's jobs would protect nothing.
+            allow_root_jobs: args.allow_root_jobs.unwrap_or(node_token.is_none()),
+            node_token,
+            tls_ca,
         })
     }
 
@@ -350,6 +416,9 @@ impl Config {
             heartbeat: None,
             leave_running: false,
             metrics_listen: None,
+            node_token: None,
+            tls_ca: None,
+            allow_root_jobs: true,
         }
     }
 }

@@ -22,7 +22,7 @@ use fluxgate_shared::IdSet;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
-use tonic::transport::Endpoint;
+use tonic::transport::{Certificate, ClientTlsConfig, Endpoint};
 
 use crate::config::Config;
 use crate::service::NodeState;
@@ -51,6 +51,8 @@ enum JoinError {
     Refused(String),
     #[error("the job manager's first reply was not a welcome")]
     NoWelcome,
+    #[error("TLS toward the job manager: {0}")]
+    Tls(String),
 }
 
 /// Join and heartbeat until `shutdown`, reconnecting as needed.
@@ -95,6 +97,12 @@ async fn session(
         .map_err(|e| JoinError::BadUri(config.job_manager.clone(), e.to_string()))?
         .connect_timeout(CONNECT_TIMEOUT)
         .initial_connection_window_size(fluxgate_proto::wire::CONNECTION_WINDOW);
+    let endpoint = match &config.tls_ca {
+        Some(ca) => endpoint
+            .tls_config(ClientTlsConfig::new().ca_certificate(Certificate::from_pem(ca)))
+            .map_err(|e| JoinError::Tls(e.to_string()))?,
+        None => endpoint,
+    };
     let channel = tokio::select! {
         c = endpoint.connect() => c?,
         _ = shutdown.cancelled() => return Ok(()),
@@ -106,7 +114,11 @@ async fn session(
     };
     // Cannot fail: the receiver is alive and the channel empty.
     let _ = tx.try_send(hello);
-    let mut replies = client.join(ReceiverStream::new(rx)).await?.into_inner();
+    let credential = crate::auth::NodeCredential::new(config.node_token.as_deref());
+    let mut replies = client
+        .join(credential.request(ReceiverStream::new(rx)))
+        .await?
+        .into_inner();
     let welcome = match replies.message().await? {
         Some(r) => match r.reply {
             Some(Reply::Welcome(w)) => w,

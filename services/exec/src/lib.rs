@@ -2,6 +2,7 @@
 //! `fluxgate.v1.Exec` (RFC 32 shaped) and writes RFC 50 exec eventlog and RFC
 //! 24 output lines on the start stream.
 
+pub mod auth;
 pub mod cli;
 pub mod config;
 pub mod error;
@@ -11,6 +12,7 @@ pub mod join;
 pub mod layout;
 pub mod lookup;
 pub mod output;
+pub mod run_as;
 pub mod server;
 pub mod service;
 pub mod status;

@@ -6,6 +6,7 @@ use fluxgate_shared::{JobId, Jobspec};
 use serde_json::{Map, Value, json};
 
 use crate::event::{context, line};
+use crate::run_as::RunAs;
 use crate::task::Stream;
 
 /// The `header` event: both streams UTF-8, one writer per task.
@@ -185,5 +186,62 @@ mod tests {
         let want = format!("/tmp/out-{id}.true");
         assert_eq!(r.path(Stream::Stdout), Some(want.as_str()));
         assert_eq!(r.path(Stream::Stderr), Some(want.as_str()));
+    }
+}
+
+/// Open (truncate or create) output file `path` for a job that runs as
+/// `who`, only where `who` could write it: a new file in a directory `who`
+/// may write to (then owned by `who`), or an existing file `who` owns. This
+/// service may be root; without the check a job could have it overwrite
+/// any file. Symbolic links are not followed.
+pub fn open_as(path: &std::path::Path, who: &RunAs) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    let denied = |why: String| std::io::Error::new(std::io::ErrorKind::PermissionDenied, why);
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => std::path::PathBuf::from("."),
+    };
+    let created = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .custom_flags(nix::libc::O_NOFOLLOW)
+        .open(path);
+    match created {
+        Ok(file) => {
+            let meta = std::fs::metadata(&dir)?;
+            if !may_write(meta.uid(), meta.gid(), meta.mode(), who) {
+                let _ = std::fs::remove_file(path);
+                return Err(denied(format!(
+                    "uid {} may not create files in {}",
+                    who.uid,
+                    dir.display()
+                )));
+            }
+            std::os::unix::fs::fchown(&file, Some(who.uid), Some(who.gid))?;
+            Ok(file)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            let file = std::fs::OpenOptions::new()
+                .write(true)
+                .custom_flags(nix::libc::O_NOFOLLOW)
+                .open(path)?;
+            if file.metadata()?.uid() != who.uid {
+                return Err(denied(format!("the file is not owned by uid {}", who.uid)));
+            }
+            file.set_len(0)?;
+            Ok(file)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// May `who` write into a directory with this owner, group and mode?
+fn may_write(uid: u32, gid: u32, mode: u32, who: &RunAs) -> bool {
+    if uid == who.uid {
+        mode & 0o200 != 0
+    } else if gid == who.gid || who.groups.contains(&gid) {
+        mode & 0o020 != 0
+    } else {
+        mode & 0o002 != 0
     }
 }

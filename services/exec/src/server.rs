@@ -100,6 +100,13 @@ pub async fn start(config: Config) -> Result<Running, ServeError> {
         &crate::config::machine_hostname(),
     );
     let node = Arc::new(NodeState::new(exec_address.clone()));
+    let credential = crate::auth::NodeCredential::new(config.node_token.as_deref());
+    if config.node_token.is_none() {
+        tracing::warn!(
+            "no node credential (--node-token-file): this exec service runs whatever \
+             any caller asks"
+        );
+    }
     let service = ExecService::new(config.clone(), node.clone());
 
     let (health, health_service) = tonic_health::server::health_reporter();
@@ -124,7 +131,7 @@ pub async fn start(config: Config) -> Result<Running, ServeError> {
         .initial_connection_window_size(fluxgate_proto::wire::CONNECTION_WINDOW)
         .add_service(health_service)
         .add_service(reflection)
-        .add_service(ExecServer::new(service.clone()))
+        .add_service(ExecServer::with_interceptor(service.clone(), credential))
         .serve_with_incoming_shutdown(
             TcpIncoming::from(listener).with_nodelay(Some(true)),
             stopped.clone().cancelled_owned(),

@@ -30,6 +30,7 @@ use crate::job::run::{self, Launch};
 use crate::job::{Control, JobTable, ResponseStream, response};
 use crate::layout::Layout;
 use crate::output::Redirects;
+use crate::run_as::{self, RunAs};
 use crate::telemetry;
 
 /// What this process is to the job manager: its address and assigned ranks.
@@ -67,16 +68,18 @@ pub struct ExecService {
     node: Arc<NodeState>,
     jobs: JobTable,
     shutting_down: Arc<AtomicBool>,
+    credential: crate::auth::NodeCredential,
 }
 
 impl ExecService {
     /// A service for `config`, announced at `node.address`.
     pub fn new(config: Arc<Config>, node: Arc<NodeState>) -> Self {
         ExecService {
-            config,
             node,
             jobs: JobTable::default(),
             shutting_down: Arc::new(AtomicBool::new(false)),
+            credential: crate::auth::NodeCredential::new(config.node_token.as_deref()),
+            config,
         }
     }
 
@@ -176,6 +179,7 @@ impl ExecService {
             Jobspec::from_json(&req.jobspec).map_err(|e| format!("invalid jobspec: {e}"))?;
         let r = ResourceSet::parse(&req.r).map_err(|e| format!("invalid R: {e}"))?;
         let layout = Layout::new(&jobspec, &r).map_err(|e| e.to_string())?;
+        let run_as = self.identity(req.userid)?;
         let leader = req.ranks.is_empty();
         let mut local = Vec::new();
         let mut remote: BTreeMap<String, IdSet> = BTreeMap::new();
@@ -206,7 +210,7 @@ impl ExecService {
         }
         let peers = remote
             .into_iter()
-            .map(|(a, ranks)| Peer::new(&a, ranks))
+            .map(|(a, ranks)| Peer::new(&a, ranks, self.credential.clone()))
             .collect::<Result<Vec<_>, _>>()?;
         let redirects = if leader {
             Redirects::from_jobspec(&jobspec, id)
@@ -226,7 +230,19 @@ impl ExecService {
             peer_addresses: req.peers.clone(),
             kill_timeout: self.config.kill_timeout,
             redirects,
+            run_as,
         })
+    }
+
+    /// The identity the tasks of a job owned by `userid` start with: `None`
+    /// for this service's own; an error (the job's exception note) when this
+    /// node may not run the job.
+    fn identity(&self, userid: u32) -> Result<Option<RunAs>, String> {
+        let service_uid = nix::unistd::geteuid().as_raw();
+        match run_as::decide(userid, service_uid, self.config.allow_root_jobs)? {
+            None => Ok(None),
+            Some(uid) => run_as::lookup(uid).map(Some),
+        }
     }
 
     fn reattach(&self, id: u64) -> ResponseStream {

@@ -19,6 +19,7 @@ use tokio::process::Command;
 use tokio::sync::mpsc;
 use tracing::Instrument;
 
+use crate::run_as::RunAs;
 use crate::status::WaitStatus;
 
 /// Largest piece of output forwarded at once.
@@ -115,6 +116,15 @@ impl Task {
 
 /// Start a task; its events go to `events` until `Exited`.
 pub fn spawn(spec: &TaskSpec, events: mpsc::Sender<TaskEvent>) -> Result<Task, SpawnError> {
+    spawn_as(spec, None, events)
+}
+
+/// Start a task as `who` (this process's own identity when `None`).
+pub fn spawn_as(
+    spec: &TaskSpec,
+    who: Option<&RunAs>,
+    events: mpsc::Sender<TaskEvent>,
+) -> Result<Task, SpawnError> {
     let Some((program, args)) = spec.argv.split_first() else {
         return Err(SpawnError {
             what: "task".into(),
@@ -133,10 +143,34 @@ pub fn spawn(spec: &TaskSpec, events: mpsc::Sender<TaskEvent>) -> Result<Task, S
         .map(|(_, v)| v.as_str());
     let resolved = crate::lookup::program(program, path, cwd.as_deref())
         .map_err(|e| spawn_error(program.clone(), &e))?;
+    let switch = match who {
+        Some(who) => Some((
+            crate::run_as::binary().map_err(|reason| SpawnError {
+                what: program.clone(),
+                reason,
+                status: WaitStatus::exited(126),
+            })?,
+            who,
+        )),
+        None => None,
+    };
     let command = |program: &Path, args: &[String]| {
-        let mut cmd = Command::new(program);
-        cmd.args(args)
-            .env_clear()
+        let mut cmd = match &switch {
+            // Through `fluxgate-exec run-as`, which drops to the owner's
+            // identity and then becomes the program (same pid and group).
+            Some((exe, who)) => {
+                let (exe, words) = crate::run_as::wrap(exe.clone(), who, program, args);
+                let mut cmd = Command::new(exe);
+                cmd.args(words);
+                cmd
+            }
+            None => {
+                let mut cmd = Command::new(program);
+                cmd.args(args);
+                cmd
+            }
+        };
+        cmd.env_clear()
             .envs(spec.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())

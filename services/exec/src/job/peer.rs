@@ -15,6 +15,8 @@ use fluxgate_proto::v1::{ExecExceptionRequest, ExecKillRequest, StartRequest, St
 use fluxgate_shared::IdSet;
 use tokio::sync::mpsc;
 use tonic::transport::{Channel, Endpoint};
+
+use crate::auth::NodeCredential;
 use tracing::Instrument;
 
 /// How long to wait for a peer's connection.
@@ -39,11 +41,12 @@ pub struct Peer {
     /// The ranks it runs.
     pub ranks: IdSet,
     client: ExecClient<Channel>,
+    credential: NodeCredential,
 }
 
 impl Peer {
     /// A peer at `address` (connected on first use).
-    pub fn new(address: &str, ranks: IdSet) -> Result<Peer, String> {
+    pub fn new(address: &str, ranks: IdSet, credential: NodeCredential) -> Result<Peer, String> {
         let endpoint = Endpoint::from_shared(address.to_string())
             .map_err(|e| format!("exec address {address:?} of ranks {ranks} is not a URI: {e}"))?
             .connect_timeout(CONNECT_TIMEOUT)
@@ -52,12 +55,14 @@ impl Peer {
             address: address.to_string(),
             ranks,
             client: ExecClient::new(endpoint.connect_lazy()),
+            credential,
         })
     }
 
     /// Start the peer's part of the job; its responses go to `events` tagged `index`.
     pub fn start(&self, index: usize, request: StartRequest, events: mpsc::Sender<PeerEvent>) {
         let mut client = self.client.clone();
+        let request = self.credential.request(request);
         tokio::spawn(
             async move {
                 let lost = match client.start(request).await {
@@ -106,9 +111,10 @@ impl Peer {
     pub fn kill(&self, id: u64, signum: i32) {
         let mut client = self.client.clone();
         let address = self.address.clone();
+        let credential = self.credential.clone();
         tokio::spawn(
             async move {
-                let call = client.kill(ExecKillRequest { id, signum });
+                let call = client.kill(credential.request(ExecKillRequest { id, signum }));
                 if let Ok(Err(e)) = tokio::time::timeout(CONTROL_TIMEOUT, call).await {
                     tracing::warn!(%address, error = %e.message(), "cannot forward kill");
                 }
@@ -127,6 +133,7 @@ impl Peer {
             severity,
             note: note.to_string(),
         };
+        let request = self.credential.request(request);
         tokio::spawn(
             async move {
                 let call = client.exception(request);

@@ -35,6 +35,7 @@ use super::{Control, JobChannels, response};
 use crate::event::{context, line};
 use crate::layout::{Layout, RankTasks};
 use crate::output::{self, Redirects};
+use crate::run_as::RunAs;
 use crate::status::WaitStatus;
 use crate::task::{self, Stream, Task, TaskEvent, TaskSpec};
 use crate::telemetry;
@@ -71,6 +72,8 @@ pub struct Launch {
     pub kill_timeout: Duration,
     /// Output files (leader only).
     pub redirects: Redirects,
+    /// The job owner's identity, when tasks must switch to it.
+    pub run_as: Option<RunAs>,
 }
 
 #[derive(Debug, Default)]
@@ -319,12 +322,19 @@ impl Driver {
             let index = match opened.iter().position(|p| p == path) {
                 Some(j) => j,
                 None => {
-                    let file = tokio::fs::OpenOptions::new()
-                        .create(true)
-                        .write(true)
-                        .truncate(true)
-                        .open(path)
-                        .await
+                    let file = match &l.run_as {
+                        Some(who) => output::open_as(std::path::Path::new(path), who)
+                            .map(tokio::fs::File::from_std),
+                        None => {
+                            tokio::fs::OpenOptions::new()
+                                .create(true)
+                                .write(true)
+                                .truncate(true)
+                                .open(path)
+                                .await
+                        }
+                    };
+                    let file = file
                         .map_err(|e| format!("cannot open {} for {}: {e}", path, stream.name()))?;
                     self.files.push(file);
                     opened.push(path.to_string());
@@ -377,7 +387,7 @@ impl Driver {
                         .collect(),
                     rank: task_rank,
                 };
-                match task::spawn(&spec, events.clone()) {
+                match task::spawn_as(&spec, l.run_as.as_ref(), events.clone()) {
                     Ok(t) => {
                         metrics::counter!(telemetry::TASKS_STARTED).increment(1);
                         self.tasks.insert(task_rank, t);
