@@ -1,22 +1,128 @@
 //! Reaching an instance: `FLUXGATE_URI`, a small runtime, and gRPC errors
 //! turned into the one-line messages flux tools print.
 
+use std::fmt;
+
 use anyhow::{Context, anyhow};
 use fluxgate_proto::v1::job_manager_client::JobManagerClient;
 use fluxgate_proto::v1::resource_client::ResourceClient;
 use fluxgate_shared::JobId;
-use tonic::transport::{Channel, Endpoint};
+use tonic::metadata::AsciiMetadataValue;
+use tonic::service::Interceptor;
+use tonic::service::interceptor::InterceptedService;
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
 
 /// The environment variable naming the instance, as `FLUX_URI` does for flux.
 pub const URI_ENV: &str = "FLUXGATE_URI";
+/// The environment variable holding the caller's token.
+pub const TOKEN_ENV: &str = "FLUXGATE_TOKEN";
+/// PEM CA certificate that signs an https instance's certificate.
+pub const TLS_CA_ENV: &str = "FLUXGATE_TLS_CA";
+/// PEM client certificate (mTLS; its CN is the user name).
+pub const TLS_CERT_ENV: &str = "FLUXGATE_TLS_CERT";
+/// PEM private key of the client certificate.
+pub const TLS_KEY_ENV: &str = "FLUXGATE_TLS_KEY";
+
+/// What a client proves itself with: a token, TLS settings, both or neither.
+#[derive(Clone, Default)]
+pub struct Credentials {
+    token: Option<AsciiMetadataValue>,
+    tls: Option<ClientTlsConfig>,
+}
+
+impl fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Never the token itself.
+        f.debug_struct("Credentials")
+            .field("token", &self.token.is_some())
+            .field("tls", &self.tls.is_some())
+            .finish()
+    }
+}
+
+fn env(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
+}
+
+impl Credentials {
+    /// From `FLUXGATE_TOKEN`, `FLUXGATE_TLS_CA`, `FLUXGATE_TLS_CERT` and `FLUXGATE_TLS_KEY`.
+    pub fn from_env() -> anyhow::Result<Credentials> {
+        let mut creds = Credentials::default();
+        if let Some(token) = env(TOKEN_ENV) {
+            creds = creds.with_token(&token)?;
+        }
+        let read = |name: &str, path: &str| {
+            std::fs::read(path).with_context(|| format!("{name}={path}: cannot read it"))
+        };
+        let ca = env(TLS_CA_ENV);
+        let cert = env(TLS_CERT_ENV);
+        let key = env(TLS_KEY_ENV);
+        if ca.is_some() || cert.is_some() || key.is_some() {
+            let mut tls = ClientTlsConfig::new();
+            if let Some(ca) = &ca {
+                tls = tls.ca_certificate(Certificate::from_pem(read(TLS_CA_ENV, ca)?));
+            }
+            match (&cert, &key) {
+                (Some(c), Some(k)) => {
+                    tls = tls.identity(Identity::from_pem(
+                        read(TLS_CERT_ENV, c)?,
+                        read(TLS_KEY_ENV, k)?,
+                    ));
+                }
+                (None, None) => {}
+                _ => return Err(anyhow!("set both {TLS_CERT_ENV} and {TLS_KEY_ENV}, or neither")),
+            }
+            creds.tls = Some(tls);
+        }
+        Ok(creds)
+    }
+
+    /// The same, presenting `token`.
+    pub fn with_token(mut self, token: &str) -> anyhow::Result<Credentials> {
+        let value = format!("Bearer {}", token.trim())
+            .parse()
+            .map_err(|_| anyhow!("{TOKEN_ENV} holds characters a token cannot have"))?;
+        self.token = Some(value);
+        Ok(self)
+    }
+
+    /// An endpoint for `uri`, with TLS when the URI is https.
+    pub fn endpoint(&self, uri: &str) -> anyhow::Result<Endpoint> {
+        let endpoint = Endpoint::from_shared(uri.to_string())
+            .with_context(|| format!("{URI_ENV}={uri:?} is not a valid address"))?;
+        if !uri.starts_with("https://") {
+            return Ok(endpoint);
+        }
+        let tls = self.tls.clone().ok_or_else(|| {
+            anyhow!("{uri} uses TLS: set {TLS_CA_ENV} to the CA that signed its certificate")
+        })?;
+        endpoint
+            .tls_config(tls)
+            .with_context(|| format!("TLS settings for {uri}"))
+    }
+}
+
+impl Interceptor for Credentials {
+    fn call(&mut self, mut request: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
+        if let Some(token) = &self.token {
+            request
+                .metadata_mut()
+                .insert("authorization", token.clone());
+        }
+        Ok(request)
+    }
+}
+
+/// A connection whose every call carries the caller's credentials.
+pub type AuthChannel = InterceptedService<Channel, Credentials>;
 
 /// Clients of one instance, sharing one connection.
 #[derive(Debug, Clone)]
 pub struct Instance {
     /// The JobManager service.
-    pub jobs: JobManagerClient<Channel>,
+    pub jobs: JobManagerClient<AuthChannel>,
     /// The Resource service.
-    pub resource: ResourceClient<Channel>,
+    pub resource: ResourceClient<AuthChannel>,
 }
 
 /// The instance address from the environment.
@@ -37,18 +143,23 @@ pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
         .context("cannot start the async runtime")
 }
 
-/// Connect to `uri`.
-pub async fn connect_to(uri: &str) -> anyhow::Result<Instance> {
-    let endpoint = Endpoint::from_shared(uri.to_string())
-        .with_context(|| format!("{URI_ENV}={uri:?} is not a valid address"))?;
-    let channel = endpoint
+/// Connect to `uri` with `creds`.
+pub async fn connect_with(uri: &str, creds: &Credentials) -> anyhow::Result<Instance> {
+    let channel = creds
+        .endpoint(uri)?
         .connect()
         .await
         .with_context(|| format!("cannot connect to {uri}"))?;
+    let authed = |c: Channel| InterceptedService::new(c, creds.clone());
     Ok(Instance {
-        jobs: JobManagerClient::new(channel.clone()).max_decoding_message_size(64 << 20),
-        resource: ResourceClient::new(channel).max_decoding_message_size(64 << 20),
+        jobs: JobManagerClient::new(authed(channel.clone())).max_decoding_message_size(64 << 20),
+        resource: ResourceClient::new(authed(channel)).max_decoding_message_size(64 << 20),
     })
+}
+
+/// Connect to `uri` with the credentials of the environment.
+pub async fn connect_to(uri: &str) -> anyhow::Result<Instance> {
+    connect_with(uri, &Credentials::from_env()?).await
 }
 
 /// Connect to the instance named by `FLUXGATE_URI`.

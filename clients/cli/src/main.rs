@@ -42,6 +42,8 @@ enum Command {
     Queue(cmd::queue::Args),
     /// Start an instance on this machine and run a command in it (as flux start).
     Start(cmd::start::Args),
+    /// Make tokens for users of an instance that requires credentials.
+    Token(cmd::token::Args),
     /// gRPC health check of a job manager or exec service (exit 0 when SERVING).
     Health(cmd::health::Args),
     /// Measure an instance: throughput, latency, memory, restart time.
@@ -63,6 +65,7 @@ fn main() -> ExitCode {
         Command::Resource(args) => ("resource", cmd::resource::run(args)),
         Command::Queue(args) => ("queue", cmd::queue::run(args)),
         Command::Start(args) => ("start", cmd::start::run(args)),
+        Command::Token(args) => ("token", cmd::token::run(args)),
         Command::Health(args) => ("health", cmd::health::run(args)),
         Command::Bench(args) => ("bench", cmd::bench::run(args)),
     };

@@ -204,6 +204,7 @@ pub async fn read_uri(
 /// Wait until `size` nodes are up, or a service dies, or the time is out.
 pub async fn wait_ready(
     uri: &str,
+    creds: &client::Credentials,
     size: u32,
     timeout: Duration,
     services: &mut Services,
@@ -214,7 +215,7 @@ pub async fn wait_ready(
         if let Some(status) = services.exited() {
             bail!("a service exited during startup ({status})");
         }
-        match up_count(uri).await {
+        match up_count(uri, creds).await {
             Ok(n) if n >= u64::from(size) => return Ok(()),
             Ok(n) => last = format!("{n} of {size} nodes up"),
             Err(e) => last = format!("{e:#}"),
@@ -227,8 +228,8 @@ pub async fn wait_ready(
 }
 
 /// How many nodes the instance at `uri` can schedule on now.
-pub async fn up_count(uri: &str) -> anyhow::Result<u64> {
-    let mut inst = client::connect_to(uri).await?;
+pub async fn up_count(uri: &str, creds: &client::Credentials) -> anyhow::Result<u64> {
+    let mut inst = client::connect_with(uri, creds).await?;
     let status = inst
         .resource
         .status(pb::StatusRequest {})

@@ -10,7 +10,6 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{Context, anyhow};
-use tonic::transport::Endpoint;
 use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::health_client::HealthClient;
@@ -55,7 +54,8 @@ fn timeout(secs: f64) -> anyhow::Result<Duration> {
 
 /// Ask `uri` whether `service` is serving, within `limit`.
 pub async fn check(uri: &str, service: &str, limit: Duration) -> anyhow::Result<ServingStatus> {
-    let endpoint = Endpoint::from_shared(uri.to_string())
+    let endpoint = client::Credentials::from_env()?
+        .endpoint(uri)
         .with_context(|| format!("{uri:?} is not a valid address"))?
         .connect_timeout(limit)
         .timeout(limit);

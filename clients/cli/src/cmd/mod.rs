@@ -13,3 +13,4 @@ pub mod r;
 pub mod resource;
 pub mod start;
 pub mod submit;
+pub mod token;

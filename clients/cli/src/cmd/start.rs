@@ -9,6 +9,11 @@
 //! set; its exit status is ours. Teardown sends SIGTERM to the group, then
 //! SIGKILL after `--kill-timeout`; it also runs on every error path (the
 //! guard's `Drop`), so no service outlives the command.
+//!
+//! Without `--auth` the instance runs open (every client is its owner). With
+//! it the job manager requires credentials: CMD gets the owner's token
+//! (`STATEDIR/owner.token`) as `FLUXGATE_TOKEN`, and the exec services the
+//! node credential (`STATEDIR/node.token`).
 
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
@@ -44,6 +49,10 @@ pub struct Args {
     /// Print the services' addresses and log locations on standard error.
     #[arg(short, long)]
     verbose: bool,
+    /// Require credentials: the owner's token is written to STATEDIR/owner.token
+    /// and given to CMD as FLUXGATE_TOKEN; others need `fluxgate token create`.
+    #[arg(long)]
+    auth: bool,
     /// Command to run inside the instance (default: $SHELL).
     #[arg(last = true, value_name = "CMD")]
     command: Vec<String>,
@@ -103,6 +112,15 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 
     let jm_log = statedir.join("job-manager.log");
     let mut jm = Command::new(service_binary("fluxgate-job-manager"));
+    if args.auth {
+        jm.arg("--set").arg("auth.enabled=true");
+    } else if args.verbose || std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+        // Said to a person; scripts read CMD's own output on our stderr.
+        eprintln!(
+            "fluxgate-start: the instance runs open: no credentials are checked and every \
+             client acts as the instance owner (--auth requires them)"
+        );
+    }
     jm.arg("--listen")
         .arg("127.0.0.1:0")
         .arg("--statedir")
@@ -129,6 +147,21 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             statedir.display()
         );
     }
+    // The job manager wrote the owner's token before it printed its URI.
+    let owner_token = if args.auth {
+        let path = statedir.join("owner.token");
+        let token = std::fs::read_to_string(&path)
+            .with_context(|| format!("cannot read the owner's token {}", path.display()))?;
+        Some(token.trim().to_string())
+    } else {
+        None
+    };
+    let creds = match &owner_token {
+        Some(t) => client::Credentials::default().with_token(t)?,
+        None => client::Credentials::default(),
+    };
+    // Root starting an instance owns it: its jobs are the owner's.
+    let root = nix::unistd::geteuid().is_root();
 
     for (i, name) in names.iter().enumerate() {
         let mut ex = Command::new(service_binary("fluxgate-exec"));
@@ -144,6 +177,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         if let Some(c) = args.cores_per_node {
             ex.arg("--cores-count").arg(c.to_string());
         }
+        if args.auth {
+            ex.arg("--node-token-file").arg(statedir.join("node.token"));
+        }
+        if root {
+            ex.arg("--allow-root-jobs");
+        }
         services
             .spawn(ex)
             .context("cannot start fluxgate-exec (build it with `cargo build --workspace` or put it on PATH)")?;
@@ -151,13 +190,19 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 
     rt.block_on(async {
         tokio::select! {
-            r = wait_ready(&uri, args.size, timeout, &mut services) => r,
+            r = wait_ready(&uri, &creds, args.size, timeout, &mut services) => r,
             s = signals.any() => Err(anyhow!("interrupted by {s} during startup")),
         }
     })
     .with_context(|| format!("instance did not come up; logs in {}", statedir.display()))?;
 
-    let code = rt.block_on(run_command(&args.command, &uri, &statedir, &mut signals))?;
+    let code = rt.block_on(run_command(
+        &args.command,
+        &uri,
+        &statedir,
+        owner_token.as_deref(),
+        &mut signals,
+    ))?;
     services.teardown();
     Ok(code)
 }
@@ -168,6 +213,7 @@ async fn run_command(
     command: &[String],
     uri: &str,
     statedir: &Path,
+    token: Option<&str>,
     signals: &mut Signals,
 ) -> anyhow::Result<ExitCode> {
     let (prog, rest) = match command.split_first() {
@@ -177,10 +223,15 @@ async fn run_command(
             Vec::new(),
         ),
     };
-    let mut child = tokio::process::Command::new(&prog)
+    let mut command = tokio::process::Command::new(&prog);
+    command
         .args(&rest)
         .env(client::URI_ENV, uri)
-        .env("FLUXGATE_STATEDIR", statedir)
+        .env("FLUXGATE_STATEDIR", statedir);
+    if let Some(token) = token {
+        command.env(client::TOKEN_ENV, token);
+    }
+    let mut child = command
         .spawn()
         .with_context(|| format!("cannot run {prog}"))?;
     let pid = child.id().map(|p| Pid::from_raw(p as i32));

@@ -146,7 +146,8 @@ impl Target {
 
     /// Nodes up now, if the instance tells.
     pub async fn nodes(&self) -> Option<u64> {
-        services::up_count(self.uri()).await.ok()
+        let creds = client::Credentials::from_env().ok()?;
+        services::up_count(self.uri(), &creds).await.ok()
     }
 
     /// Cores per node, when the bench chose them.
@@ -224,6 +225,7 @@ impl Local {
         self.spawn_exec()?;
         services::wait_ready(
             &self.uri,
+            &client::Credentials::from_env()?,
             self.node_count(),
             START_TIMEOUT,
             &mut self.services,
@@ -350,6 +352,7 @@ impl Local {
         let serving = self.spawn_jm(&listen).await?;
         services::wait_ready(
             &self.uri,
+            &client::Credentials::from_env()?,
             self.node_count(),
             START_TIMEOUT,
             &mut self.services,
