@@ -13,7 +13,58 @@ use fluxgate_shared::jobspec::JobspecBuilder;
 use fluxgate_shared::{Event, JobId};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
-use tonic::transport::Channel;
+use tonic::metadata::AsciiMetadataValue;
+use tonic::service::Interceptor;
+use tonic::service::interceptor::InterceptedService;
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
+
+/// Adds `authorization: Bearer TOKEN` to every call; without a token the
+/// calls go as they are.
+#[derive(Debug, Clone, Default)]
+pub struct Bearer(Option<AsciiMetadataValue>);
+
+impl Bearer {
+    /// Calls that present `token` (none: no credentials).
+    pub fn new(token: Option<&str>) -> Bearer {
+        Bearer(token.map(|t| {
+            format!("Bearer {}", t.trim())
+                .parse()
+                .expect("token is header text")
+        }))
+    }
+}
+
+impl Interceptor for Bearer {
+    fn call(
+        &mut self,
+        mut request: tonic::Request<()>,
+    ) -> Result<tonic::Request<()>, tonic::Status> {
+        if let Some(v) = &self.0 {
+            request.metadata_mut().insert("authorization", v.clone());
+        }
+        Ok(request)
+    }
+}
+
+/// A connection whose calls carry a [`Bearer`] token.
+pub type Authed = InterceptedService<Channel, Bearer>;
+
+/// How an instance is set up beyond its size.
+#[derive(Debug, Clone, Default)]
+pub struct Setup {
+    /// Require credentials (`auth.enabled`); the exec services get the node
+    /// credential, and the helpers present the owner's token.
+    pub auth: bool,
+    /// Extra job manager flags.
+    pub jm_args: Vec<String>,
+    /// Extra exec service flags.
+    pub exec_args: Vec<String>,
+    /// PEM CA of the job manager's certificate, when it serves TLS.
+    pub tls_ca: Option<Vec<u8>>,
+    /// Leave the exec services' default for root's jobs (refused with a
+    /// node credential) instead of allowing them for a root-owned instance.
+    pub refuse_root_jobs: bool,
+}
 
 /// Path of a workspace binary built by `cargo build --workspace`.
 pub fn binary(name: &str) -> PathBuf {
@@ -40,6 +91,9 @@ pub struct Instance {
     /// The state directory (store, URI file).
     pub statedir: tempfile::TempDir,
     nodes: usize,
+    setup: Setup,
+    /// The owner's token, when the instance requires credentials.
+    pub owner_token: Option<String>,
 }
 
 /// Hostname of rank `i` in test instances.
@@ -56,17 +110,44 @@ impl Instance {
 
     /// As [`Instance::start`], with extra job manager flags.
     pub async fn start_with(nodes: usize, cores: u32, jm_args: &[&str]) -> Instance {
+        let setup = Setup {
+            jm_args: jm_args.iter().map(|a| a.to_string()).collect(),
+            ..Setup::default()
+        };
+        Self::start_setup(nodes, cores, setup).await
+    }
+
+    /// As [`Instance::start`], requiring credentials.
+    pub async fn start_auth(nodes: usize, cores: u32) -> Instance {
+        let setup = Setup {
+            auth: true,
+            ..Setup::default()
+        };
+        Self::start_setup(nodes, cores, setup).await
+    }
+
+    /// As [`Instance::start`], set up as `setup` says.
+    pub async fn start_setup(nodes: usize, cores: u32, setup: Setup) -> Instance {
         let statedir = tempfile::tempdir().expect("tempdir");
         let nodelist = format!("node[0-{}]", nodes - 1);
-        let jm = spawn_jm(&statedir, &nodelist, jm_args);
+        let jm_args = setup.jm_arguments();
+        let jm_args: Vec<&str> = jm_args.iter().map(String::as_str).collect();
+        let jm = spawn_jm(&statedir, &nodelist, &jm_args);
         let mut inst = Instance {
             jm: Some(jm),
             execs: Vec::new(),
             uri: String::new(),
             statedir,
             nodes,
+            setup,
+            owner_token: None,
         };
         inst.uri = inst.wait_uri();
+        if inst.setup.auth {
+            let path = inst.statedir.path().join("owner.token");
+            let token = std::fs::read_to_string(&path).expect("the job manager wrote owner.token");
+            inst.owner_token = Some(token.trim().to_string());
+        }
         for i in 0..nodes {
             let child = inst.spawn_exec(i, cores);
             inst.execs.push(Some(child));
@@ -97,11 +178,27 @@ impl Instance {
         }
     }
 
+    /// The flags an exec service of this instance needs to join it.
+    pub fn exec_auth_args(&self) -> Vec<String> {
+        let mut args = self.setup.exec_args.clone();
+        if self.setup.auth {
+            let token = self.statedir.path().join("node.token");
+            args.push("--node-token-file".into());
+            args.push(token.display().to_string());
+            // Tests run as root, who owns the instance: its jobs are root's.
+            if nix::unistd::geteuid().is_root() && !self.setup.refuse_root_jobs {
+                args.push("--allow-root-jobs".into());
+            }
+        }
+        args
+    }
+
     fn spawn_exec(&self, i: usize, cores: u32) -> Child {
         Command::new(binary("fluxgate-exec"))
             .args(["--job-manager", &self.uri, "--listen", "127.0.0.1:0"])
             .args(["--hostname", &host(i), "--cores-count", &cores.to_string()])
             .args(["--kill-timeout", "2"])
+            .args(self.exec_auth_args())
             .env("FLUXGATE_LOG", "warn")
             .env("RUST_LOG", "warn")
             .stdout(Stdio::null())
@@ -109,11 +206,57 @@ impl Instance {
             .expect("spawn fluxgate-exec")
     }
 
-    /// A client of the JobManager service.
-    pub async fn jobs(&self) -> JobManagerClient<Channel> {
-        JobManagerClient::connect(self.uri.clone())
+    /// A connection to the job manager (TLS when it serves TLS).
+    pub async fn channel(&self) -> Channel {
+        self.channel_with(None)
             .await
             .expect("connect to job manager")
+    }
+
+    /// A connection presenting client certificate `identity` (cert, key PEM).
+    pub async fn channel_with(
+        &self,
+        identity: Option<(&[u8], &[u8])>,
+    ) -> Result<Channel, tonic::transport::Error> {
+        let mut endpoint = Endpoint::from_shared(self.uri.clone()).expect("URI");
+        if let Some(ca) = &self.setup.tls_ca {
+            let mut tls = ClientTlsConfig::new().ca_certificate(Certificate::from_pem(ca));
+            if let Some((cert, key)) = identity {
+                tls = tls.identity(Identity::from_pem(cert, key));
+            }
+            endpoint = endpoint.tls_config(tls)?;
+        }
+        endpoint.connect().await
+    }
+
+    /// A client of the JobManager service, as the owner.
+    pub async fn jobs(&self) -> JobManagerClient<Authed> {
+        self.jobs_as(self.owner_token.as_deref()).await
+    }
+
+    /// A client of the JobManager service presenting `token`.
+    pub async fn jobs_as(&self, token: Option<&str>) -> JobManagerClient<Authed> {
+        JobManagerClient::with_interceptor(self.channel().await, Bearer::new(token))
+    }
+
+    /// A client of the Resource service presenting `token`.
+    pub async fn resource_as(&self, token: Option<&str>) -> ResourceClient<Authed> {
+        ResourceClient::with_interceptor(self.channel().await, Bearer::new(token))
+    }
+
+    /// A token for `user` with uid `uid`, valid `ttl` seconds (forever if
+    /// `None`), signed with this instance's key as `fluxgate token create` does.
+    pub fn token(&self, user: &str, uid: u32, ttl: Option<u64>) -> String {
+        let text = std::fs::read_to_string(self.statedir.path().join("instance.key"))
+            .expect("the instance key");
+        let key = fluxgate_shared::auth::token::key_from_text(&text).expect("key");
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("clock")
+            .as_secs();
+        fluxgate_shared::auth::Claims::user(user, uid, now, ttl)
+            .sign(&key)
+            .expect("sign")
     }
 
     /// Jobs in the states of `mask` (RFC 21 state bits; 127 = all), with room
@@ -132,11 +275,9 @@ impl Instance {
             .jobs
     }
 
-    /// A client of the Resource service.
-    pub async fn resource(&self) -> ResourceClient<Channel> {
-        ResourceClient::connect(self.uri.clone())
-            .await
-            .expect("connect to job manager")
+    /// A client of the Resource service, as the owner.
+    pub async fn resource(&self) -> ResourceClient<Authed> {
+        self.resource_as(self.owner_token.as_deref()).await
     }
 
     /// Resource status as JSON.
@@ -311,8 +452,20 @@ impl Instance {
             assert!(status.success(), "graceful stop exited {status}");
         }
         let _ = std::fs::remove_file(self.statedir.path().join("uri"));
-        let addr = self.uri.trim_start_matches("http://").to_string();
-        let jm = spawn_jm_at(&self.statedir, nodelist, &addr, &[]);
+        let addr = self
+            .uri
+            .trim_start_matches("http://")
+            .trim_start_matches("https://")
+            .to_string();
+        // As before credentials existed, a restart drops the extra flags of
+        // an open instance; one that requires credentials keeps its setup.
+        let args = if self.setup.auth {
+            self.setup.jm_arguments()
+        } else {
+            Vec::new()
+        };
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let jm = spawn_jm_at(&self.statedir, nodelist, &addr, &args);
         self.jm = Some(jm);
         let uri = self.wait_uri();
         assert_eq!(uri, self.uri, "restarted on another address");
@@ -336,6 +489,17 @@ impl Instance {
         let mut jm = self.jm.take()?;
         let _ = kill(Pid::from_raw(jm.id() as i32), Signal::SIGTERM);
         jm.wait().ok()
+    }
+}
+
+impl Setup {
+    /// The job manager's flags for this setup.
+    fn jm_arguments(&self) -> Vec<String> {
+        let mut args = self.jm_args.clone();
+        if self.auth {
+            args.extend(["--set".to_string(), "auth.enabled=true".to_string()]);
+        }
+        args
     }
 }
 
@@ -376,7 +540,7 @@ impl Drop for Instance {
 
 /// One job's stored log (`eventlog`, `exec.eventlog` or `output`) over an
 /// open client, read strictly: a line that is not RFC 18 fails the test.
-pub async fn stored_log(jobs: &mut JobManagerClient<Channel>, id: JobId, log: &str) -> Vec<Event> {
+pub async fn stored_log(jobs: &mut JobManagerClient<Authed>, id: JobId, log: &str) -> Vec<Event> {
     let mut values = jobs
         .info(pb::InfoRequest {
             id: id.into(),

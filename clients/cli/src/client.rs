@@ -70,7 +70,11 @@ impl Credentials {
                     ));
                 }
                 (None, None) => {}
-                _ => return Err(anyhow!("set both {TLS_CERT_ENV} and {TLS_KEY_ENV}, or neither")),
+                _ => {
+                    return Err(anyhow!(
+                        "set both {TLS_CERT_ENV} and {TLS_KEY_ENV}, or neither"
+                    ));
+                }
             }
             creds.tls = Some(tls);
         }
@@ -103,7 +107,10 @@ impl Credentials {
 }
 
 impl Interceptor for Credentials {
-    fn call(&mut self, mut request: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
+    fn call(
+        &mut self,
+        mut request: tonic::Request<()>,
+    ) -> Result<tonic::Request<()>, tonic::Status> {
         if let Some(token) = &self.token {
             request
                 .metadata_mut()
@@ -111,6 +118,16 @@ impl Interceptor for Credentials {
         }
         Ok(request)
     }
+}
+
+/// The caller's uid as the instance sees it: the one the token in
+/// `FLUXGATE_TOKEN` names, else this process's. For default filters only;
+/// the instance verifies the token itself.
+pub fn my_uid() -> u32 {
+    env(TOKEN_ENV)
+        .and_then(|t| fluxgate_shared::auth::token::peek(&t))
+        .map(|c| c.uid)
+        .unwrap_or_else(|| nix::unistd::getuid().as_raw())
 }
 
 /// A connection whose every call carries the caller's credentials.

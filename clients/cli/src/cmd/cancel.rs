@@ -75,7 +75,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                         .map(|x| x.uid.as_raw())
                         .ok_or_else(|| anyhow::anyhow!("Unknown user {u}"))
                 })?),
-                None => Some(nix::unistd::getuid().as_raw()),
+                None => Some(client::my_uid()),
             };
             inst.jobs
                 .list(pb::ListRequest {

@@ -311,7 +311,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     } else {
         match &args.user {
             Some(u) => parse_user(u)?,
-            None => Some(nix::unistd::getuid().as_raw()),
+            None => Some(client::my_uid()),
         }
     };
     let ids = args
