@@ -17,7 +17,7 @@ use tonic::transport::server::TcpIncoming;
 
 use crate::auth::{Authenticator, keys};
 use crate::config::Config;
-use crate::core::{self, Committer, Core, Nodes};
+use crate::core::{self, Committer, Core, Links, Nodes};
 use crate::grpc::jobs::JobManagerService;
 use crate::grpc::node::NodeService;
 use crate::grpc::resource::ResourceService;
@@ -146,15 +146,18 @@ pub async fn serve(
     let hub = Hub::default();
     let journal = Journal::new(config.resource.journal_capacity);
     let (inbox_tx, inbox_rx) = mpsc::channel(core::INBOX_CAPACITY);
+    let links = Links {
+        hub: hub.clone(),
+        journal: journal.clone(),
+        self_tx: inbox_tx.clone(),
+        exec_credential: credential,
+    };
     let core = Core::new(
         Arc::clone(&store),
         Arc::clone(&config),
-        hub.clone(),
         inventory,
         nodes,
-        journal.clone(),
-        inbox_tx.clone(),
-        credential,
+        links,
     )
     .map_err(|e| ServeError::Config(e.to_string()))?;
 

@@ -176,7 +176,7 @@ pub fn key_to_text(key: &[u8]) -> String {
 /// An instance key from its file's text (hex, surrounding blanks ignored).
 pub fn key_from_text(text: &str) -> Result<Vec<u8>, TokenError> {
     let t = text.trim();
-    if t.len() % 2 != 0 || !t.bytes().all(|b| b.is_ascii_hexdigit()) {
+    if !t.len().is_multiple_of(2) || !t.bytes().all(|b| b.is_ascii_hexdigit()) {
         return Err(TokenError::Malformed(
             "the instance key file must hold hex digits only".into(),
         ));

@@ -261,6 +261,19 @@ struct Outbox {
     resched: bool,
 }
 
+/// How the core reaches everything outside it.
+#[derive(Debug)]
+pub struct Links {
+    /// Watchers of eventlogs.
+    pub hub: Hub,
+    /// The resource journal.
+    pub journal: crate::journal::Journal,
+    /// The core's own inbox (for messages it sends itself).
+    pub self_tx: mpsc::Sender<Msg>,
+    /// Presented to exec services with every start, kill and exception.
+    pub exec_credential: crate::exec_client::NodeCredential,
+}
+
 /// The job pipeline's state; owned by one task.
 pub struct Core {
     store: Arc<SqliteStore>,
@@ -304,17 +317,20 @@ impl std::fmt::Debug for Core {
 }
 
 impl Core {
-    /// A core over `store` with the given inventory; `self_tx` feeds its own inbox.
+    /// A core over `store` with the given inventory, reaching out through `links`.
     pub fn new(
         store: Arc<SqliteStore>,
         config: Arc<Config>,
-        hub: Hub,
         inventory: Option<ResourceSet>,
         nodes: Nodes,
-        journal: crate::journal::Journal,
-        self_tx: mpsc::Sender<Msg>,
-        exec_credential: crate::exec_client::NodeCredential,
+        links: Links,
     ) -> Result<Self, Error> {
+        let Links {
+            hub,
+            journal,
+            self_tx,
+            exec_credential,
+        } = links;
         let ids = FluidGenerator::new(0, 0)
             .map_err(|e| Error::Invalid(format!("job id generator: {e}")))?;
         let mut sched = sched::Sched::new();
