@@ -4,6 +4,7 @@ Eventlog entries travel as RFC 18 JSON lines; they are parsed here with the
 standard json module into `Event` values, keeping the line as it was stored.
 """
 
+import collections
 import dataclasses
 import json
 import os
@@ -15,6 +16,7 @@ from fluxgate.v1 import jobmanager_pb2_grpc as pb_grpc
 from fluxgate.v1 import resource_pb2_grpc
 
 URI_ENV = "FLUXGATE_URI"
+TOKEN_ENV = "FLUXGATE_TOKEN"
 
 # Submit flags, as the `submit` event's `flags` context records them.
 FLAG_DEBUG = pb.SUBMIT_FLAG_DEBUG
@@ -83,6 +85,39 @@ def _target(uri):
     return uri, False
 
 
+class _CallDetails(
+    collections.namedtuple(
+        "_CallDetails",
+        ("method", "timeout", "metadata", "credentials", "wait_for_ready", "compression"),
+    ),
+    grpc.ClientCallDetails,
+):
+    pass
+
+
+class _Bearer(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientInterceptor):
+    """Adds `authorization: Bearer TOKEN` to every call."""
+
+    def __init__(self, token):
+        self._header = ("authorization", f"Bearer {token.strip()}")
+
+    def _details(self, details):
+        return _CallDetails(
+            details.method,
+            details.timeout,
+            tuple(details.metadata or ()) + (self._header,),
+            details.credentials,
+            details.wait_for_ready,
+            details.compression,
+        )
+
+    def intercept_unary_unary(self, continuation, details, request):
+        return continuation(self._details(details), request)
+
+    def intercept_unary_stream(self, continuation, details, request):
+        return continuation(self._details(details), request)
+
+
 def _error(err):
     return FluxgateError(err.code(), err.details())
 
@@ -90,11 +125,12 @@ def _error(err):
 class Client:
     """A connection to one instance's job manager.
 
-    `uri` defaults to $FLUXGATE_URI (e.g. http://127.0.0.1:7000). Use as a
-    context manager or call close().
+    `uri` defaults to $FLUXGATE_URI (e.g. http://127.0.0.1:7000) and `token`
+    (sent with every call, for instances that require credentials) to
+    $FLUXGATE_TOKEN. Use as a context manager or call close().
     """
 
-    def __init__(self, uri=None):
+    def __init__(self, uri=None, token=None):
         uri = uri or os.environ.get(URI_ENV)
         if not uri:
             raise FluxgateError(
@@ -108,8 +144,10 @@ class Client:
             if secure
             else grpc.insecure_channel(target)
         )
-        self.jobs = pb_grpc.JobManagerStub(self._channel)
-        self.resource = resource_pb2_grpc.ResourceStub(self._channel)
+        token = token or os.environ.get(TOKEN_ENV)
+        calls = grpc.intercept_channel(self._channel, _Bearer(token)) if token else self._channel
+        self.jobs = pb_grpc.JobManagerStub(calls)
+        self.resource = resource_pb2_grpc.ResourceStub(calls)
 
     def close(self):
         """Close the connection."""

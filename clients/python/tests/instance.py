@@ -43,22 +43,34 @@ def _first_line(proc, timeout):
 class Instance:
     """A job manager and `size` exec services named node0..node(size-1)."""
 
-    def __init__(self, statedir, size=1):
+    def __init__(self, statedir, size=1, auth=False):
         self.procs = []
+        self.statedir = pathlib.Path(statedir)
+        jm_auth = ["--set", "auth.enabled=true"] if auth else []
         self.jm = self._spawn(
             binary("fluxgate-job-manager"),
             "--listen", "127.0.0.1:0",
             "--statedir", str(statedir),
             "--size", str(size),
+            *jm_auth,
         )
-        # The job manager prints its URI once it listens.
+        # The job manager prints its URI once it listens (after it wrote
+        # the owner's token and the node credential, when auth is on).
         self.uri = _first_line(self.jm, 30)
+        self.owner_token = None
+        exec_auth = []
+        if auth:
+            self.owner_token = (self.statedir / "owner.token").read_text().strip()
+            exec_auth = ["--node-token-file", str(self.statedir / "node.token")]
+            if os.geteuid() == 0:
+                exec_auth.append("--allow-root-jobs")
         for i in range(size):
             ex = self._spawn(
                 binary("fluxgate-exec"),
                 "--job-manager", self.uri,
                 "--hostname", f"node{i}",
                 "--cores-count", "2",
+                *exec_auth,
             )
             _first_line(ex, 30)
 

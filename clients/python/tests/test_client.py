@@ -119,3 +119,29 @@ def test_the_example_runs_a_job(instance):
     assert lines[0].startswith("submitted ƒ")
     assert [line.split()[1] for line in lines[1:-1]] == LIFECYCLE
     assert lines[-1] == "example"
+
+
+def test_tokens_for_an_instance_that_requires_them(tmp_path):
+    inst = Instance(tmp_path, size=1, auth=True)
+    try:
+        with fluxgate.Client(inst.uri, token="") as anonymous:
+            with pytest.raises(fluxgate.FluxgateError) as err:
+                anonymous.submit(fluxgate.jobspec(["true"]))
+            assert err.value.code == grpc.StatusCode.UNAUTHENTICATED
+            assert "FLUXGATE_TOKEN" in err.value.message
+        guest = subprocess.run(
+            [str(binary("fluxgate")), "token", "create", "--user", "bob", "--uid", "4242",
+             "--key", str(inst.statedir / "instance.key")],
+            check=True, capture_output=True, text=True,
+        ).stdout.strip()
+        with fluxgate.Client(inst.uri, token=inst.owner_token) as owner:
+            held = owner.submit(fluxgate.jobspec(["true"]), urgency=0)
+        with fluxgate.Client(inst.uri, token=guest) as bob:
+            mine = bob.submit(fluxgate.jobspec(["true"]), urgency=0)
+            submit = next(bob.eventlog(mine))
+            assert submit.name == "submit" and submit.context["userid"] == 4242
+            with pytest.raises(fluxgate.FluxgateError) as err:
+                list(bob.eventlog(held))
+            assert err.value.code == grpc.StatusCode.PERMISSION_DENIED
+    finally:
+        inst.stop()
