@@ -16,6 +16,8 @@ use tonic::metadata::AsciiMetadataValue;
 use tonic::service::Interceptor;
 use tonic::{Request, Status};
 
+use crate::error::ExecError;
+
 /// The node token and the checks made with it.
 #[derive(Clone, Default)]
 pub struct NodeCredential {
@@ -57,7 +59,7 @@ impl NodeCredential {
     }
 
     /// Accept `request` if it carries this credential (or none is configured).
-    pub fn check<T>(&self, request: &Request<T>) -> Result<(), Status> {
+    pub fn check<T>(&self, request: &Request<T>) -> Result<(), ExecError> {
         let Some(token) = &self.token else {
             return Ok(());
         };
@@ -66,19 +68,11 @@ impl NodeCredential {
             .get("authorization")
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.strip_prefix("Bearer "))
-            .ok_or_else(|| {
-                Status::unauthenticated(
-                    "this exec service runs jobs only for its job manager: \
-                     the request lacks the instance's node credential",
-                )
-            })?;
+            .ok_or(ExecError::NoCredential)?;
         if constant_time_eq(presented.trim().as_bytes(), token.as_bytes()) {
             Ok(())
         } else {
-            Err(Status::unauthenticated(
-                "the node credential does not match this exec service's \
-                 (copy the job manager's STATEDIR/node.token to --node-token-file)",
-            ))
+            Err(ExecError::WrongCredential)
         }
     }
 }
@@ -98,10 +92,10 @@ mod tests {
     fn only_the_same_token_passes() {
         let c = NodeCredential::new(Some("fgt1.abc.def\n"));
         assert!(c.check(&c.request(())).is_ok());
-        let missing = c.check(&Request::new(())).unwrap_err();
+        let missing = Status::from(c.check(&Request::new(())).unwrap_err());
         assert_eq!(missing.code(), tonic::Code::Unauthenticated);
         let other = NodeCredential::new(Some("fgt1.abc.xyz"));
-        let wrong = c.check(&other.request(())).unwrap_err();
+        let wrong = Status::from(c.check(&other.request(())).unwrap_err());
         assert!(wrong.message().contains("does not match"), "{wrong:?}");
         assert!(NodeCredential::new(None).check(&Request::new(())).is_ok());
         assert_eq!(format!("{c:?}"), "NodeCredential(set)");

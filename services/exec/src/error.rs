@@ -20,6 +20,18 @@ pub enum ExecError {
     /// The service is shutting down.
     #[error("the exec service is shutting down")]
     ShuttingDown,
+    /// The caller did not present the instance's node credential.
+    #[error(
+        "this exec service runs jobs only for its job manager: \
+         the request lacks the instance's node credential"
+    )]
+    NoCredential,
+    /// The caller presented another credential.
+    #[error(
+        "the node credential does not match this exec service's \
+         (copy the job manager's STATEDIR/node.token to --node-token-file)"
+    )]
+    WrongCredential,
 }
 
 impl From<ExecError> for tonic::Status {
@@ -32,6 +44,9 @@ impl From<ExecError> for tonic::Status {
                 tonic::Status::invalid_argument(msg)
             }
             ExecError::ShuttingDown => tonic::Status::unavailable(msg),
+            ExecError::NoCredential | ExecError::WrongCredential => {
+                tonic::Status::unauthenticated(msg)
+            }
         }
     }
 }

@@ -27,6 +27,12 @@ pub enum Error {
     Store(#[from] StoreError),
 }
 
+impl From<fluxgate_shared::auth::Denied> for Error {
+    fn from(d: fluxgate_shared::auth::Denied) -> Self {
+        Error::Denied(d.0)
+    }
+}
+
 impl From<Error> for tonic::Status {
     fn from(e: Error) -> Self {
         let msg = e.to_string();

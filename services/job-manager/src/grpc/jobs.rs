@@ -107,8 +107,7 @@ impl JobManagerService {
             waitable: req.flags & pb::SubmitFlag::Waitable as u32 != 0,
             novalidate: req.flags & pb::SubmitFlag::Novalidate as u32 != 0,
         };
-        fluxgate_shared::auth::policy::check(caller, action, None)
-            .map_err(|d| Error::Denied(d.0))?;
+        allow(caller, action, None)?;
         Ok(SubmitArgs {
             jobspec_json: jobspec.to_json(),
             jobspec: Arc::new(jobspec),
@@ -315,8 +314,7 @@ impl JobManager for JobManagerService {
         let store = Arc::clone(&self.store);
         let values = tokio::task::spawn_blocking(move || -> Result<_, Error> {
             let job = store.read_job(id.into())?.ok_or(Error::UnknownJob(id))?;
-            fluxgate_shared::auth::policy::check(&caller, Action::ReadJob, Some(job.userid))
-                .map_err(|d| Error::Denied(d.0))?;
+            allow(&caller, Action::ReadJob, Some(job.userid))?;
             let mut values = std::collections::HashMap::new();
             for key in req.keys {
                 let value = match key.as_str() {

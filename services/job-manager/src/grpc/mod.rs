@@ -27,5 +27,5 @@ pub async fn ask<T>(
 /// Refuse with PERMISSION_DENIED unless `caller` may do `action` (on a job
 /// owned by `job_owner`, for actions on one job).
 pub fn allow(caller: &Caller, action: Action, job_owner: Option<u32>) -> Result<(), Error> {
-    policy::check(caller, action, job_owner).map_err(|d| Error::Denied(d.0))
+    Ok(policy::check(caller, action, job_owner)?)
 }
