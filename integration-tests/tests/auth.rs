@@ -763,6 +763,25 @@ async fn client_certificates_identify_users_over_mutual_tls() {
         .expect("the owner undrains");
     }
 
+    // The command line, with alice's certificate from the environment.
+    let cli = |args: &[&str]| {
+        Command::new(binary("fluxgate"))
+            .args(args)
+            .env("FLUXGATE_URI", &inst.uri)
+            .env("FLUXGATE_TLS_CA", pki.path("ca.pem"))
+            .env("FLUXGATE_CLIENT_CERT", pki.path("alice.pem"))
+            .env("FLUXGATE_CLIENT_KEY", pki.path("alice.key"))
+            .env_remove("FLUXGATE_TOKEN")
+            .output()
+            .expect("fluxgate")
+    };
+    let out = cli(&["submit", "--urgency", "0", "true"]);
+    assert!(out.status.success(), "{out:?}");
+    let out = cli(&["queue", "stop"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("user alice (uid 4242) may not stop"), "{err}");
+
     // TLS without a certificate or token: unauthenticated.
     let mut anonymous = pb::job_manager_client::JobManagerClient::new(inst.channel().await);
     unauthenticated(

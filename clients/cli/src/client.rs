@@ -19,9 +19,9 @@ pub const TOKEN_ENV: &str = "FLUXGATE_TOKEN";
 /// PEM CA certificate that signs an https instance's certificate.
 pub const TLS_CA_ENV: &str = "FLUXGATE_TLS_CA";
 /// PEM client certificate (mTLS; its CN is the user name).
-pub const TLS_CERT_ENV: &str = "FLUXGATE_TLS_CERT";
+pub const CLIENT_CERT_ENV: &str = "FLUXGATE_CLIENT_CERT";
 /// PEM private key of the client certificate.
-pub const TLS_KEY_ENV: &str = "FLUXGATE_TLS_KEY";
+pub const CLIENT_KEY_ENV: &str = "FLUXGATE_CLIENT_KEY";
 
 /// What a client proves itself with: a token, TLS settings, both or neither.
 #[derive(Clone, Default)]
@@ -45,7 +45,7 @@ fn env(name: &str) -> Option<String> {
 }
 
 impl Credentials {
-    /// From `FLUXGATE_TOKEN`, `FLUXGATE_TLS_CA`, `FLUXGATE_TLS_CERT` and `FLUXGATE_TLS_KEY`.
+    /// From `FLUXGATE_TOKEN`, `FLUXGATE_TLS_CA`, `FLUXGATE_CLIENT_CERT` and `FLUXGATE_CLIENT_KEY`.
     pub fn from_env() -> anyhow::Result<Credentials> {
         let mut creds = Credentials::default();
         if let Some(token) = env(TOKEN_ENV) {
@@ -55,8 +55,8 @@ impl Credentials {
             std::fs::read(path).with_context(|| format!("{name}={path}: cannot read it"))
         };
         let ca = env(TLS_CA_ENV);
-        let cert = env(TLS_CERT_ENV);
-        let key = env(TLS_KEY_ENV);
+        let cert = env(CLIENT_CERT_ENV);
+        let key = env(CLIENT_KEY_ENV);
         if ca.is_some() || cert.is_some() || key.is_some() {
             let mut tls = ClientTlsConfig::new();
             if let Some(ca) = &ca {
@@ -65,14 +65,14 @@ impl Credentials {
             match (&cert, &key) {
                 (Some(c), Some(k)) => {
                     tls = tls.identity(Identity::from_pem(
-                        read(TLS_CERT_ENV, c)?,
-                        read(TLS_KEY_ENV, k)?,
+                        read(CLIENT_CERT_ENV, c)?,
+                        read(CLIENT_KEY_ENV, k)?,
                     ));
                 }
                 (None, None) => {}
                 _ => {
                     return Err(anyhow!(
-                        "set both {TLS_CERT_ENV} and {TLS_KEY_ENV}, or neither"
+                        "set both {CLIENT_CERT_ENV} and {CLIENT_KEY_ENV}, or neither"
                     ));
                 }
             }

@@ -43,6 +43,11 @@ impl NodeCredential {
         }
     }
 
+    /// True when a token is configured (the service does not run open).
+    pub fn is_set(&self) -> bool {
+        self.token.is_some()
+    }
+
     /// The `authorization` header value to send, if there is a token.
     fn header(&self) -> Option<AsciiMetadataValue> {
         let token = self.token.as_ref()?;

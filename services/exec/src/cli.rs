@@ -71,7 +71,7 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         heartbeat = ?config.heartbeat,
         leave_running = config.leave_running,
         metrics_listen = ?config.metrics_listen,
-        node_credential = config.node_token.is_some(),
+        node_credential = config.node_credential.is_set(),
         tls_ca = config.tls_ca.is_some(),
         allow_root_jobs = config.allow_root_jobs,
         "effective configuration"

@@ -12,6 +12,8 @@ use std::time::Duration;
 use clap::Parser;
 use clap::builder::BoolishValueParser;
 use fluxgate_shared::IdSet;
+
+use crate::auth::NodeCredential;
 use nix::sched::{CpuSet, sched_getaffinity};
 use nix::unistd::Pid;
 
@@ -270,7 +272,7 @@ pub struct Config {
     /// Address of the /metrics endpoint, if one is served.
     pub metrics_listen: Option<String>,
     /// The node credential: presented to join, required of callers.
-    pub node_token: Option<String>,
+    pub node_credential: NodeCredential,
     /// PEM CA certificate(s) for an https job manager.
     pub tls_ca: Option<Vec<u8>>,
     /// Run jobs owned by uid 0.
@@ -396,7 +398,7 @@ impl Config {
             // Without a credential anyone may ask anything of this service,
             // so refusing root's jobs would protect nothing.
             allow_root_jobs: args.allow_root_jobs.unwrap_or(node_token.is_none()),
-            node_token,
+            node_credential: NodeCredential::new(node_token.as_deref()),
             tls_ca,
         })
     }
@@ -416,7 +418,7 @@ impl Config {
             heartbeat: None,
             leave_running: false,
             metrics_listen: None,
-            node_token: None,
+            node_credential: NodeCredential::default(),
             tls_ca: None,
             allow_root_jobs: true,
         }
@@ -503,6 +505,36 @@ mod tests {
                 .all(|n| n.cores.to_string() == "0-3" && n.gpus.to_string() == "0-1")
         );
         assert_eq!(c.kill_timeout, Duration::from_secs(5));
+    }
+
+    #[test]
+    fn a_node_credential_turns_root_jobs_off_unless_allowed() {
+        let open = Config::from_args(args(&[])).unwrap();
+        assert!(!open.node_credential.is_set());
+        assert!(open.allow_root_jobs);
+
+        let dir = tempfile::tempdir().unwrap();
+        let token = dir.path().join("node.token");
+        std::fs::write(&token, "fgt1.abc.def\n").unwrap();
+        let path = token.to_str().unwrap();
+        let c = Config::from_args(args(&["--node-token-file", path])).unwrap();
+        assert!(c.node_credential.is_set());
+        assert!(!c.allow_root_jobs);
+        assert_eq!(format!("{:?}", c.node_credential), "NodeCredential(set)");
+        let c = Config::from_args(args(&["--node-token-file", path, "--allow-root-jobs"])).unwrap();
+        assert!(c.allow_root_jobs);
+
+        std::fs::write(&token, "\n").unwrap();
+        let e = Config::from_args(args(&["--node-token-file", path])).unwrap_err();
+        assert!(e.to_string().contains("is empty"), "{e}");
+    }
+
+    #[test]
+    fn an_https_job_manager_needs_a_ca() {
+        let a =
+            Args::try_parse_from(["fluxgate-exec", "--job-manager", "https://jm:7000"]).unwrap();
+        let e = Config::from_args(a).unwrap_err();
+        assert!(e.to_string().contains("--tls-ca"), "{e}");
     }
 
     #[test]

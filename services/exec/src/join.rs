@@ -114,7 +114,7 @@ async fn session(
     };
     // Cannot fail: the receiver is alive and the channel empty.
     let _ = tx.try_send(hello);
-    let credential = crate::auth::NodeCredential::new(config.node_token.as_deref());
+    let credential = &config.node_credential;
     let mut replies = client
         .join(credential.request(ReceiverStream::new(rx)))
         .await?

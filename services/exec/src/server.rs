@@ -100,8 +100,8 @@ pub async fn start(config: Config) -> Result<Running, ServeError> {
         &crate::config::machine_hostname(),
     );
     let node = Arc::new(NodeState::new(exec_address.clone()));
-    let credential = crate::auth::NodeCredential::new(config.node_token.as_deref());
-    if config.node_token.is_none() {
+    let credential = config.node_credential.clone();
+    if !credential.is_set() {
         tracing::warn!(
             "no node credential (--node-token-file): this exec service runs whatever \
              any caller asks"

@@ -78,7 +78,7 @@ impl ExecService {
             node,
             jobs: JobTable::default(),
             shutting_down: Arc::new(AtomicBool::new(false)),
-            credential: crate::auth::NodeCredential::new(config.node_token.as_deref()),
+            credential: config.node_credential.clone(),
             config,
         }
     }
