@@ -506,6 +506,21 @@ async fn nodes_need_the_node_credential_to_join() {
     assert_eq!(st["online"], "0", "{st}");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_job_manager_still_reaches_its_nodes() {
+    let mut inst = Instance::start_auth(1, 1).await;
+    let id = inst
+        .submit(&JobspecBuilder::new(["sleep", "1"]), None)
+        .await;
+    inst.events_until(id, "eventlog", "start").await;
+    // The node credential is the same text after the restart, so the job
+    // manager's reattach is accepted by the exec service.
+    inst.restart_jm(true).await;
+    let ev = inst.wait_clean(id).await;
+    assert_eq!(context_u64(&ev, "finish", "status"), 0, "{:?}", names(&ev));
+    assert!(!names(&ev).contains(&"exception"), "{:?}", names(&ev));
+}
+
 /// Start an extra exec service of `inst` (with its credential) and read the
 /// address it serves on.
 fn extra_exec(inst: &Instance) -> (std::process::Child, String) {

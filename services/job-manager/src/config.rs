@@ -442,5 +442,13 @@ mod tests {
             c.set("resource.nodeslist", "x"),
             Err(SetError::UnknownKey(_))
         ));
+        // Certificate users are keys of their own.
+        c.set("auth.users.alice", "1001").unwrap();
+        assert_eq!(c.auth.users.get("alice"), Some(&1001));
+        assert!(c.set("auth.users.bob", "many").is_err());
+        assert!(matches!(
+            c.set("auth.users.", "1"),
+            Err(SetError::UnknownKey(_))
+        ));
     }
 }
