@@ -64,6 +64,9 @@ pub struct Setup {
     /// Leave the exec services' default for root's jobs (refused with a
     /// node credential) instead of allowing them for a root-owned instance.
     pub refuse_root_jobs: bool,
+    /// Run the exec services as this uid (and its primary group), when the
+    /// tests run as root.
+    pub exec_uid: Option<u32>,
 }
 
 /// Path of a workspace binary built by `cargo build --workspace`.
@@ -194,8 +197,16 @@ impl Instance {
     }
 
     fn spawn_exec(&self, i: usize, cores: u32) -> Child {
-        Command::new(binary("fluxgate-exec"))
-            .args(["--job-manager", &self.uri, "--listen", "127.0.0.1:0"])
+        let mut cmd = Command::new(binary("fluxgate-exec"));
+        if let Some(uid) = self.setup.exec_uid {
+            let gid = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
+                .ok()
+                .flatten()
+                .map_or(uid, |u| u.gid.as_raw());
+            std::os::unix::process::CommandExt::uid(&mut cmd, uid);
+            std::os::unix::process::CommandExt::gid(&mut cmd, gid);
+        }
+        cmd.args(["--job-manager", &self.uri, "--listen", "127.0.0.1:0"])
             .args(["--hostname", &host(i), "--cores-count", &cores.to_string()])
             .args(["--kill-timeout", "2"])
             .args(self.exec_auth_args())

@@ -651,6 +651,62 @@ async fn root_jobs_are_refused_unless_allowed() {
     assert!(note.contains("--allow-root-jobs"), "{note}");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unprivileged_exec_service_runs_only_its_own_uids_jobs() {
+    if !nix::unistd::geteuid().is_root() {
+        println!("skipped: starting an exec service as another uid needs root");
+        return;
+    }
+    // The instance is root's; its node runs as nobody: root's job is refused.
+    let setup = Setup {
+        exec_uid: Some(NOBODY),
+        ..Setup::default()
+    };
+    let inst = Instance::start_setup(1, 1, setup).await;
+    let id = inst.submit(&JobspecBuilder::new(["true"]), None).await;
+    let ev = inst.wait_clean(id).await;
+    let note = ev
+        .iter()
+        .find(|e| e.name == "exception")
+        .and_then(|e| {
+            e.context
+                .as_ref()?
+                .get("note")?
+                .as_str()
+                .map(str::to_string)
+        })
+        .unwrap_or_else(|| panic!("no exception in {:?}", names(&ev)));
+    assert!(
+        note.contains("runs only the instance owner's jobs"),
+        "{note}"
+    );
+    drop(inst);
+
+    // The instance is nobody's, as is its node: the owner's job runs.
+    let setup = Setup {
+        exec_uid: Some(NOBODY),
+        jm_args: vec!["--set".into(), format!("owner_uid={NOBODY}")],
+        ..Setup::default()
+    };
+    let inst = Instance::start_setup(1, 1, setup).await;
+    let id = inst.submit(&JobspecBuilder::new(["id", "-u"]), None).await;
+    let ev = inst.wait_clean(id).await;
+    assert_eq!(context_u64(&ev, "submit", "userid"), u64::from(NOBODY));
+    assert_eq!(context_u64(&ev, "finish", "status"), 0, "{:?}", names(&ev));
+    let out = inst.log(id, "output").await;
+    let data: String = out
+        .iter()
+        .filter_map(|e| {
+            e.context
+                .as_ref()?
+                .get("data")?
+                .as_str()
+                .map(str::to_string)
+        })
+        .collect();
+    assert_eq!(data, format!("{NOBODY}\n"));
+}
+
 /// A CA, and certificates it signs, written as PEM files in `dir`.
 struct Pki {
     dir: tempfile::TempDir,
