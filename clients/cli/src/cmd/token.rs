@@ -1,10 +1,10 @@
-//! `fluxgate token create --user NAME --uid N [--ttl DURATION] [--key FILE]`:
+//! `fluxgate token create --user NAME --uid N [--ttl DURATION] [--key FILE | --statedir DIR]`:
 //! print a token signed with the instance key, for the instance owner to
 //! hand to a user, who puts it in `FLUXGATE_TOKEN`.
 //!
 //! The key is the job manager's `instance.key` (`--key`, else the one in
-//! `$FLUXGATE_STATEDIR`, which `fluxgate start` sets for its command). Only
-//! who can read it can make tokens: the instance owner.
+//! `--statedir` or `$FLUXGATE_STATEDIR`, which `fluxgate start` sets for its
+//! command). Only who can read it can make tokens: the instance owner.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -39,9 +39,13 @@ struct CreateArgs {
     /// How long the token is valid: e.g. 30m, 12h, 7d, or `never`.
     #[arg(long, value_name = "DURATION", default_value = "1d")]
     ttl: String,
-    /// The instance key (default: $FLUXGATE_STATEDIR/instance.key).
-    #[arg(long, value_name = "FILE")]
+    /// The instance key (default: STATEDIR/instance.key).
+    #[arg(long, value_name = "FILE", conflicts_with = "statedir")]
     key: Option<PathBuf>,
+    /// The instance's state directory, holding instance.key (default:
+    /// $FLUXGATE_STATEDIR).
+    #[arg(long, value_name = "DIR")]
+    statedir: Option<PathBuf>,
 }
 
 /// Run `fluxgate token`.
@@ -62,16 +66,18 @@ fn create(args: CreateArgs) -> anyhow::Result<ExitCode> {
             secs => Some(secs),
         },
     };
-    let path = match args.key {
-        Some(p) => p,
-        None => std::env::var_os("FLUXGATE_STATEDIR")
-            .map(|d| PathBuf::from(d).join("instance.key"))
-            .ok_or_else(|| {
-                anyhow!(
-                    "no instance key: pass --key STATEDIR/instance.key \
-                     (or run inside `fluxgate start --auth`)"
-                )
-            })?,
+    let statedir = args.statedir.or_else(|| {
+        std::env::var_os("FLUXGATE_STATEDIR")
+            .filter(|d| !d.is_empty())
+            .map(PathBuf::from)
+    });
+    let path = match (args.key, statedir) {
+        (Some(p), _) => p,
+        (None, Some(d)) => d.join("instance.key"),
+        (None, None) => bail!(
+            "no instance key: pass --statedir DIR or --key FILE \
+             (inside `fluxgate start --auth` FLUXGATE_STATEDIR says)"
+        ),
     };
     let text = std::fs::read_to_string(&path).with_context(|| {
         format!(
