@@ -132,6 +132,12 @@ pub async fn serve(
         let auth = Authenticator::required(config.owner_uid, keys.key, config.auth.users.clone());
         (auth, credential)
     } else {
+        if config.tls.client_ca.is_some() {
+            tracing::warn!(
+                "tls.client_ca is set but auth.enabled is not: certificates are checked, \
+                 yet every client acts as the owner"
+            );
+        }
         tracing::warn!(
             owner_uid = config.owner_uid,
             "running open: no credentials are checked and every client acts as the \
