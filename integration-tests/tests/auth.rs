@@ -917,3 +917,56 @@ fn fluxgate_start_auth_gives_the_owner_a_token_and_guests_need_one() {
     );
     assert_eq!(mode & 0o777, 0o600);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exec_services_serve_tls_to_the_job_manager_and_to_each_other() {
+    let pki = Pki::new("fluxgate nodes CA");
+    pki.issue("node", true);
+    let setup = Setup {
+        auth: true,
+        jm_args: vec![
+            "--set".into(),
+            format!("exec.tls_ca={}", pki.path("ca.pem")),
+        ],
+        exec_args: vec![
+            "--tls-cert".into(),
+            pki.path("node.pem"),
+            "--tls-key".into(),
+            pki.path("node.key"),
+            "--tls-ca".into(),
+            pki.path("ca.pem"),
+        ],
+        ..Setup::default()
+    };
+    let inst = Instance::start_setup(2, 1, setup).await;
+    // Two nodes: the job manager starts the leader over TLS, which starts
+    // its peer over TLS, each call with the node credential.
+    let id = inst
+        .submit(&JobspecBuilder::new(["true"]).nodes(2).ntasks(2), None)
+        .await;
+    let ev = inst.wait_clean(id).await;
+    assert_eq!(context_u64(&ev, "finish", "status"), 0, "{:?}", names(&ev));
+    assert!(!names(&ev).contains(&"exception"), "{:?}", names(&ev));
+    assert_eq!(inst.r(id).await.ranks().count(), 2);
+    let out = inst.log(id, "exec.eventlog").await;
+    assert!(names(&out).contains(&"complete"), "{:?}", names(&out));
+
+    // The exec API no longer answers in clear text.
+    let (mut child, address) = extra_exec(&inst);
+    assert!(address.starts_with("https://"), "{address}");
+    let plain = address.replacen("https://", "http://", 1);
+    let answered = match tonic::transport::Endpoint::from_shared(plain)
+        .expect("address")
+        .connect()
+        .await
+    {
+        Err(_) => false,
+        Ok(channel) => ExecClient::new(channel)
+            .kill(pb::ExecKillRequest { id: 1, signum: 9 })
+            .await
+            .is_ok(),
+    };
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(!answered, "the exec service answered in clear text");
+}

@@ -82,6 +82,22 @@ impl NodeCredential {
     }
 }
 
+/// This service's TLS certificate and key (PEM), when it serves TLS.
+#[derive(Clone)]
+pub struct ServerIdentity {
+    /// The certificate chain.
+    pub cert: Vec<u8>,
+    /// The private key.
+    pub key: Vec<u8>,
+}
+
+impl fmt::Debug for ServerIdentity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Never the private key.
+        f.write_str("ServerIdentity")
+    }
+}
+
 impl Interceptor for NodeCredential {
     fn call(&mut self, request: Request<()>) -> Result<Request<()>, Status> {
         self.check(&request)?;

@@ -73,6 +73,7 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         metrics_listen = ?config.metrics_listen,
         node_credential = config.node_credential.is_set(),
         tls_ca = config.tls_ca.is_some(),
+        tls = config.tls_identity.is_some(),
         allow_root_jobs = config.allow_root_jobs,
         "effective configuration"
     );

@@ -13,7 +13,7 @@ use clap::Parser;
 use clap::builder::BoolishValueParser;
 use fluxgate_shared::IdSet;
 
-use crate::auth::NodeCredential;
+use crate::auth::{NodeCredential, ServerIdentity};
 use nix::sched::{CpuSet, sched_getaffinity};
 use nix::unistd::Pid;
 
@@ -72,6 +72,9 @@ pub enum ConfigError {
     /// The node token file is empty.
     #[error("node token file {0} is empty; copy the job manager's STATEDIR/node.token")]
     EmptyToken(String),
+    /// Only one of the certificate and its key.
+    #[error("set both tls_cert and tls_key, or neither")]
+    TlsPair,
     /// An https job manager without a CA to check its certificate.
     #[error("job manager {0} uses TLS: pass --tls-ca with the CA that signed its certificate")]
     NoTlsCa(String),
@@ -113,6 +116,10 @@ pub struct FileConfig {
     pub tls_ca: Option<PathBuf>,
     /// `--allow-root-jobs`.
     pub allow_root_jobs: Option<bool>,
+    /// `--tls-cert`.
+    pub tls_cert: Option<PathBuf>,
+    /// `--tls-key`.
+    pub tls_key: Option<PathBuf>,
     /// `[metrics]`.
     pub metrics: FileMetrics,
 }
@@ -212,9 +219,17 @@ pub struct Args {
     /// Expiration (default: none; this service then runs whatever it is asked).
     #[arg(long, env = "FLUXGATE_NODE_TOKEN_FILE", value_name = "FILE")]
     pub node_token_file: Option<PathBuf>,
-    /// PEM CA certificate that signs an https job manager's certificate.
+    /// PEM CA certificate that signs the certificates of an https job manager
+    /// and of exec services that serve TLS (peers of a job).
     #[arg(long, env = "FLUXGATE_TLS_CA", value_name = "FILE")]
     pub tls_ca: Option<PathBuf>,
+    /// PEM certificate to serve the Exec API over TLS with (with --tls-key);
+    /// the announced address is then https.
+    #[arg(long, env = "FLUXGATE_EXEC_TLS_CERT", value_name = "FILE")]
+    pub tls_cert: Option<PathBuf>,
+    /// PEM private key of --tls-cert.
+    #[arg(long, env = "FLUXGATE_EXEC_TLS_KEY", value_name = "FILE")]
+    pub tls_key: Option<PathBuf>,
     /// Run jobs owned by root (uid 0) [default: true without a node credential,
     /// false with one].
     #[arg(
@@ -277,6 +292,8 @@ pub struct Config {
     pub tls_ca: Option<Vec<u8>>,
     /// Run jobs owned by uid 0.
     pub allow_root_jobs: bool,
+    /// Serve the Exec API over TLS with this certificate.
+    pub tls_identity: Option<ServerIdentity>,
 }
 
 impl Args {
@@ -305,6 +322,8 @@ impl Args {
             node_token_file: self.node_token_file.or(file.node_token_file),
             tls_ca: self.tls_ca.or(file.tls_ca),
             allow_root_jobs: self.allow_root_jobs.or(file.allow_root_jobs),
+            tls_cert: self.tls_cert.or(file.tls_cert),
+            tls_key: self.tls_key.or(file.tls_key),
             log_format: self.log_format,
         }
     }
@@ -366,6 +385,14 @@ impl Config {
             None => None,
         };
         let tls_ca = args.tls_ca.as_ref().map(read).transpose()?;
+        let tls_identity = match (&args.tls_cert, &args.tls_key) {
+            (Some(cert), Some(key)) => Some(ServerIdentity {
+                cert: read(cert)?,
+                key: read(key)?,
+            }),
+            (None, None) => None,
+            _ => return Err(ConfigError::TlsPair),
+        };
         if job_manager.starts_with("https://") && tls_ca.is_none() {
             return Err(ConfigError::NoTlsCa(job_manager));
         }
@@ -399,6 +426,7 @@ impl Config {
             // so refusing root's jobs would protect nothing.
             allow_root_jobs: args.allow_root_jobs.unwrap_or(node_token.is_none()),
             node_credential: NodeCredential::new(node_token.as_deref()),
+            tls_identity,
             tls_ca,
         })
     }
@@ -419,6 +447,7 @@ impl Config {
             leave_running: false,
             metrics_listen: None,
             node_credential: NodeCredential::default(),
+            tls_identity: None,
             tls_ca: None,
             allow_root_jobs: true,
         }
@@ -527,6 +556,23 @@ mod tests {
         std::fs::write(&token, "\n").unwrap();
         let e = Config::from_args(args(&["--node-token-file", path])).unwrap_err();
         assert!(e.to_string().contains("is empty"), "{e}");
+    }
+
+    #[test]
+    fn a_certificate_needs_its_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let cert = dir.path().join("node.pem");
+        std::fs::write(&cert, "pem").unwrap();
+        let e = Config::from_args(args(&["--tls-cert", cert.to_str().unwrap()])).unwrap_err();
+        assert!(e.to_string().contains("tls_key"), "{e}");
+        let c = Config::from_args(args(&[
+            "--tls-cert",
+            cert.to_str().unwrap(),
+            "--tls-key",
+            cert.to_str().unwrap(),
+        ]))
+        .unwrap();
+        assert_eq!(format!("{:?}", c.tls_identity), "Some(ServerIdentity)");
     }
 
     #[test]

@@ -99,6 +99,11 @@ pub async fn start(config: Config) -> Result<Running, ServeError> {
         local_addr,
         &crate::config::machine_hostname(),
     );
+    // Served over TLS, the derived address is dialed as https.
+    let exec_address = match (&config.tls_identity, &config.advertise) {
+        (Some(_), None) => exec_address.replacen("http://", "https://", 1),
+        _ => exec_address,
+    };
     let node = Arc::new(NodeState::new(exec_address.clone()));
     let credential = config.node_credential.clone();
     if !credential.is_set() {
@@ -127,7 +132,13 @@ pub async fn start(config: Config) -> Result<Running, ServeError> {
     tokio::spawn(join::run(config.clone(), node, shutdown.clone()));
 
     let stopped = CancellationToken::new();
-    let server = tonic::transport::Server::builder()
+    let mut builder = tonic::transport::Server::builder();
+    if let Some(id) = &config.tls_identity {
+        let identity = tonic::transport::Identity::from_pem(&id.cert, &id.key);
+        builder =
+            builder.tls_config(tonic::transport::ServerTlsConfig::new().identity(identity))?;
+    }
+    let server = builder
         .initial_connection_window_size(fluxgate_proto::wire::CONNECTION_WINDOW)
         .add_service(health_service)
         .add_service(reflection)

@@ -214,7 +214,10 @@ impl ExecService {
         }
         let peers = remote
             .into_iter()
-            .map(|(a, ranks)| Peer::new(&a, ranks, self.credential.clone()))
+            .map(|(a, ranks)| {
+                let ca = self.config.tls_ca.as_deref();
+                Peer::new(&a, ranks, self.credential.clone(), ca)
+            })
             .collect::<Result<Vec<_>, _>>()?;
         let redirects = if leader {
             Redirects::from_jobspec(&jobspec, id)

@@ -126,6 +126,9 @@ pub struct ExecConfig {
     /// Seconds a running job waits, after a restart, for its nodes to rejoin
     /// before it is declared lost.
     pub rejoin_timeout: f64,
+    /// PEM CA of the certificates of exec services that serve TLS (whose
+    /// announced addresses are https).
+    pub tls_ca: Option<PathBuf>,
 }
 
 /// `[limits]`.
@@ -177,6 +180,7 @@ impl Default for ExecConfig {
     fn default() -> Self {
         ExecConfig {
             rejoin_timeout: 60.0,
+            tls_ca: None,
         }
     }
 }
@@ -272,6 +276,7 @@ impl Config {
             "resource.journal_capacity" => self.resource.journal_capacity = size(value)?,
             "resource.eventlog_max" => self.resource.eventlog_max = size(value)?,
             "exec.rejoin_timeout" => self.exec.rejoin_timeout = num(value)?,
+            "exec.tls_ca" => self.exec.tls_ca = Some(PathBuf::from(value)),
             "limits.max_jobspec_bytes" => self.limits.max_jobspec_bytes = size(value)?,
             "limits.max_batch" => self.limits.max_batch = size(value)?,
             "limits.inactive_age_limit" => self.limits.inactive_age_limit = Some(num(value)?),
@@ -316,6 +321,7 @@ pub const KEYS: &[&str] = &[
     "resource.journal_capacity",
     "resource.eventlog_max",
     "exec.rejoin_timeout",
+    "exec.tls_ca",
     "limits.max_jobspec_bytes",
     "limits.max_batch",
     "limits.inactive_age_limit",
@@ -422,6 +428,7 @@ mod tests {
                 || key.ends_with("dir")
                 || key.ends_with("file")
                 || key.starts_with("tls.")
+                || key.ends_with("tls_ca")
             {
                 "/x"
             } else if key.ends_with("enabled") {

@@ -12,7 +12,7 @@ use fluxgate_shared::job::apply_jobspec_updates;
 use serde_json::{Map, Value};
 use tokio::sync::mpsc;
 use tonic::metadata::AsciiMetadataValue;
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
 
 use crate::core::{ExecMsg, Msg};
 use crate::store::{SqliteStore, Store};
@@ -31,39 +31,44 @@ pub struct StartJob {
     pub peers: BTreeMap<u32, String>,
 }
 
-/// The node credential sent to exec services on every call, so that they run
-/// only what the job manager asks; none when the instance runs open.
+/// How the job manager reaches exec services: the node credential sent on
+/// every call, so that they run only what the job manager asks (none when
+/// the instance runs open), and the TLS settings for https exec addresses.
 #[derive(Clone, Default)]
-pub struct NodeCredential(Option<AsciiMetadataValue>);
+pub struct ExecAccess {
+    header: Option<AsciiMetadataValue>,
+    tls: Option<ClientTlsConfig>,
+}
 
-impl std::fmt::Debug for NodeCredential {
+impl std::fmt::Debug for ExecAccess {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // Never the secret itself.
-        f.write_str(if self.0.is_some() {
-            "NodeCredential(set)"
-        } else {
-            "NodeCredential(none)"
-        })
+        f.debug_struct("ExecAccess")
+            .field("credential", &self.header.is_some())
+            .field("tls", &self.tls.is_some())
+            .finish()
     }
 }
 
-impl NodeCredential {
-    /// The credential for `token` (the instance's node token), if any.
-    pub fn new(token: Option<&str>) -> Result<Self, String> {
-        token
+impl ExecAccess {
+    /// Access with `token` (the instance's node token), if any, checking
+    /// exec services' certificates against the PEM CA `tls_ca`, if any.
+    pub fn new(token: Option<&str>, tls_ca: Option<&[u8]>) -> Result<Self, String> {
+        let header = token
             .map(|t| {
                 format!("Bearer {}", t.trim())
                     .parse()
                     .map_err(|_| "the node token is not valid header text".to_string())
             })
-            .transpose()
-            .map(NodeCredential)
+            .transpose()?;
+        let tls = tls_ca.map(|ca| ClientTlsConfig::new().ca_certificate(Certificate::from_pem(ca)));
+        Ok(ExecAccess { header, tls })
     }
 
     /// `message` as a request carrying the credential.
     fn request<T>(&self, message: T) -> tonic::Request<T> {
         let mut request = tonic::Request::new(message);
-        if let Some(v) = &self.0 {
+        if let Some(v) = &self.header {
             request.metadata_mut().insert("authorization", v.clone());
         }
         request
@@ -71,7 +76,7 @@ impl NodeCredential {
 }
 
 /// One multiplexed connection per exec address, made on first use.
-fn channel(addr: &str) -> Result<Channel, String> {
+fn channel(addr: &str, access: &ExecAccess) -> Result<Channel, String> {
     static CHANNELS: OnceLock<Mutex<HashMap<String, Channel>>> = OnceLock::new();
     let map = CHANNELS.get_or_init(Default::default);
     let mut map = map
@@ -80,12 +85,20 @@ fn channel(addr: &str) -> Result<Channel, String> {
     if let Some(c) = map.get(addr) {
         return Ok(c.clone());
     }
-    let c = Endpoint::from_shared(addr.to_string())
+    let mut endpoint = Endpoint::from_shared(addr.to_string())
         .map_err(|e| format!("bad exec address {addr:?}: {e}"))?
         .connect_timeout(std::time::Duration::from_secs(5))
         .tcp_nodelay(true)
-        .initial_connection_window_size(fluxgate_proto::wire::CONNECTION_WINDOW)
-        .connect_lazy();
+        .initial_connection_window_size(fluxgate_proto::wire::CONNECTION_WINDOW);
+    if addr.starts_with("https://") {
+        let tls = access.tls.clone().ok_or_else(|| {
+            format!("exec service {addr} serves TLS: set exec.tls_ca to the CA of its certificate")
+        })?;
+        endpoint = endpoint
+            .tls_config(tls)
+            .map_err(|e| format!("TLS toward {addr}: {e}"))?;
+    }
+    let c = endpoint.connect_lazy();
     map.insert(addr.to_string(), c.clone());
     Ok(c)
 }
@@ -95,7 +108,7 @@ pub fn start(
     job: StartJob,
     store: Arc<SqliteStore>,
     inbox: mpsc::Sender<Msg>,
-    credential: NodeCredential,
+    credential: ExecAccess,
 ) {
     let reattach = if job.reattach { "true" } else { "false" };
     metrics::counter!(telemetry::EXEC_STARTS, "reattach" => reattach).increment(1);
@@ -132,11 +145,11 @@ async fn run_start(
     job: StartJob,
     store: Arc<SqliteStore>,
     inbox: &mpsc::Sender<Msg>,
-    credential: &NodeCredential,
+    credential: &ExecAccess,
 ) -> Result<(), String> {
     let id = job.id;
     let jobspec = jobspec(store, &job).await?;
-    let mut client = ExecClient::new(channel(&job.leader)?);
+    let mut client = ExecClient::new(channel(&job.leader, credential)?);
     let req = pb::StartRequest {
         id: job.id.into(),
         userid: job.userid,
@@ -219,10 +232,10 @@ async fn read_to_end(stream: &mut tonic::Streaming<pb::StartResponse>) {
 }
 
 /// Deliver a fatal exception to the job's leader exec service.
-pub fn exception(addr: String, id: JobId, kind: String, note: String, credential: NodeCredential) {
+pub fn exception(addr: String, id: JobId, kind: String, note: String, credential: ExecAccess) {
     tokio::spawn(async move {
         let result = async {
-            let mut client = ExecClient::new(channel(&addr)?);
+            let mut client = ExecClient::new(channel(&addr, &credential)?);
             client
                 .exception(credential.request(pb::ExecExceptionRequest {
                     id: id.into(),
@@ -241,10 +254,10 @@ pub fn exception(addr: String, id: JobId, kind: String, note: String, credential
 }
 
 /// Signal the job's tasks through its leader exec service.
-pub fn kill(addr: String, id: JobId, signum: i32, credential: NodeCredential) {
+pub fn kill(addr: String, id: JobId, signum: i32, credential: ExecAccess) {
     tokio::spawn(async move {
         let result = async {
-            let mut client = ExecClient::new(channel(&addr)?);
+            let mut client = ExecClient::new(channel(&addr, &credential)?);
             client
                 .kill(credential.request(pb::ExecKillRequest {
                     id: id.into(),

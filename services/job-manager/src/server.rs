@@ -112,7 +112,14 @@ pub async fn serve(
     })?;
     let (inventory, nodes) = inventory(&config)?;
     let tls = crate::auth::tls::server_config(&config.tls).map_err(ServeError::Config)?;
-    let (authenticator, credential) = if config.auth.enabled {
+    let exec_ca = match &config.exec.tls_ca {
+        Some(path) => Some(std::fs::read(path).map_err(|source| ServeError::Io {
+            what: format!("cannot read exec.tls_ca {}", path.display()),
+            source,
+        })?),
+        None => None,
+    };
+    let (authenticator, node_token) = if config.auth.enabled {
         let keys = keys::load_or_create(&config).map_err(ServeError::Config)?;
         tracing::info!(
             owner_token = %config.statedir.join(keys::OWNER_TOKEN_FILE).display(),
@@ -127,10 +134,8 @@ pub async fn serve(
                 "tokens travel in clear text: serve TLS (tls.cert, tls.key) off loopback"
             );
         }
-        let credential = crate::exec_client::NodeCredential::new(Some(&keys.node_token))
-            .map_err(ServeError::Config)?;
         let auth = Authenticator::required(config.owner_uid, keys.key, config.auth.users.clone());
-        (auth, credential)
+        (auth, Some(keys.node_token))
     } else {
         if config.tls.client_ca.is_some() {
             tracing::warn!(
@@ -143,11 +148,11 @@ pub async fn serve(
             "running open: no credentials are checked and every client acts as the \
              instance owner (set auth.enabled = true to require them)"
         );
-        (
-            Authenticator::open(config.owner_uid),
-            crate::exec_client::NodeCredential::default(),
-        )
+        (Authenticator::open(config.owner_uid), None)
     };
+    let exec_access =
+        crate::exec_client::ExecAccess::new(node_token.as_deref(), exec_ca.as_deref())
+            .map_err(ServeError::Config)?;
     let store = Arc::new(SqliteStore::open(&store_path(&config.statedir))?);
     let hub = Hub::default();
     let journal = Journal::new(config.resource.journal_capacity);
@@ -156,7 +161,7 @@ pub async fn serve(
         hub: hub.clone(),
         journal: journal.clone(),
         self_tx: inbox_tx.clone(),
-        exec_credential: credential,
+        exec_access,
     };
     let core = Core::new(
         Arc::clone(&store),

@@ -14,7 +14,7 @@ use fluxgate_proto::v1::start_response::Response;
 use fluxgate_proto::v1::{ExecExceptionRequest, ExecKillRequest, StartRequest, StartResponse};
 use fluxgate_shared::IdSet;
 use tokio::sync::mpsc;
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
 
 use crate::auth::NodeCredential;
 use tracing::Instrument;
@@ -46,11 +46,26 @@ pub struct Peer {
 
 impl Peer {
     /// A peer at `address` (connected on first use).
-    pub fn new(address: &str, ranks: IdSet, credential: NodeCredential) -> Result<Peer, String> {
-        let endpoint = Endpoint::from_shared(address.to_string())
+    /// `tls_ca` checks the certificate of a peer whose address is https.
+    pub fn new(
+        address: &str,
+        ranks: IdSet,
+        credential: NodeCredential,
+        tls_ca: Option<&[u8]>,
+    ) -> Result<Peer, String> {
+        let mut endpoint = Endpoint::from_shared(address.to_string())
             .map_err(|e| format!("exec address {address:?} of ranks {ranks} is not a URI: {e}"))?
             .connect_timeout(CONNECT_TIMEOUT)
             .initial_connection_window_size(fluxgate_proto::wire::CONNECTION_WINDOW);
+        if address.starts_with("https://") {
+            let ca = tls_ca.ok_or_else(|| {
+                format!("exec service {address} uses TLS: start this one with --tls-ca")
+            })?;
+            let tls = ClientTlsConfig::new().ca_certificate(Certificate::from_pem(ca));
+            endpoint = endpoint
+                .tls_config(tls)
+                .map_err(|e| format!("TLS toward {address}: {e}"))?;
+        }
         Ok(Peer {
             address: address.to_string(),
             ranks,

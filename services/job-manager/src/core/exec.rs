@@ -142,7 +142,7 @@ impl Core {
         };
         let inbox = self.self_tx.clone();
         let store = Arc::clone(&self.store);
-        let credential = self.exec_credential.clone();
+        let credential = self.exec_access.clone();
         self.after_commit(move || exec_client::start(job, store, inbox, credential));
     }
 
@@ -152,14 +152,14 @@ impl Core {
             return;
         };
         let (kind, note) = (kind.to_string(), note.to_string());
-        let credential = self.exec_credential.clone();
+        let credential = self.exec_access.clone();
         self.after_commit(move || exec_client::exception(addr, id, kind, note, credential));
     }
 
     /// Signal a running job's tasks.
     pub(super) fn exec_kill(&mut self, id: JobId, signum: i32) {
         if let Some(addr) = self.leader_addr(id) {
-            exec_client::kill(addr, id, signum, self.exec_credential.clone());
+            exec_client::kill(addr, id, signum, self.exec_access.clone());
         }
     }
 

@@ -270,8 +270,8 @@ pub struct Links {
     pub journal: crate::journal::Journal,
     /// The core's own inbox (for messages it sends itself).
     pub self_tx: mpsc::Sender<Msg>,
-    /// Presented to exec services with every start, kill and exception.
-    pub exec_credential: crate::exec_client::NodeCredential,
+    /// How exec services are reached: node credential and TLS.
+    pub exec_access: crate::exec_client::ExecAccess,
 }
 
 /// The job pipeline's state; owned by one task.
@@ -303,8 +303,8 @@ pub struct Core {
     /// Jobs whose start waits for nodes to join.
     deferred: std::collections::BTreeSet<JobId>,
     self_tx: mpsc::Sender<Msg>,
-    /// Sent to exec services with every start, kill and exception.
-    exec_credential: crate::exec_client::NodeCredential,
+    /// How exec services are reached: node credential and TLS.
+    exec_access: crate::exec_client::ExecAccess,
 }
 
 impl std::fmt::Debug for Core {
@@ -329,7 +329,7 @@ impl Core {
             hub,
             journal,
             self_tx,
-            exec_credential,
+            exec_access,
         } = links;
         let ids = FluidGenerator::new(0, 0)
             .map_err(|e| Error::Invalid(format!("job id generator: {e}")))?;
@@ -370,7 +370,7 @@ impl Core {
             waiters: Vec::new(),
             deferred: Default::default(),
             self_tx,
-            exec_credential,
+            exec_access,
         };
         core.epoch_ms = core.fluid_epoch()?;
         let found = core.recover()?;
