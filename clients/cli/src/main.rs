@@ -32,6 +32,17 @@ enum Command {
     Submit(cmd::submit::SubmitArgs),
     /// Run a job interactively (as flux run).
     Run(cmd::submit::RunArgs),
+    /// Submit a batch script that runs in a new instance inside the job (as flux batch).
+    Batch(cmd::instance::BatchArgs),
+    /// Start a new instance inside a job and run a command or shell in it (as flux alloc).
+    Alloc(cmd::instance::AllocArgs),
+    /// Run a command in the instance a job runs (as flux proxy).
+    Proxy(cmd::instance::ProxyArgs),
+    /// Change a job's duration (as flux update).
+    Update(cmd::update::Args),
+    /// One task of a batch or alloc job: its node of the new instance.
+    #[command(hide = true)]
+    Instance(cmd::instance::InstanceArgs),
     /// List jobs (as flux jobs).
     Jobs(cmd::jobs::Args),
     /// Cancel jobs (as flux cancel).
@@ -60,6 +71,11 @@ fn main() -> ExitCode {
         Command::Job(args) => ("job", cmd::job::run(args)),
         Command::Submit(args) => ("submit", cmd::submit::run_submit(args)),
         Command::Run(args) => ("run", cmd::submit::run_run(args)),
+        Command::Batch(args) => ("batch", cmd::instance::run_batch(args)),
+        Command::Alloc(args) => ("alloc", cmd::instance::run_alloc(args)),
+        Command::Proxy(args) => ("proxy", cmd::instance::run_proxy(args)),
+        Command::Update(args) => ("update", cmd::update::run(args)),
+        Command::Instance(args) => ("instance", cmd::instance::run_instance(args)),
         Command::Jobs(args) => ("jobs", cmd::jobs::run(args)),
         Command::Cancel(args) => ("cancel", cmd::cancel::run(args)),
         Command::Resource(args) => ("resource", cmd::resource::run(args)),

@@ -102,6 +102,10 @@ impl Default for PerilogConfig {
 pub struct ResourceConfig {
     /// An R file (JSON) holding the inventory (method `configuration`).
     pub path: Option<PathBuf>,
+    /// The RFC 44 `resource-define` method posted for `path`: `configuration`
+    /// (the default) or `job-info`, when the R is the allocation of a job in
+    /// an enclosing instance (an instance started by `fluxgate batch`).
+    pub method: Option<String>,
     /// Hostnames of the nodes in rank order; their cores and gpus come from the
     /// exec services when they join (method `dynamic-discovery`).
     pub nodelist: Option<String>,
@@ -166,6 +170,7 @@ impl Default for ResourceConfig {
     fn default() -> Self {
         ResourceConfig {
             path: None,
+            method: None,
             nodelist: None,
             size: None,
             heartbeat_interval: 2.0,
@@ -173,6 +178,13 @@ impl Default for ResourceConfig {
             journal_capacity: 10_000,
             eventlog_max: 1000,
         }
+    }
+}
+
+impl ResourceConfig {
+    /// The `resource-define` method of a configured inventory.
+    pub fn define_method(&self) -> &str {
+        self.method.as_deref().unwrap_or("configuration")
     }
 }
 
@@ -267,6 +279,10 @@ impl Config {
             "statedir" => self.statedir = PathBuf::from(value),
             "owner_uid" => self.owner_uid = value.parse().map_err(|_| bad("a uid"))?,
             "resource.path" => self.resource.path = Some(PathBuf::from(value)),
+            "resource.method" => match value {
+                "configuration" | "job-info" => self.resource.method = Some(value.to_string()),
+                _ => return Err(bad("configuration or job-info")),
+            },
             "resource.nodelist" => self.resource.nodelist = Some(value.to_string()),
             "resource.size" => {
                 self.resource.size = Some(value.parse().map_err(|_| bad("a node count"))?)
@@ -314,6 +330,7 @@ pub const KEYS: &[&str] = &[
     "statedir",
     "owner_uid",
     "resource.path",
+    "resource.method",
     "resource.nodelist",
     "resource.size",
     "resource.heartbeat_interval",
@@ -433,6 +450,8 @@ mod tests {
                 "/x"
             } else if key.ends_with("enabled") {
                 "true"
+            } else if *key == "resource.method" {
+                "job-info"
             } else {
                 "7"
             };

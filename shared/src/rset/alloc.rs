@@ -24,7 +24,7 @@
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
 
-use super::{Constraint, Node, ResourceSet, slots_on};
+use super::{Constraint, Node, ResourceSet, RsetError, slots_on};
 use crate::idset::IdSet;
 
 /// Node visiting order for slot requests without a node count.
@@ -181,6 +181,33 @@ impl Pool {
     /// The whole inventory.
     pub fn inventory(&self) -> &ResourceSet {
         &self.inventory
+    }
+
+    /// Add property `name` to `ranks` of the inventory (RFC 28 property-add);
+    /// later constrained requests see it. Ranks outside the inventory are refused.
+    pub fn add_property(&mut self, name: &str, ranks: &IdSet) -> Result<(), RsetError> {
+        self.inventory.set_property(name, ranks)
+    }
+
+    /// Replace every property of the inventory by an RFC 20 properties
+    /// object (`{"name": "idset"}`), validated whole before anything changes.
+    pub fn replace_properties(&mut self, props: &serde_json::Value) -> Result<(), RsetError> {
+        let mut inv = self.inventory.clone();
+        inv.properties.clear();
+        inv.assign_properties(props)?;
+        self.inventory.properties = inv.properties;
+        Ok(())
+    }
+
+    /// Remove property `name` from `ranks` (RFC 28 property-remove).
+    pub fn remove_property(&mut self, name: &str, ranks: &IdSet) {
+        self.inventory.remove_property(name, ranks);
+    }
+
+    /// Set the inventory's expiration (RFC 28 `expiration`); allocations are
+    /// not touched.
+    pub fn set_expiration(&mut self, t: f64) {
+        self.inventory.set_expiration(Some(t));
     }
     /// Cores in the inventory.
     pub fn total_cores(&self) -> u64 {

@@ -11,6 +11,7 @@
 
 mod config;
 mod constraint;
+mod expiration;
 mod json;
 mod ops;
 mod properties;
@@ -23,7 +24,8 @@ use crate::hostlist::Hostlist;
 use crate::idset::{EncodeFlags, IdSet};
 
 pub use alloc::{AllocError, AllocMode, AllocRequest, Pool};
-pub use constraint::Constraint;
+pub use constraint::{Constraint, requires_constraint};
+pub use expiration::{ExpirationError, job_expiration, running_job_expiration};
 pub use properties::validate_property_name;
 
 /// Why an R object or an operation on one was rejected.

@@ -1,4 +1,4 @@
-//! `fluxgate resource list|status|R|drain|undrain|eventlog`, with the
+//! `fluxgate resource list|status|R|drain|undrain|property|reload|eventlog`, with the
 //! tables `flux resource` prints (see its default formats):
 //! list `{state:>10} {nnodes:>6} {ncores:>6} {ngpus:>5} {nodelist}`,
 //! status `{state:>12}{up:>2} {nnodes:>6} {nodelist}` (✔ up, ✗ down), drain
@@ -78,6 +78,16 @@ enum Command {
         /// Reason.
         reason: Vec<String>,
     },
+    /// Add or remove a property on targets (the scheduler hears it at once).
+    Property {
+        #[command(subcommand)]
+        action: PropertyAction,
+    },
+    /// Re-define the resources from an R file (resource-define method reload).
+    Reload {
+        /// R file (JSON).
+        path: std::path::PathBuf,
+    },
     /// Print the resource eventlog.
     Eventlog {
         /// Output format: text, json.
@@ -92,6 +102,25 @@ enum Command {
         /// Keep printing new events.
         #[arg(short = 'F', long)]
         follow: bool,
+    },
+}
+
+/// `fluxgate resource property add|remove PROPERTY TARGETS`.
+#[derive(Debug, clap::Subcommand)]
+enum PropertyAction {
+    /// Add PROPERTY to TARGETS.
+    Add {
+        /// Property name.
+        property: String,
+        /// Idset of ranks or hostlist.
+        targets: String,
+    },
+    /// Remove PROPERTY from TARGETS.
+    Remove {
+        /// Property name.
+        property: String,
+        /// Idset of ranks or hostlist.
+        targets: String,
     },
 }
 
@@ -374,6 +403,29 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                         force,
                         reason: reason.join(" "),
                     })
+                    .await
+                    .map_err(client::status_error)?;
+            }
+            Command::Property { action } => {
+                let (property, targets, remove) = match action {
+                    PropertyAction::Add { property, targets } => (property, targets, false),
+                    PropertyAction::Remove { property, targets } => (property, targets, true),
+                };
+                inst.resource
+                    .property(pb::PropertyRequest {
+                        property,
+                        targets,
+                        remove,
+                    })
+                    .await
+                    .map_err(client::status_error)?;
+            }
+            Command::Reload { path } => {
+                let r = std::fs::read_to_string(&path)
+                    .with_context(|| format!("cannot read {}", path.display()))?;
+                ResourceSet::parse(&r).with_context(|| format!("{}", path.display()))?;
+                inst.resource
+                    .reload(pb::ReloadRequest { r })
                     .await
                     .map_err(client::status_error)?;
             }

@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 use std::process::ExitCode;
 
 use anyhow::{Context, anyhow, bail};
+use serde_json::{Value, json};
 use fluxgate_proto::v1 as pb;
 use fluxgate_shared::IdSet;
 use fluxgate_shared::JobId;
@@ -80,6 +81,10 @@ pub struct JobOpts {
     /// Submit a job to a specific named bank.
     #[arg(short = 'B', long = "bank", value_name = "BANK")]
     bank: Option<String>,
+    /// Require nodes with these properties (`^prop`: without it;
+    /// `host:HOSTLIST`, `rank:IDSET`), as an RFC 31 constraint.
+    #[arg(long = "requires", value_name = "LIST")]
+    requires: Vec<String>,
     /// Set submission flags (debug, waitable, novalidate), comma separated.
     #[arg(long, value_name = "FLAGS", value_delimiter = ',')]
     flags: Vec<String>,
@@ -224,6 +229,11 @@ impl JobOpts {
         for kv in &self.setopt {
             b = b.setopt_kv(kv);
         }
+        if !self.requires.is_empty() {
+            let c = fluxgate_shared::rset::requires_constraint(&self.requires)
+                .map_err(|e| anyhow!("--requires: {e}"))?;
+            b = b.setattr("system.constraints", c);
+        }
         let value = b.to_value()?;
         // Validate here so a bad option is reported before anything is sent.
         b.build()?;
@@ -242,6 +252,35 @@ impl JobOpts {
         })
     }
 }
+
+impl JobOpts {
+    /// The submit request of an instance job: `command` as one task per
+    /// node (nodes default to 1), `FLUXGATE_URI` of the enclosing instance
+    /// in its environment so the tasks can reach it, named `name`.
+    pub fn instance_request(
+        &self,
+        command: &[String],
+        uri: &str,
+        name: &str,
+    ) -> anyhow::Result<pb::SubmitRequest> {
+        let mut opts = self.clone();
+        let nodes = *opts.nodes.get_or_insert(1);
+        opts.env.push(format!("{}={uri}", client::URI_ENV));
+        if opts.job_name.is_none() {
+            opts.job_name = Some(name.to_string());
+        }
+        let mut req = opts.request(command, None)?;
+        let mut spec: Value = serde_json::from_str(&req.jobspec).context("jobspec")?;
+        // One instance task per node, whatever the slot shape.
+        let count = spec
+            .pointer_mut("/tasks/0/count")
+            .context("jobspec has no task count")?;
+        *count = json!({ "total": nodes });
+        req.jobspec = spec.to_string();
+        Ok(req)
+    }
+}
+
 
 /// flux's environment rules: start from the whole environment, then apply
 /// each `--env-remove` pattern, then each `--env` rule in order: `-PATTERN`

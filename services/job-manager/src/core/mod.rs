@@ -26,6 +26,7 @@ pub mod sched;
 mod submit;
 mod summary;
 mod timers;
+mod update;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -124,6 +125,12 @@ pub enum Msg {
         force: bool,
         batch: usize,
         reply: oneshot::Sender<Result<u64, Error>>,
+    },
+    /// Change jobspec attributes (`flux update`); answers a running job's new expiration.
+    Update {
+        id: JobId,
+        updates: Map<String, Value>,
+        reply: oneshot::Sender<Result<Option<f64>, Error>>,
     },
     /// A prolog or epilog command ended with this wait status.
     Perilog {
@@ -337,7 +344,9 @@ impl Core {
         let hosts = nodes
             .hosts()
             .or_else(|| inventory.as_ref().and_then(|r| r.nodelist()));
-        let method = inventory.is_some().then_some("configuration");
+        let method = inventory
+            .is_some()
+            .then(|| config.resource.define_method().to_string());
         if let Some(inventory) = inventory {
             // Configured targets are down until their exec service joins.
             sched.define(inventory);
@@ -380,7 +389,8 @@ impl Core {
             damaged = found.damaged,
             "jobs recovered from the store"
         );
-        core.resource_start(hosts, method);
+        core.resource_start(hosts, method.as_deref());
+        core.apply_stored_properties();
         core.mark_held();
         core.run_actions();
         Ok(core)
@@ -527,6 +537,12 @@ impl Core {
             Msg::Node(m) => self.node_msg(m),
             Msg::Resource(m) => self.resource_msg(m),
             Msg::Perilog { id, which, status } => self.end_perilog(id, which, status),
+            Msg::Update { id, updates, reply } => {
+                let r = self.update(id, updates);
+                self.after_commit(move || {
+                    let _ = reply.send(r);
+                });
+            }
             Msg::Purge {
                 age_limit,
                 num_limit,

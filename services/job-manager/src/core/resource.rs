@@ -52,7 +52,28 @@ pub enum ResourceMsg {
     Status {
         reply: oneshot::Sender<ResourceView>,
     },
+    /// The instance's expiration changed (RFC 44 resource-update).
+    Update {
+        expiration: f64,
+        reply: oneshot::Sender<Result<(), Error>>,
+    },
+    /// Add or remove a property on targets (RFC 28 property-add/remove).
+    Property {
+        name: String,
+        targets: String,
+        remove: bool,
+        reply: oneshot::Sender<Result<(), Error>>,
+    },
+    /// Re-define the inventory (resource-define, method `reload`).
+    Reload {
+        r: ResourceSet,
+        reply: oneshot::Sender<Result<(), Error>>,
+    },
 }
+
+/// The store's meta key holding the inventory's properties as changed at
+/// run time (an RFC 20 properties object), applied over the inventory at start.
+pub const PROPERTIES_META: &str = "resource.properties";
 
 /// What the core knows of the stored resource eventlog, to checkpoint it.
 #[derive(Debug, Default, Clone, Copy)]
@@ -152,6 +173,7 @@ impl Core {
             self.post_restart(hosts);
         }
         self.sched.define(inventory);
+        self.apply_stored_properties();
         self.mark_held();
         self.post_resource(ResourceEvent::ResourceDefine {
             method: "dynamic-discovery".into(),
@@ -304,6 +326,29 @@ impl Core {
                 self.acquirer = Some(tx);
                 let _ = reply.send(Ok(rx));
             }
+            ResourceMsg::Update { expiration, reply } => {
+                let r = self.update_expiration(expiration);
+                self.after_commit(move || {
+                    let _ = reply.send(r);
+                });
+            }
+            ResourceMsg::Property {
+                name,
+                targets,
+                remove,
+                reply,
+            } => {
+                let r = self.change_property(&name, &targets, remove);
+                self.after_commit(move || {
+                    let _ = reply.send(r);
+                });
+            }
+            ResourceMsg::Reload { r, reply } => {
+                let r = self.reload(r);
+                self.after_commit(move || {
+                    let _ = reply.send(r);
+                });
+            }
             ResourceMsg::Status { reply } => {
                 let allocated = self.sched.pool().map(|p| p.allocated());
                 let alloc_ranks = allocated.as_ref().map(|r| r.ranks()).unwrap_or_default();
@@ -335,6 +380,150 @@ impl Core {
                 });
             }
         }
+    }
+
+    /// Post `resource-update` and tell the acquirer; the scheduler starts no
+    /// job that would outlive the new expiration (0: none).
+    fn update_expiration(&mut self, expiration: f64) -> Result<(), Error> {
+        if !(expiration >= 0.0 && expiration.is_finite()) {
+            return Err(Error::Invalid(format!(
+                "expiration {expiration} must be seconds since the epoch, or 0 for none"
+            )));
+        }
+        tracing::info!(expiration, "instance expiration updated");
+        self.post_resource(ResourceEvent::ResourceUpdate { expiration });
+        if let Some(pool) = self.sched.pool_mut() {
+            pool.set_expiration(expiration);
+        }
+        let mut msg = Map::new();
+        msg.insert("expiration".into(), Value::from(expiration));
+        self.send_acquire(msg);
+        self.instance_expiration_changed();
+        self.out.resched = true;
+        Ok(())
+    }
+
+    /// Add or remove property `name` on `targets` (ranks or hosts); stored
+    /// so a restart keeps it, sent to the acquirer as property-add/remove.
+    fn change_property(&mut self, name: &str, targets: &str, remove: bool) -> Result<(), Error> {
+        fluxgate_shared::rset::validate_property_name(name)
+            .map_err(|e| Error::Invalid(e.to_string()))?;
+        let ranks = self
+            .res
+            .resolve_targets(targets)
+            .map_err(|e| Error::Invalid(e.to_string()))?;
+        let Some(pool) = self.sched.pool_mut() else {
+            return Err(Error::Unavailable(
+                "the resource inventory is not defined yet: waiting for nodes to join".into(),
+            ));
+        };
+        if remove {
+            pool.remove_property(name, &ranks);
+        } else {
+            pool.add_property(name, &ranks)
+                .map_err(|e| Error::Invalid(e.to_string()))?;
+        }
+        let props: Map<String, Value> = pool
+            .inventory()
+            .properties()
+            .iter()
+            .map(|(k, v)| (k.clone(), Value::from(v.to_string())))
+            .collect();
+        self.out.writes.push(Write::Meta {
+            key: PROPERTIES_META.into(),
+            value: Value::Object(props).to_string(),
+        });
+        let mut change = Map::new();
+        change.insert(name.to_string(), Value::from(ranks.to_string()));
+        let key = if remove {
+            "property-remove"
+        } else {
+            "property-add"
+        };
+        tracing::info!(property = name, ranks = %ranks, key, "property changed");
+        let mut msg = Map::new();
+        msg.insert(key.into(), Value::Object(change));
+        self.send_acquire(msg);
+        // A constrained job at the head may fit now.
+        self.sched.unstall();
+        self.out.resched = true;
+        Ok(())
+    }
+
+    /// Apply properties changed at run time (kept in the store) over the
+    /// inventory, once it is defined.
+    pub(super) fn apply_stored_properties(&mut self) {
+        let stored = match self.store.meta(PROPERTIES_META) {
+            Ok(Some(text)) => text,
+            Ok(None) => return,
+            Err(e) => {
+                tracing::error!(error = %e, "cannot read stored resource properties");
+                return;
+            }
+        };
+        let Some(pool) = self.sched.pool_mut() else {
+            return;
+        };
+        match serde_json::from_str::<Value>(&stored) {
+            Ok(v) => {
+                if let Err(e) = pool.replace_properties(&v) {
+                    tracing::warn!(error = %e, "stored resource properties do not fit the inventory");
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "skipping bad stored resource properties"),
+        }
+    }
+
+    /// Replace the inventory by `r` (`flux resource reload`): only while no
+    /// job holds resources, and with every rank's hostname unchanged, so
+    /// joined nodes keep their ranks.
+    fn reload(&mut self, r: ResourceSet) -> Result<(), Error> {
+        let Some(pool) = self.sched.pool() else {
+            return Err(Error::Unavailable(
+                "the resource inventory is not defined yet: waiting for nodes to join".into(),
+            ));
+        };
+        let held = self.jobs.values().filter(|a| a.r.is_some()).count();
+        if held > 0 {
+            return Err(Error::WrongState(format!(
+                "cannot reload resources while {held} job(s) hold resources"
+            )));
+        }
+        let old = pool.inventory();
+        for node in r.nodes() {
+            let was = old.node(node.rank()).and_then(|n| n.hostname());
+            if was.is_none() || was != node.hostname() {
+                return Err(Error::Invalid(format!(
+                    "rank {} ({}) is not a rank of the current inventory with that hostname",
+                    node.rank(),
+                    node.hostname().unwrap_or("no hostname")
+                )));
+            }
+        }
+        tracing::info!(nodes = r.nnodes(), "resources reloaded");
+        let props = r.properties().clone();
+        self.sched.define(r);
+        // The new R's properties replace any changed at run time.
+        if let Some(pool) = self.sched.pool_mut() {
+            let obj: Map<String, Value> = props
+                .iter()
+                .map(|(k, v)| (k.clone(), Value::from(v.to_string())))
+                .collect();
+            let _ = pool.replace_properties(&Value::Object(obj.clone()));
+            self.out.writes.push(Write::Meta {
+                key: PROPERTIES_META.into(),
+                value: Value::Object(obj).to_string(),
+            });
+        }
+        // Every target is down in the new pool: the delta from nothing brings
+        // the schedulable ones up again.
+        self.up = IdSet::new();
+        self.post_resource(ResourceEvent::ResourceDefine {
+            method: "reload".into(),
+        });
+        self.mark_held();
+        self.out.resched = true;
+        Ok(())
     }
 
     /// Heartbeat bookkeeping: silence past the torpid timeout posts `torpid`,

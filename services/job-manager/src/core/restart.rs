@@ -168,11 +168,20 @@ impl Core {
                 (starts > ends).then_some((w, desc))
             })
             .collect();
+        let mut spec = Spec::of(&jobspec);
+        // A duration changed by `update` is in the eventlog only.
+        if let Some(d) = job
+            .jobspec_updates()
+            .get(super::update::DURATION_KEY)
+            .and_then(serde_json::Value::as_f64)
+        {
+            spec.duration = d;
+        }
         self.jobs.insert(
             id,
             Box::new(Active {
                 job,
-                spec: Spec::of(&jobspec),
+                spec,
                 r,
                 seq,
                 t_run,

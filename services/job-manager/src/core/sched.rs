@@ -9,7 +9,7 @@ use std::cmp::Reverse;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
-use fluxgate_shared::rset::{AllocError, AllocRequest, Constraint, Pool};
+use fluxgate_shared::rset::{AllocError, AllocRequest, Constraint, Pool, job_expiration};
 use fluxgate_shared::{IdSet, JobId, JobState, Jobspec, ResourceSet};
 use serde_json::{Map, Value};
 
@@ -43,6 +43,16 @@ impl Sched {
     /// The pool, once the inventory is known.
     pub fn pool(&self) -> Option<&Pool> {
         self.pool.as_ref()
+    }
+
+    /// The pool, to change the inventory's properties or expiration.
+    pub fn pool_mut(&mut self) -> Option<&mut Pool> {
+        self.pool.as_mut()
+    }
+
+    /// The inventory changed: the stalled head may fit now.
+    pub fn unstall(&mut self) {
+        self.stalled = None;
     }
 
     /// Replace the inventory (resource-define); everything starts free and down.
@@ -199,11 +209,19 @@ impl Core {
                 }
             };
             let duration = active.spec.duration;
+            // Inside an instance that expires, a job must end before it does.
+            let expiration = match job_expiration(clock::now(), duration, self.instance_expiration())
+            {
+                Ok(t) => t,
+                Err(e) => {
+                    self.sched.dequeue(id);
+                    self.alloc_exception(id, &e.to_string());
+                    continue;
+                }
+            };
             match self.sched.try_alloc(id, &req) {
                 Ok(mut r) => {
-                    let now = clock::now();
-                    r.set_starttime(Some(now));
-                    let expiration = (duration > 0.0).then_some(now + duration);
+                    r.set_starttime(Some(clock::now()));
                     r.set_expiration(Some(expiration.unwrap_or(0.0)));
                     self.grant(id, r, expiration);
                 }
@@ -211,6 +229,16 @@ impl Core {
                 Err(e) => self.alloc_exception(id, &e.to_string()),
             }
         }
+    }
+
+    /// When the instance's own resources expire (an instance inside a job of
+    /// an enclosing instance): the last `resource-update`, else the
+    /// expiration in the inventory R; `None` when they do not.
+    pub(super) fn instance_expiration(&self) -> Option<f64> {
+        self.res
+            .expiration()
+            .or_else(|| self.sched.pool().and_then(|p| p.inventory().expiration()))
+            .filter(|t| *t > 0.0)
     }
 
     fn grant(&mut self, id: JobId, r: ResourceSet, expiration: Option<f64>) {

@@ -252,6 +252,28 @@ impl JobManager for JobManagerService {
         Ok(Response::new(pb::KillResponse {}))
     }
 
+    async fn update(
+        &self,
+        request: Request<pb::UpdateRequest>,
+    ) -> Result<Response<pb::UpdateResponse>, Status> {
+        let req = request.into_inner();
+        let updates: Map<String, Value> = match serde_json::from_str(&req.updates) {
+            Ok(Value::Object(m)) => m,
+            _ => {
+                return Err(Status::invalid_argument(
+                    "updates must be a JSON object, e.g. {\"attributes.system.duration\": 600}",
+                ));
+            }
+        };
+        let expiration = ask(&self.inbox, |reply| Msg::Update {
+            id: JobId::from(req.id),
+            updates,
+            reply,
+        })
+        .await??;
+        Ok(Response::new(pb::UpdateResponse { expiration }))
+    }
+
     async fn set_urgency(
         &self,
         request: Request<pb::SetUrgencyRequest>,

@@ -226,6 +226,48 @@ impl Resource for ResourceService {
         ))
     }
 
+    async fn update(
+        &self,
+        request: Request<pb::ResourceUpdateRequest>,
+    ) -> Result<Response<pb::ResourceUpdateResponse>, Status> {
+        let expiration = request.into_inner().expiration;
+        ask(&self.inbox, |reply| {
+            Msg::Resource(ResourceMsg::Update { expiration, reply })
+        })
+        .await??;
+        Ok(Response::new(pb::ResourceUpdateResponse {}))
+    }
+
+    async fn property(
+        &self,
+        request: Request<pb::PropertyRequest>,
+    ) -> Result<Response<pb::PropertyResponse>, Status> {
+        let req = request.into_inner();
+        ask(&self.inbox, |reply| {
+            Msg::Resource(ResourceMsg::Property {
+                name: req.property,
+                targets: req.targets,
+                remove: req.remove,
+                reply,
+            })
+        })
+        .await??;
+        Ok(Response::new(pb::PropertyResponse {}))
+    }
+
+    async fn reload(
+        &self,
+        request: Request<pb::ReloadRequest>,
+    ) -> Result<Response<pb::ReloadResponse>, Status> {
+        let r = fluxgate_shared::ResourceSet::parse(&request.into_inner().r)
+            .map_err(|e| Status::invalid_argument(format!("R: {e}")))?;
+        ask(&self.inbox, |reply| {
+            Msg::Resource(ResourceMsg::Reload { r, reply })
+        })
+        .await??;
+        Ok(Response::new(pb::ReloadResponse {}))
+    }
+
     async fn drain(
         &self,
         request: Request<pb::DrainRequest>,
