@@ -236,8 +236,10 @@ mod requires_tests {
             r#"{"version":1,"execution":{"R_lite":[{"rank":"0-3","children":{"core":"0-1"}}],"nodelist":["n[0-3]"]}}"#,
         )
         .unwrap();
-        r.set_property("ssd", &IdSet::parse("1-2").unwrap()).unwrap();
-        r.set_property("gpu", &IdSet::parse("2-3").unwrap()).unwrap();
+        r.set_property("ssd", &IdSet::parse("1-2").unwrap())
+            .unwrap();
+        r.set_property("gpu", &IdSet::parse("2-3").unwrap())
+            .unwrap();
         r
     }
 

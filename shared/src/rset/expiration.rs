@@ -9,9 +9,7 @@
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ExpirationError {
     /// The job's time limit reaches past the instance's expiration.
-    #[error(
-        "job duration ({duration}s) exceeds the instance's remaining time ({remaining:.0}s)"
-    )]
+    #[error("job duration ({duration}s) exceeds the instance's remaining time ({remaining:.0}s)")]
     ExceedsInstance {
         /// The job's time limit in seconds.
         duration: f64,
@@ -75,24 +73,30 @@ mod tests {
         assert_eq!(running_job_expiration(100.0, 0.0, Some(0.0)), 0.0);
     }
 
+    /// (now, duration, instance expiration, expected: `None` for an error).
+    type Case = (f64, f64, Option<f64>, Option<Option<f64>>);
+
     #[test]
     fn table() {
         // (now, duration, instance expiration, expected)
-        let cases: &[(f64, f64, Option<f64>, Result<Option<f64>, ()>)] = &[
-            (100.0, 0.0, None, Ok(None)),
-            (100.0, 10.0, None, Ok(Some(110.0))),
-            (100.0, 10.0, Some(0.0), Ok(Some(110.0))),
-            (100.0, 0.0, Some(0.0), Ok(None)),
-            (100.0, 0.0, Some(150.0), Ok(Some(150.0))),
-            (100.0, 50.0, Some(150.0), Ok(Some(150.0))),
-            (100.0, 10.0, Some(150.0), Ok(Some(110.0))),
-            (100.0, 51.0, Some(150.0), Err(())),
-            (100.0, 0.0, Some(100.0), Err(())),
-            (100.0, 0.0, Some(90.0), Err(())),
+        let cases: &[Case] = &[
+            (100.0, 0.0, None, Some(None)),
+            (100.0, 10.0, None, Some(Some(110.0))),
+            (100.0, 10.0, Some(0.0), Some(Some(110.0))),
+            (100.0, 0.0, Some(0.0), Some(None)),
+            (100.0, 0.0, Some(150.0), Some(Some(150.0))),
+            (100.0, 50.0, Some(150.0), Some(Some(150.0))),
+            (100.0, 10.0, Some(150.0), Some(Some(110.0))),
+            (100.0, 51.0, Some(150.0), None),
+            (100.0, 0.0, Some(100.0), None),
+            (100.0, 0.0, Some(90.0), None),
         ];
         for (now, duration, instance, want) in cases {
-            let got = job_expiration(*now, *duration, *instance).map_err(|_| ());
-            assert_eq!(&got, want, "now={now} duration={duration} instance={instance:?}");
+            let got = job_expiration(*now, *duration, *instance).ok();
+            assert_eq!(
+                &got, want,
+                "now={now} duration={duration} instance={instance:?}"
+            );
         }
     }
 

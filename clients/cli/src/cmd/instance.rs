@@ -38,7 +38,9 @@ use serde_json::{Value, json};
 use crate::client::{self, Instance};
 use crate::cmd::attach;
 use crate::cmd::submit::{JobOpts, submit_one};
-use crate::services::{Services, Signals, log_file, read_uri, service_binary, up_count, wait_ready};
+use crate::services::{
+    Services, Signals, log_file, read_uri, service_binary, up_count, wait_ready,
+};
 
 /// The job id the exec service gives every task.
 const JOB_ID_ENV: &str = "FLUX_JOB_ID";
@@ -48,9 +50,9 @@ const TASK_RANK_ENV: &str = "FLUX_TASK_RANK";
 const START_TIMEOUT: Duration = Duration::from_secs(60);
 /// Grace between SIGTERM and SIGKILL for the child's services: together with
 /// the cancel of its jobs it stays inside the parent's kill timeout (5 s).
-const SERVICE_KILL_TIMEOUT: Duration = Duration::from_secs(2);
+const SERVICE_KILL_TIMEOUT: Duration = Duration::from_millis(1500);
 /// How long the child's cancelled jobs get to end before the services stop.
-const DRAIN_TIMEOUT: Duration = Duration::from_millis(2500);
+const DRAIN_TIMEOUT: Duration = Duration::from_millis(1500);
 
 /// Arguments of `fluxgate batch`.
 #[derive(Debug, clap::Args)]
@@ -99,6 +101,10 @@ pub struct InstanceArgs {
     /// The script's name, for its $0 and error messages.
     #[arg(long, value_name = "NAME", default_value = "script")]
     script_name: String,
+    /// Watch the parent process instead: when it dies without tearing the
+    /// services down (SIGKILL after the kill timeout), stop them for it.
+    #[arg(long)]
+    watchdog: bool,
     /// Arguments of the script.
     #[arg(last = true, value_name = "ARGS")]
     args: Vec<String>,
@@ -176,7 +182,10 @@ pub fn run_alloc(args: AllocArgs) -> anyhow::Result<ExitCode> {
             Err(e) => {
                 let outcome = attach::outcome(&mut inst, id).await.ok();
                 let why = outcome.and_then(|o| o.message).unwrap_or_default();
-                bail!("{}: the instance did not start: {e:#} {why}", client::f58(id));
+                bail!(
+                    "{}: the instance did not start: {e:#} {why}",
+                    client::f58(id)
+                );
             }
         };
         let code = run_with_uri(&args.command, &child, &mut signals).await?;
@@ -324,6 +333,9 @@ fn shell_quote(s: &str) -> String {
 
 /// Run one task of an instance job (the hidden `fluxgate instance`).
 pub fn run_instance(args: InstanceArgs) -> anyhow::Result<ExitCode> {
+    if args.watchdog {
+        return client::block_on(watchdog())?;
+    }
     let parent_uri = client::uri()?;
     let id = client::parse_jobid(
         &std::env::var(JOB_ID_ENV).with_context(|| format!("{JOB_ID_ENV} is not set"))?,
@@ -349,6 +361,15 @@ pub fn run_instance(args: InstanceArgs) -> anyhow::Result<ExitCode> {
             .context("cannot create the instance's state directory")?;
         let statedir = dir.path().to_path_buf();
         let mut services = Services::new(SERVICE_KILL_TIMEOUT, Some(dir));
+        // First, so that it leads the services' process group.
+        let mut wd = Command::new(std::env::current_exe().context("cannot find fluxgate")?);
+        wd.args(["instance", "--watchdog"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        services
+            .spawn(wd)
+            .context("cannot start the instance watchdog")?;
         if rank == 0 {
             leader(
                 &args,
@@ -373,6 +394,43 @@ pub fn run_instance(args: InstanceArgs) -> anyhow::Result<ExitCode> {
             .await
         }
     })
+}
+
+/// The services' watchdog: it lives in their process group and stops them
+/// if the task that started them dies without doing so (SIGKILL once the
+/// parent's kill timeout passed), so nothing outlives the job. An orderly
+/// teardown (SIGTERM to the group while the task lives) ends it at once.
+async fn watchdog() -> anyhow::Result<ExitCode> {
+    use nix::unistd::{getpgrp, getppid};
+    use tokio::signal::unix::{SignalKind, signal};
+    let task = getppid();
+    let mut term = signal(SignalKind::terminate()).context("SIGTERM handler")?;
+    loop {
+        tokio::select! {
+            _ = term.recv() => {
+                if getppid() == task {
+                    return Ok(ExitCode::SUCCESS);
+                }
+            }
+            _ = tokio::time::sleep(Duration::from_millis(100)) => {
+                if getppid() != task {
+                    break;
+                }
+            }
+        }
+    }
+    let group = getpgrp();
+    let _ = nix::sys::signal::killpg(group, Signal::SIGTERM);
+    let deadline = tokio::time::Instant::now() + SERVICE_KILL_TIMEOUT;
+    // Our own SIGTERM arrives too; it is not a reason to stop early.
+    while tokio::time::Instant::now() < deadline {
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = tokio::time::sleep_until(deadline) => {}
+        }
+    }
+    let _ = nix::sys::signal::killpg(group, Signal::SIGKILL);
+    Ok(ExitCode::SUCCESS)
 }
 
 /// The job's R from the enclosing instance.
@@ -437,9 +495,9 @@ fn spawn_exec(
     if !node.gpus().is_empty() {
         ex.arg("--gpus").arg(node.gpus().to_string());
     }
-    services
-        .spawn(ex)
-        .context("cannot start fluxgate-exec (build it with `cargo build --workspace` or put it on PATH)")?;
+    services.spawn(ex).context(
+        "cannot start fluxgate-exec (build it with `cargo build --workspace` or put it on PATH)",
+    )?;
     Ok(())
 }
 

@@ -12,11 +12,11 @@ use std::collections::BTreeMap;
 use std::process::ExitCode;
 
 use anyhow::{Context, anyhow, bail};
-use serde_json::{Value, json};
 use fluxgate_proto::v1 as pb;
 use fluxgate_shared::IdSet;
 use fluxgate_shared::JobId;
 use fluxgate_shared::jobspec::{Dependency, JobspecBuilder};
+use serde_json::{Value, json};
 
 use crate::client::{self, Instance};
 use crate::cmd::attach;
@@ -280,7 +280,6 @@ impl JobOpts {
         Ok(req)
     }
 }
-
 
 /// flux's environment rules: start from the whole environment, then apply
 /// each `--env-remove` pattern, then each `--env` rule in order: `-PATTERN`

@@ -210,8 +210,8 @@ impl Core {
             };
             let duration = active.spec.duration;
             // Inside an instance that expires, a job must end before it does.
-            let expiration = match job_expiration(clock::now(), duration, self.instance_expiration())
-            {
+            let now = clock::now();
+            let expiration = match job_expiration(now, duration, self.instance_expiration()) {
                 Ok(t) => t,
                 Err(e) => {
                     self.sched.dequeue(id);
@@ -221,7 +221,7 @@ impl Core {
             };
             match self.sched.try_alloc(id, &req) {
                 Ok(mut r) => {
-                    r.set_starttime(Some(clock::now()));
+                    r.set_starttime(Some(now));
                     r.set_expiration(Some(expiration.unwrap_or(0.0)));
                     self.grant(id, r, expiration);
                 }

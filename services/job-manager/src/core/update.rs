@@ -48,6 +48,11 @@ impl Core {
         updates: Map<String, Value>,
     ) -> Result<Option<f64>, Error> {
         let duration = duration_of(&updates)?;
+        // Whole seconds are written as integers, as RFC 21's example shows.
+        let mut updates = updates;
+        if duration.fract() == 0.0 && duration < 9.0e15 {
+            updates.insert(DURATION_KEY.into(), Value::from(duration as i64));
+        }
         let state = self.active(id)?.job.state();
         let _span = tracing::info_span!("update", job = %id).entered();
         match state {
@@ -123,7 +128,8 @@ impl Core {
             .collect();
         for (id, start, duration, old) in running {
             let new = running_job_expiration(start, duration, instance);
-            if new != old {
+            // Sub-millisecond differences are clock noise, not a change.
+            if (new - old).abs() > 1e-3 {
                 let _span = tracing::info_span!("expiration", job = %id).entered();
                 tracing::info!(old, new, "job expiration follows the instance's");
                 self.set_job_expiration(id, new);

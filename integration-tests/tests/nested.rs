@@ -1,0 +1,524 @@
+//! Instances inside jobs (`fluxgate batch`, `proxy`, `update`): the child
+//! instance on the job's re-ranked R (resource-define method job-info), its
+//! URI as memo `uri`, jobs inside it, two levels deep, expiration flowing
+//! down every level, teardown on cancel of the enclosing job, and property
+//! constraints honoured after a run-time change.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use fluxgate_integration_tests::{Instance, fluxgate, names};
+use fluxgate_proto::v1 as pb;
+use fluxgate_proto::v1::job_manager_client::JobManagerClient;
+use fluxgate_proto::v1::resource_client::ResourceClient;
+use fluxgate_shared::jobspec::JobspecBuilder;
+use fluxgate_shared::{Event, JobId};
+
+/// Write an executable script.
+fn script(dir: &Path, name: &str, text: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    let p = dir.join(name);
+    std::fs::write(&p, text).expect("write script");
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+}
+
+/// `fluxgate batch ARGS` against `uri`: the job id it printed.
+fn batch(uri: &str, dir: &Path, args: &[&str]) -> JobId {
+    let mut all = vec!["batch"];
+    all.extend_from_slice(args);
+    let out = fluxgate(uri, dir, &all);
+    assert!(
+        out.status.success(),
+        "batch failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    JobId::parse(text.trim()).unwrap_or_else(|_| panic!("batch printed {text:?}"))
+}
+
+fn status_of(events: &[Event]) -> i64 {
+    events
+        .iter()
+        .find(|e| e.name == "finish")
+        .and_then(|e| e.context.as_ref())
+        .and_then(|c| c.get("status"))
+        .and_then(serde_json::Value::as_i64)
+        .unwrap_or_else(|| panic!("no finish in {:?}", names(events)))
+}
+
+/// The job's output (stdout and stderr data), for failure messages.
+async fn output(inst: &Instance, id: JobId) -> String {
+    inst.log(id, "output")
+        .await
+        .iter()
+        .filter_map(|e| {
+            e.context
+                .as_ref()?
+                .get("data")?
+                .as_str()
+                .map(str::to_string)
+        })
+        .collect()
+}
+
+/// Wait for the `uri` memo of a job.
+async fn memo_uri(jobs: &mut JobManagerClient<tonic::transport::Channel>, id: JobId) -> String {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let text = jobs
+            .info(pb::InfoRequest {
+                id: id.into(),
+                keys: vec!["eventlog".into()],
+            })
+            .await
+            .expect("info")
+            .into_inner()
+            .values
+            .remove("eventlog")
+            .unwrap_or_default();
+        for line in text.lines() {
+            let ev = Event::parse_json(line).expect("RFC 18");
+            if ev.name == "memo"
+                && let Some(u) = ev.ctx("uri").and_then(|v| v.as_str())
+            {
+                return u.to_string();
+            }
+        }
+        assert!(Instant::now() < deadline, "no uri memo on {id}: {text}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The stored resource eventlog of the instance at `uri`.
+async fn resource_eventlog(uri: &str) -> Vec<Event> {
+    let mut r = ResourceClient::connect(uri.to_string())
+        .await
+        .expect("connect");
+    let mut s = r
+        .eventlog(pb::ResourceEventlogRequest { follow: false })
+        .await
+        .expect("eventlog")
+        .into_inner();
+    let mut out = Vec::new();
+    while let Some(e) = s.message().await.expect("stream") {
+        out.push(Event::parse_json(&e.line).expect("RFC 18"));
+    }
+    out
+}
+
+/// Wait until the instance at `uri` has a resource-update with `expiration`.
+async fn wait_resource_update(uri: &str, expiration: f64) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let log = resource_eventlog(uri).await;
+        let seen = log.iter().any(|e| {
+            e.name == "resource-update"
+                && e.ctx("expiration")
+                    .and_then(|v| v.as_f64())
+                    .is_some_and(|t| (t - expiration).abs() < 1.0)
+        });
+        if seen {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no resource-update expiration={expiration} at {uri}: {:?}",
+            names(&log)
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Active jobs of the instance at `uri`.
+async fn active(uri: &str) -> Vec<pb::JobSummary> {
+    JobManagerClient::connect(uri.to_string())
+        .await
+        .expect("connect")
+        .list(pb::ListRequest::default())
+        .await
+        .expect("list")
+        .into_inner()
+        .jobs
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batch_runs_100_jobs_in_its_instance() {
+    let inst = Instance::start(2, 2).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    script(
+        dir.path(),
+        "hundred.sh",
+        "#!/bin/sh\n\
+         fluxgate resource eventlog | grep -q 'method=\"job-info\"' || exit 10\n\
+         fluxgate submit --cc 1-100 --quiet --wait true || exit 11\n\
+         n=$(fluxgate jobs -a --no-header | wc -l)\n\
+         test \"$n\" -eq 100 || { echo \"$n jobs\"; exit 12; }\n\
+         exit 0\n",
+    );
+    let started = Instant::now();
+    let id = batch(&inst.uri, dir.path(), &["-N2", "hundred.sh"]);
+    let ev = inst.wait_clean(id).await;
+    assert_eq!(
+        status_of(&ev),
+        0,
+        "batch output: {}",
+        output(&inst, id).await
+    );
+    assert!(
+        ev.iter()
+            .any(|e| e.name == "memo" && e.ctx("uri").is_some())
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(50),
+        "took {:?}",
+        started.elapsed()
+    );
+    let r = inst.r(id).await;
+    assert_eq!(r.nnodes(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batch_script_status_is_the_jobs() {
+    let inst = Instance::start(1, 2).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    script(dir.path(), "three.sh", "#!/bin/sh\nexit 3\n");
+    let id = batch(&inst.uri, dir.path(), &["three.sh"]);
+    let ev = inst.wait_clean(id).await;
+    assert_eq!(status_of(&ev), 3 << 8);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nested_instance_two_levels_deep() {
+    let inst = Instance::start(2, 2).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    // Level 2: its R is re-ranked from 0, defined by job-info.
+    script(
+        dir.path(),
+        "inner.sh",
+        "#!/bin/sh\n\
+         fluxgate resource eventlog | grep -q 'method=\"job-info\"' || exit 20\n\
+         fluxgate resource list --json | grep -q '\"rank\": *\"0\"' || { fluxgate resource list --json; exit 21; }\n\
+         fluxgate run true || exit 22\n",
+    );
+    // Level 1 runs level 2 on one of its two nodes and passes its status on.
+    script(
+        dir.path(),
+        "outer.sh",
+        "#!/bin/sh\n\
+         id=$(fluxgate batch -N1 inner.sh) || exit 30\n\
+         fluxgate job attach $id\n",
+    );
+    let id = batch(&inst.uri, dir.path(), &["-N2", "outer.sh"]);
+    let ev = inst.wait_clean(id).await;
+    assert_eq!(
+        status_of(&ev),
+        0,
+        "outer output: {}",
+        output(&inst, id).await
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expiration_change_is_seen_at_every_level() {
+    let inst = Instance::start(1, 4).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    script(dir.path(), "inner.sh", "#!/bin/sh\nsleep 300\n");
+    script(
+        dir.path(),
+        "outer.sh",
+        "#!/bin/sh\nfluxgate batch -c1 inner.sh >/dev/null || exit 1\nsleep 300\n",
+    );
+    let id = batch(&inst.uri, dir.path(), &["-N1", "-t", "10m", "outer.sh"]);
+    let mut jobs = inst.jobs().await;
+    let level1 = memo_uri(&mut jobs, id).await;
+    // Level 2 is the one job of level 1.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let inner = loop {
+        if let Some(j) = active(&level1).await.first() {
+            break JobId::from(j.id);
+        }
+        assert!(Instant::now() < deadline, "no job in level 1");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let mut level1_jobs = JobManagerClient::connect(level1.clone())
+        .await
+        .expect("connect");
+    let level2 = memo_uri(&mut level1_jobs, inner).await;
+
+    // A child job without a limit in an instance that expires gets the time left.
+    let r = inst.r(id).await;
+    let start = r.starttime().expect("starttime");
+    assert!((r.expiration().expect("expiration") - (start + 600.0)).abs() < 1.0);
+
+    let out = fluxgate(
+        &inst.uri,
+        dir.path(),
+        &["update", &id.to_string(), "duration=20m"],
+    );
+    assert!(
+        out.status.success(),
+        "update: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let new = start + 1200.0;
+    let ev = inst.log(id, "eventlog").await;
+    let n = names(&ev);
+    let ju = n
+        .iter()
+        .position(|x| *x == "jobspec-update")
+        .expect("jobspec-update");
+    let ru = n
+        .iter()
+        .position(|x| *x == "resource-update")
+        .expect("resource-update");
+    assert!(ju < ru, "{n:?}");
+    assert_eq!(
+        ev[ju]
+            .ctx("attributes.system.duration")
+            .and_then(|v| v.as_f64()),
+        Some(1200.0)
+    );
+    assert!((inst.r(id).await.expiration().expect("expiration") - new).abs() < 1.0);
+    // Level 1 posts its own resource-update; its job (level 2's instance)
+    // follows, and so does level 2.
+    wait_resource_update(&level1, new).await;
+    wait_resource_update(&level2, new).await;
+    assert!(
+        (JobManagerClientExt::r(&level1, inner)
+            .await
+            .expiration()
+            .expect("exp")
+            - new)
+            .abs()
+            < 1.0
+    );
+
+    // Level 2 refuses a job that would outlive it.
+    let out = fluxgate(&level2, dir.path(), &["run", "-t", "30m", "true"]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("remaining time"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = fluxgate(&level2, dir.path(), &["run", "-t", "1m", "true"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let _ = jobs
+        .cancel(pb::CancelRequest {
+            id: id.into(),
+            note: String::new(),
+        })
+        .await;
+    inst.wait_clean(id).await;
+}
+
+/// Reading a job's R from another instance.
+struct JobManagerClientExt;
+
+impl JobManagerClientExt {
+    async fn r(uri: &str, id: JobId) -> fluxgate_shared::ResourceSet {
+        let mut jobs = JobManagerClient::connect(uri.to_string())
+            .await
+            .expect("connect");
+        let v = jobs
+            .info(pb::InfoRequest {
+                id: id.into(),
+                keys: vec!["R".into()],
+            })
+            .await
+            .expect("info")
+            .into_inner()
+            .values;
+        fluxgate_shared::ResourceSet::parse(&v["R"]).expect("R")
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parent_cancel_tears_down_the_child_and_its_jobs() {
+    let inst = Instance::start(2, 2).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    script(
+        dir.path(),
+        "hold.sh",
+        "#!/bin/sh\nfluxgate submit -N2 sleep 300 >/dev/null\nsleep 300\n",
+    );
+    let id = batch(&inst.uri, dir.path(), &["-N2", "hold.sh"]);
+    let mut jobs = inst.jobs().await;
+    let child = memo_uri(&mut jobs, id).await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let child_job = loop {
+        if let Some(j) = active(&child).await.iter().find(|j| j.state == "RUN") {
+            break JobId::from(j.id);
+        }
+        assert!(Instant::now() < deadline, "no running job in the child");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let mut watch = JobManagerClient::connect(child.clone())
+        .await
+        .expect("connect")
+        .watch_eventlog(pb::WatchEventlogRequest {
+            id: child_job.into(),
+            name: "eventlog".into(),
+            follow: true,
+            wait_create: false,
+        })
+        .await
+        .expect("watch")
+        .into_inner();
+
+    jobs.cancel(pb::CancelRequest {
+        id: id.into(),
+        note: "done".into(),
+    })
+    .await
+    .expect("cancel");
+
+    // The child's job ends with an exception before the child goes away.
+    let mut seen = Vec::new();
+    while let Ok(Ok(Some(line))) =
+        tokio::time::timeout(Duration::from_secs(20), watch.message()).await
+    {
+        let ev = Event::parse_json(&line.line).expect("RFC 18");
+        let clean = ev.name == "clean";
+        seen.push(ev);
+        if clean {
+            break;
+        }
+    }
+    assert!(
+        seen.iter().any(|e| e.name == "exception"),
+        "{:?}",
+        names(&seen)
+    );
+    assert_eq!(seen.last().map(|e| e.name.as_str()), Some("clean"));
+
+    let ev = inst.wait_clean(id).await;
+    let exc = ev
+        .iter()
+        .find(|e| e.name == "exception")
+        .expect("exception");
+    assert_eq!(exc.ctx("type").and_then(|v| v.as_str()), Some("cancel"));
+    // The child instance is gone.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while JobManagerClient::connect(child.clone()).await.is_ok() {
+        assert!(Instant::now() < deadline, "child instance still serving");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn proxy_reaches_the_child_instance() {
+    let inst = Instance::start(1, 2).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    script(dir.path(), "wait.sh", "#!/bin/sh\nsleep 300\n");
+    let id = batch(&inst.uri, dir.path(), &["wait.sh"]);
+    let mut jobs = inst.jobs().await;
+    let child = memo_uri(&mut jobs, id).await;
+    let out = fluxgate(
+        &inst.uri,
+        dir.path(),
+        &["proxy", &id.to_string(), "sh", "-c", "echo $FLUXGATE_URI"],
+    );
+    assert!(out.status.success());
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), child);
+    let _ = jobs
+        .cancel(pb::CancelRequest {
+            id: id.into(),
+            note: String::new(),
+        })
+        .await;
+    inst.wait_clean(id).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn property_constraints_follow_run_time_changes() {
+    let inst = Instance::start(2, 2).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut res = inst.resource().await;
+    let mut acquire = res
+        .acquire(pb::AcquireRequest {})
+        .await
+        .expect("acquire")
+        .into_inner();
+    let first = acquire.message().await.expect("stream").expect("first");
+    assert!(first.resources.is_some());
+
+    let ok = |args: &[&str]| {
+        let out = fluxgate(&inst.uri, dir.path(), args);
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    ok(&["resource", "property", "add", "ssd", "node1"]);
+    let msg = acquire
+        .message()
+        .await
+        .expect("stream")
+        .expect("property-add");
+    let add: serde_json::Value =
+        serde_json::from_str(msg.property_add.as_deref().expect("property-add")).expect("JSON");
+    assert_eq!(add, serde_json::json!({"ssd": "1"}));
+
+    // A job that requires the property runs where it is.
+    let id = JobId::parse(&ok(&["submit", "--requires=ssd", "true"])).expect("id");
+    let ev = inst.wait_clean(id).await;
+    assert_eq!(status_of(&ev), 0);
+    assert_eq!(inst.r(id).await.ranks().to_string(), "1");
+    // Without it: only rank 0.
+    let id = JobId::parse(&ok(&["submit", "--requires=^ssd", "true"])).expect("id");
+    inst.wait_clean(id).await;
+    assert_eq!(inst.r(id).await.ranks().to_string(), "0");
+
+    ok(&["resource", "property", "remove", "ssd", "1"]);
+    let msg = acquire
+        .message()
+        .await
+        .expect("stream")
+        .expect("property-remove");
+    assert!(msg.property_remove.is_some());
+    let id = JobId::parse(&ok(&["submit", "--requires=ssd", "true"])).expect("id");
+    let ev = inst.wait_clean(id).await;
+    let exc = ev
+        .iter()
+        .find(|e| e.name == "exception")
+        .expect("exception");
+    assert_eq!(exc.ctx("type").and_then(|v| v.as_str()), Some("alloc"));
+
+    // A raw RFC 31 constraint with or/not.
+    ok(&["resource", "property", "add", "big", "0"]);
+    let spec = JobspecBuilder::new(["true"]).setattr(
+        "system.constraints",
+        serde_json::json!({"or": [{"properties": ["big"]}, {"hostlist": ["node9"]}]}),
+    );
+    let id = inst.submit(&spec, None).await;
+    inst.wait_clean(id).await;
+    assert_eq!(inst.r(id).await.ranks().to_string(), "0");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn properties_survive_a_restart() {
+    let mut inst = Instance::start(2, 2).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = fluxgate(
+        &inst.uri,
+        dir.path(),
+        &["resource", "property", "add", "fast", "1"],
+    );
+    assert!(out.status.success());
+    inst.restart_jm(true).await;
+    let spec = JobspecBuilder::new(["true"]).setattr(
+        "system.constraints",
+        serde_json::json!({"properties": ["fast"]}),
+    );
+    let id = inst.submit(&spec, None).await;
+    inst.wait_clean(id).await;
+    assert_eq!(inst.r(id).await.ranks().to_string(), "1");
+}
