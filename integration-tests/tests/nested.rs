@@ -7,7 +7,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use fluxgate_integration_tests::{Instance, fluxgate, names};
+use fluxgate_integration_tests::{Instance, fluxgate, fluxgate_command, names};
 use fluxgate_proto::v1 as pb;
 use fluxgate_proto::v1::job_manager_client::JobManagerClient;
 use fluxgate_proto::v1::resource_client::ResourceClient;
@@ -521,4 +521,104 @@ async fn properties_survive_a_restart() {
     let id = inst.submit(&spec, None).await;
     inst.wait_clean(id).await;
     assert_eq!(inst.r(id).await.ranks().to_string(), "1");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn alloc_runs_a_command_in_a_new_instance() {
+    let inst = Instance::start(2, 2).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = fluxgate_command(
+        &inst.uri,
+        dir.path(),
+        &[
+            "alloc",
+            "-N2",
+            "sh",
+            "-c",
+            "test \"$FLUXGATE_URI\" != \"$PARENT\" && fluxgate run -N2 true && fluxgate resource eventlog && exit 4",
+        ],
+    )
+    .env("PARENT", &inst.uri)
+    .output()
+    .expect("run alloc");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(4),
+        "{stdout} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("method=\"job-info\""), "{stdout}");
+    // The alloc job itself completed once the command was done.
+    let jobs = inst.list(127).await;
+    let job = jobs.iter().find(|j| j.name == "alloc").expect("alloc job");
+    assert_eq!(job.result, "COMPLETED", "{job:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resource_update_reaches_the_acquirer_and_the_scheduler() {
+    let inst = Instance::start(1, 2).await;
+    let mut res = inst.resource().await;
+    let mut acquire = res
+        .acquire(pb::AcquireRequest {})
+        .await
+        .expect("acquire")
+        .into_inner();
+    acquire.message().await.expect("stream").expect("first");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_secs_f64();
+    let expiration = (now + 120.0).floor();
+    res.update(pb::ResourceUpdateRequest { expiration })
+        .await
+        .expect("update");
+    let msg = acquire.message().await.expect("stream").expect("expiration");
+    assert_eq!(msg.expiration, Some(expiration));
+    wait_resource_update(&inst.uri, expiration).await;
+    // A job with no limit gets the time left; a longer one is refused.
+    let id = inst.submit(&JobspecBuilder::new(["true"]), None).await;
+    inst.wait_clean(id).await;
+    assert_eq!(inst.r(id).await.expiration(), Some(expiration));
+    let long = JobspecBuilder::new(["true"]).duration_secs(600.0);
+    let id = inst.submit(&long, None).await;
+    let ev = inst.wait_clean(id).await;
+    let exc = ev.iter().find(|e| e.name == "exception").expect("exception");
+    assert_eq!(exc.ctx("type").and_then(|v| v.as_str()), Some("alloc"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reload_redefines_the_resources() {
+    let inst = Instance::start(2, 2).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let r = r#"{"version":1,"execution":{"R_lite":[{"rank":"0-1","children":{"core":"0-1"}}],"nodelist":["node[0-1]"],"properties":{"gpu":"1"},"starttime":0,"expiration":0}}"#;
+    std::fs::write(dir.path().join("R.json"), r).expect("write R");
+    let out = fluxgate(&inst.uri, dir.path(), &["resource", "reload", "R.json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let log = resource_eventlog(&inst.uri).await;
+    let last_define = log
+        .iter()
+        .rev()
+        .find(|e| e.name == "resource-define")
+        .expect("resource-define");
+    assert_eq!(
+        last_define.ctx("method").and_then(|v| v.as_str()),
+        Some("reload")
+    );
+    inst.wait_up(2).await;
+    let spec = JobspecBuilder::new(["true"])
+        .setattr("system.constraints", serde_json::json!({"properties": ["gpu"]}));
+    let id = inst.submit(&spec, None).await;
+    let ev = inst.wait_clean(id).await;
+    assert_eq!(status_of(&ev), 0);
+    assert_eq!(inst.r(id).await.ranks().to_string(), "1");
+    // Hostnames that are not the instance's are refused.
+    let bad = r#"{"version":1,"execution":{"R_lite":[{"rank":"0","children":{"core":"0"}}],"nodelist":["other0"]}}"#;
+    std::fs::write(dir.path().join("bad.json"), bad).expect("write R");
+    let out = fluxgate(&inst.uri, dir.path(), &["resource", "reload", "bad.json"]);
+    assert!(!out.status.success());
 }
