@@ -573,7 +573,11 @@ async fn resource_update_reaches_the_acquirer_and_the_scheduler() {
     res.update(pb::ResourceUpdateRequest { expiration })
         .await
         .expect("update");
-    let msg = acquire.message().await.expect("stream").expect("expiration");
+    let msg = acquire
+        .message()
+        .await
+        .expect("stream")
+        .expect("expiration");
     assert_eq!(msg.expiration, Some(expiration));
     wait_resource_update(&inst.uri, expiration).await;
     // A job with no limit gets the time left; a longer one is refused.
@@ -583,7 +587,10 @@ async fn resource_update_reaches_the_acquirer_and_the_scheduler() {
     let long = JobspecBuilder::new(["true"]).duration_secs(600.0);
     let id = inst.submit(&long, None).await;
     let ev = inst.wait_clean(id).await;
-    let exc = ev.iter().find(|e| e.name == "exception").expect("exception");
+    let exc = ev
+        .iter()
+        .find(|e| e.name == "exception")
+        .expect("exception");
     assert_eq!(exc.ctx("type").and_then(|v| v.as_str()), Some("alloc"));
 }
 
@@ -610,8 +617,10 @@ async fn reload_redefines_the_resources() {
         Some("reload")
     );
     inst.wait_up(2).await;
-    let spec = JobspecBuilder::new(["true"])
-        .setattr("system.constraints", serde_json::json!({"properties": ["gpu"]}));
+    let spec = JobspecBuilder::new(["true"]).setattr(
+        "system.constraints",
+        serde_json::json!({"properties": ["gpu"]}),
+    );
     let id = inst.submit(&spec, None).await;
     let ev = inst.wait_clean(id).await;
     assert_eq!(status_of(&ev), 0);
@@ -621,4 +630,51 @@ async fn reload_redefines_the_resources() {
     std::fs::write(dir.path().join("bad.json"), bad).expect("write R");
     let out = fluxgate(&inst.uri, dir.path(), &["resource", "reload", "bad.json"]);
     assert!(!out.status.success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn update_of_a_pending_job_sets_the_limit_it_runs_with() {
+    let inst = Instance::start(1, 2).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let spec = JobspecBuilder::new(["true"]).duration_secs(60.0);
+    let id = inst.submit(&spec, Some(0)).await;
+    let out = fluxgate(
+        &inst.uri,
+        dir.path(),
+        &["update", &id.to_string(), "duration=+1m"],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Only the duration can change.
+    let out = fluxgate(
+        &inst.uri,
+        dir.path(),
+        &["update", &id.to_string(), "name=x"],
+    );
+    assert!(!out.status.success());
+    let mut jobs = inst.jobs().await;
+    jobs.set_urgency(pb::SetUrgencyRequest {
+        id: id.into(),
+        urgency: 16,
+    })
+    .await
+    .expect("urgency");
+    let ev = inst.wait_clean(id).await;
+    let update = ev
+        .iter()
+        .find(|e| e.name == "jobspec-update")
+        .expect("jobspec-update");
+    assert_eq!(
+        update
+            .ctx("attributes.system.duration")
+            .and_then(|v| v.as_f64()),
+        Some(120.0)
+    );
+    assert!(!ev.iter().any(|e| e.name == "resource-update"));
+    let r = inst.r(id).await;
+    let (start, end) = (r.starttime().expect("start"), r.expiration().expect("end"));
+    assert!((end - start - 120.0).abs() < 1e-3, "{start} {end}");
 }

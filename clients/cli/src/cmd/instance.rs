@@ -371,7 +371,7 @@ pub fn run_instance(args: InstanceArgs) -> anyhow::Result<ExitCode> {
             .spawn(wd)
             .context("cannot start the instance watchdog")?;
         if rank == 0 {
-            leader(
+            let r = leader(
                 &args,
                 &mut parent,
                 id,
@@ -380,7 +380,21 @@ pub fn run_instance(args: InstanceArgs) -> anyhow::Result<ExitCode> {
                 &mut services,
                 &mut signals,
             )
-            .await
+            .await;
+            if let Err(e) = &r {
+                // The other ranks wait for an instance that will not come:
+                // end the job, with the reason, rather than leave it hanging.
+                let _ = parent
+                    .jobs
+                    .raise_exception(pb::RaiseExceptionRequest {
+                        id: id.as_u64(),
+                        r#type: "exec".into(),
+                        severity: 0,
+                        note: format!("instance failed: {e:#}"),
+                    })
+                    .await;
+            }
+            r
         } else {
             follower(
                 &mut parent,
@@ -578,11 +592,15 @@ async fn run_script(
     statedir: &Path,
     signals: &mut Signals,
 ) -> anyhow::Result<ExitCode> {
-    let path: PathBuf = statedir.join(&args.script_name);
-    let path = if path.parent() == Some(statedir) {
+    // In a directory of its own, under its own name when that is a plain
+    // file name, so that $0 reads as the user wrote it.
+    let dir = statedir.join("script");
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let path: PathBuf = dir.join(&args.script_name);
+    let path = if path.parent() == Some(dir.as_path()) {
         path
     } else {
-        statedir.join("script")
+        dir.join("script")
     };
     std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))?;
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o700))

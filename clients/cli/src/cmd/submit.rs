@@ -255,7 +255,7 @@ impl JobOpts {
 
 impl JobOpts {
     /// The submit request of an instance job: `command` as one task per
-    /// node (nodes default to 1), `FLUXGATE_URI` of the enclosing instance
+    /// node (nodes default to 1; without -N or -n, one slot), `FLUXGATE_URI` of the enclosing instance
     /// in its environment so the tasks can reach it, named `name`.
     pub fn instance_request(
         &self,
@@ -264,6 +264,10 @@ impl JobOpts {
         name: &str,
     ) -> anyhow::Result<pb::SubmitRequest> {
         let mut opts = self.clone();
+        // Without -N: one slot (-n, -c) on one node, not a whole node.
+        if opts.nodes.is_none() && opts.ntasks.is_none() {
+            opts.ntasks = Some(1);
+        }
         let nodes = *opts.nodes.get_or_insert(1);
         opts.env.push(format!("{}={uri}", client::URI_ENV));
         if opts.job_name.is_none() {
