@@ -219,6 +219,49 @@ async fn nested_instance_two_levels_deep() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn proxy_and_uri_descend_through_nested_instances() {
+    let inst = Instance::start(1, 2).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    script(dir.path(), "inner.sh", "#!/bin/sh\nsleep 300\n");
+    script(
+        dir.path(),
+        "outer.sh",
+        "#!/bin/sh\nfluxgate batch inner.sh >/dev/null || exit 1\nsleep 300\n",
+    );
+    let id = batch(&inst.uri, dir.path(), &["outer.sh"]);
+    let mut jobs = inst.jobs().await;
+    let level1 = memo_uri(&mut jobs, id).await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let inner = loop {
+        if let Some(j) = active(&level1).await.first() {
+            break JobId::from(j.id);
+        }
+        assert!(Instant::now() < deadline, "no job in level 1");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let mut level1_jobs = JobManagerClient::connect(level1.clone())
+        .await
+        .expect("connect");
+    let level2 = memo_uri(&mut level1_jobs, inner).await;
+    let path = format!("{id}/{inner}");
+    let out = fluxgate(&inst.uri, dir.path(), &["uri", &path]);
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), level2);
+    let out = fluxgate(
+        &inst.uri,
+        dir.path(),
+        &["proxy", &path, "sh", "-c", "echo $FLUXGATE_URI"],
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), level2);
+    let _ = jobs
+        .cancel(pb::CancelRequest {
+            id: id.into(),
+            note: String::new(),
+        })
+        .await;
+    inst.wait_clean(id).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn expiration_change_is_seen_at_every_level() {
     let inst = Instance::start(1, 4).await;
     let dir = tempfile::tempdir().expect("tempdir");

@@ -38,6 +38,8 @@ enum Command {
     Alloc(cmd::instance::AllocArgs),
     /// Run a command in the instance a job runs (as flux proxy).
     Proxy(cmd::instance::ProxyArgs),
+    /// Print the URI of the instance a job runs (as flux uri).
+    Uri(cmd::instance::UriArgs),
     /// Change a job's duration (as flux update).
     Update(cmd::update::Args),
     /// One task of a batch or alloc job: its node of the new instance.
@@ -74,6 +76,7 @@ fn main() -> ExitCode {
         Command::Batch(args) => ("batch", cmd::instance::run_batch(args)),
         Command::Alloc(args) => ("alloc", cmd::instance::run_alloc(args)),
         Command::Proxy(args) => ("proxy", cmd::instance::run_proxy(args)),
+        Command::Uri(args) => ("uri", cmd::instance::run_uri(args)),
         Command::Update(args) => ("update", cmd::update::run(args)),
         Command::Instance(args) => ("instance", cmd::instance::run_instance(args)),
         Command::Jobs(args) => ("jobs", cmd::jobs::run(args)),

@@ -83,7 +83,7 @@ pub struct AllocArgs {
 /// Arguments of `fluxgate proxy`.
 #[derive(Debug, clap::Args)]
 pub struct ProxyArgs {
-    /// The job whose instance to reach.
+    /// The job whose instance to reach (`ID/ID2/...` for nested instances).
     jobid: String,
     /// Command to run with FLUXGATE_URI naming that instance (default: $SHELL).
     #[arg(trailing_var_arg = true, value_name = "CMD")]
@@ -207,22 +207,47 @@ pub fn run_alloc(args: AllocArgs) -> anyhow::Result<ExitCode> {
 
 /// Run `fluxgate proxy ID [CMD]`.
 pub fn run_proxy(args: ProxyArgs) -> anyhow::Result<ExitCode> {
-    let id = client::parse_jobid(&args.jobid)?;
     let rt = client::runtime()?;
     let mut signals = {
         let _guard = rt.enter();
         Signals::new()?
     };
     rt.block_on(async {
-        let mut inst = client::connect().await?;
-        let uri = memo_uri(&mut inst, id).await?.ok_or_else(|| {
+        let uri = resolve(&client::uri()?, &args.jobid).await?;
+        run_with_uri(&args.command, &uri, &mut signals).await
+    })
+}
+
+/// Arguments of `fluxgate uri`.
+#[derive(Debug, clap::Args)]
+pub struct UriArgs {
+    /// The job whose instance to name (`ID/ID2/...` for nested instances).
+    jobid: String,
+}
+
+/// Run `fluxgate uri ID`: print the URI of the instance job ID runs.
+pub fn run_uri(args: UriArgs) -> anyhow::Result<ExitCode> {
+    client::block_on(async {
+        println!("{}", resolve(&client::uri()?, &args.jobid).await?);
+        Ok(ExitCode::SUCCESS)
+    })?
+}
+
+/// The URI of the instance that job `path` runs, from the instance at
+/// `uri`; `ID/ID2/...` descends into nested instances, as flux's resolver.
+pub async fn resolve(uri: &str, path: &str) -> anyhow::Result<String> {
+    let mut cur = uri.to_string();
+    for part in path.split('/').filter(|p| !p.is_empty()) {
+        let id = client::parse_jobid(part)?;
+        let mut inst = client::connect_to(&cur).await?;
+        cur = memo_uri(&mut inst, id).await?.ok_or_else(|| {
             anyhow!(
                 "job {} is not an instance (it has no uri memo)",
                 client::f58(id)
             )
         })?;
-        run_with_uri(&args.command, &uri, &mut signals).await
-    })
+    }
+    Ok(cur)
 }
 
 /// The `uri` memo of job `id`, as its eventlog holds it now.
