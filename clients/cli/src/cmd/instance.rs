@@ -105,6 +105,10 @@ pub struct InstanceArgs {
     /// services down (SIGKILL after the kill timeout), stop them for it.
     #[arg(long)]
     watchdog: bool,
+    /// With --watchdog: the instance's state directory, removed once the
+    /// services it stopped are gone.
+    #[arg(long, value_name = "DIR", requires = "watchdog")]
+    statedir: Option<PathBuf>,
     /// Arguments of the script.
     #[arg(last = true, value_name = "ARGS")]
     args: Vec<String>,
@@ -359,7 +363,7 @@ fn shell_quote(s: &str) -> String {
 /// Run one task of an instance job (the hidden `fluxgate instance`).
 pub fn run_instance(args: InstanceArgs) -> anyhow::Result<ExitCode> {
     if args.watchdog {
-        return client::block_on(watchdog())?;
+        return client::block_on(watchdog(args.statedir.as_deref()))?;
     }
     let parent_uri = client::uri()?;
     let id = client::parse_jobid(
@@ -389,6 +393,8 @@ pub fn run_instance(args: InstanceArgs) -> anyhow::Result<ExitCode> {
         // First, so that it leads the services' process group.
         let mut wd = Command::new(std::env::current_exe().context("cannot find fluxgate")?);
         wd.args(["instance", "--watchdog"])
+            .arg("--statedir")
+            .arg(&statedir)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null());
@@ -439,7 +445,7 @@ pub fn run_instance(args: InstanceArgs) -> anyhow::Result<ExitCode> {
 /// if the task that started them dies without doing so (SIGKILL once the
 /// parent's kill timeout passed), so nothing outlives the job. An orderly
 /// teardown (SIGTERM to the group while the task lives) ends it at once.
-async fn watchdog() -> anyhow::Result<ExitCode> {
+async fn watchdog(statedir: Option<&Path>) -> anyhow::Result<ExitCode> {
     use nix::unistd::{getpgrp, getppid};
     use tokio::signal::unix::{SignalKind, signal};
     let task = getppid();
@@ -467,6 +473,9 @@ async fn watchdog() -> anyhow::Result<ExitCode> {
             _ = term.recv() => {}
             _ = tokio::time::sleep_until(deadline) => {}
         }
+    }
+    if let Some(dir) = statedir {
+        let _ = std::fs::remove_dir_all(dir);
     }
     let _ = nix::sys::signal::killpg(group, Signal::SIGKILL);
     Ok(ExitCode::SUCCESS)
