@@ -721,3 +721,62 @@ async fn update_of_a_pending_job_sets_the_limit_it_runs_with() {
     let (start, end) = (r.starttime().expect("start"), r.expiration().expect("end"));
     assert!((end - start - 120.0).abs() < 1e-3, "{start} {end}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn time_limit_of_the_enclosing_job_ends_the_child_and_its_jobs() {
+    let inst = Instance::start(1, 2).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    script(
+        dir.path(),
+        "hold.sh",
+        "#!/bin/sh\nfluxgate submit sleep 300 >/dev/null\nsleep 300\n",
+    );
+    let id = batch(&inst.uri, dir.path(), &["-t", "4s", "hold.sh"]);
+    let mut jobs = inst.jobs().await;
+    let child = memo_uri(&mut jobs, id).await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let child_job = loop {
+        if let Some(j) = active(&child).await.iter().find(|j| j.state == "RUN") {
+            break JobId::from(j.id);
+        }
+        assert!(Instant::now() < deadline, "no running job in the child");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    // A job without a limit inside ends no later than the instance.
+    let r = JobManagerClientExt::r(&child, child_job).await;
+    assert!(r.expiration().is_some(), "child job has no expiration");
+    let mut watch = JobManagerClient::connect(child.clone())
+        .await
+        .expect("connect")
+        .watch_eventlog(pb::WatchEventlogRequest {
+            id: child_job.into(),
+            name: "eventlog".into(),
+            follow: true,
+            wait_create: false,
+        })
+        .await
+        .expect("watch")
+        .into_inner();
+    let mut seen = Vec::new();
+    while let Ok(Ok(Some(line))) =
+        tokio::time::timeout(Duration::from_secs(20), watch.message()).await
+    {
+        let ev = Event::parse_json(&line.line).expect("RFC 18");
+        let clean = ev.name == "clean";
+        seen.push(ev);
+        if clean {
+            break;
+        }
+    }
+    assert!(
+        seen.iter().any(|e| e.name == "exception"),
+        "{:?}",
+        names(&seen)
+    );
+    let ev = inst.wait_clean(id).await;
+    let exc = ev
+        .iter()
+        .find(|e| e.name == "exception")
+        .expect("exception");
+    assert_eq!(exc.ctx("type").and_then(|v| v.as_str()), Some("timeout"));
+}

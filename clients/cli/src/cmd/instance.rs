@@ -360,6 +360,35 @@ fn shell_quote(s: &str) -> String {
     }
 }
 
+/// The signals an instance task handles: those of [`Signals`], and SIGALRM,
+/// which the exec service sends when the job's time limit is reached (as
+/// flux's job shell gets it), so that a timeout tears the instance down as
+/// a cancel does.
+#[derive(Debug)]
+struct TaskSignals {
+    base: Signals,
+    alrm: tokio::signal::unix::Signal,
+}
+
+impl TaskSignals {
+    /// Install the handlers; needs a runtime.
+    fn new() -> anyhow::Result<TaskSignals> {
+        use tokio::signal::unix::{SignalKind, signal};
+        Ok(TaskSignals {
+            base: Signals::new()?,
+            alrm: signal(SignalKind::alarm()).context("SIGALRM handler")?,
+        })
+    }
+
+    /// The name of the next signal received.
+    async fn any(&mut self) -> &'static str {
+        tokio::select! {
+            s = self.base.any() => s,
+            _ = self.alrm.recv() => "SIGALRM",
+        }
+    }
+}
+
 /// Run one task of an instance job (the hidden `fluxgate instance`).
 pub fn run_instance(args: InstanceArgs) -> anyhow::Result<ExitCode> {
     if args.watchdog {
@@ -378,7 +407,7 @@ pub fn run_instance(args: InstanceArgs) -> anyhow::Result<ExitCode> {
     let rt = client::runtime()?;
     let mut signals = {
         let _guard = rt.enter();
-        Signals::new()?
+        TaskSignals::new()?
     };
     rt.block_on(async {
         let mut parent = client::connect_to(&parent_uri).await?;
@@ -558,7 +587,7 @@ async fn leader(
     r: &ResourceSet,
     statedir: &Path,
     services: &mut Services,
-    signals: &mut Signals,
+    signals: &mut TaskSignals,
 ) -> anyhow::Result<ExitCode> {
     let r_path = statedir.join("R.json");
     std::fs::write(&r_path, r.to_json_string())
@@ -617,14 +646,14 @@ async fn leader(
     Ok(code)
 }
 
-/// Run the batch script with the child's URI; SIGTERM (parent cancel) ends
-/// it, and answers 128+15 as a shell would.
+/// Run the batch script with the child's URI; SIGTERM (parent cancel) or
+/// SIGALRM (time limit) ends it, and answers 128+signal as a shell would.
 async fn run_script(
     text: &str,
     args: &InstanceArgs,
     uri: &str,
     statedir: &Path,
-    signals: &mut Signals,
+    signals: &mut TaskSignals,
 ) -> anyhow::Result<ExitCode> {
     // In a directory of its own, under its own name when that is a plain
     // file name, so that $0 reads as the user wrote it.
@@ -655,9 +684,10 @@ async fn run_script(
     let status = loop {
         tokio::select! {
             s = child.wait() => break s?,
-            _ = signals.int.recv() => forward(pid, Signal::SIGINT),
-            _ = signals.term.recv() => forward(pid, Signal::SIGTERM),
-            _ = signals.hup.recv() => forward(pid, Signal::SIGHUP),
+            _ = signals.base.int.recv() => forward(pid, Signal::SIGINT),
+            _ = signals.base.term.recv() => forward(pid, Signal::SIGTERM),
+            _ = signals.base.hup.recv() => forward(pid, Signal::SIGHUP),
+            _ = signals.alrm.recv() => forward(pid, Signal::SIGALRM),
         }
     };
     Ok(exit_code(status))
@@ -739,7 +769,7 @@ async fn follower(
     r: &ResourceSet,
     statedir: &Path,
     services: &mut Services,
-    signals: &mut Signals,
+    signals: &mut TaskSignals,
 ) -> anyhow::Result<ExitCode> {
     let uri = tokio::select! {
         u = wait_uri(parent, id) => u?,
