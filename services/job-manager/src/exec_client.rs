@@ -272,3 +272,24 @@ pub fn kill(addr: String, id: JobId, signum: i32, credential: ExecAccess) {
         }
     });
 }
+
+/// Tell the job's leader exec service its new R expiration (RFC 32 practice:
+/// the execution system hears a running job's `resource-update`).
+pub fn expiration(addr: String, id: JobId, expiration: f64) {
+    tokio::spawn(async move {
+        let result = async {
+            let mut client = ExecClient::new(channel(&addr)?);
+            client
+                .expiration(pb::ExpirationRequest {
+                    id: id.into(),
+                    expiration,
+                })
+                .await
+                .map_err(|s| s.message().to_string())
+        }
+        .await;
+        if let Err(e) = result {
+            tracing::warn!(job = %id, error = %e, "cannot deliver expiration to exec");
+        }
+    });
+}

@@ -163,6 +163,14 @@ impl Core {
         }
     }
 
+    /// Tell the job's leader exec service its new expiration, once the
+    /// `resource-update` is durable.
+    pub(super) fn exec_expiration(&mut self, id: JobId, expiration: f64) {
+        if let Some(addr) = self.leader_addr(id) {
+            self.after_commit(move || exec_client::expiration(addr, id, expiration));
+        }
+    }
+
     fn leader_addr(&self, id: JobId) -> Option<String> {
         let r = self.jobs.get(&id)?.r.as_ref()?;
         let leader = r.nodes().first()?.rank();

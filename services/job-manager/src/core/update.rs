@@ -109,6 +109,7 @@ impl Core {
         if expiration > 0.0 {
             self.timers.add(expiration, id, Timer::Expiration);
         }
+        self.exec_expiration(id, expiration);
     }
 
     /// The instance's expiration changed: running jobs take their new
