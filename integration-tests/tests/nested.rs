@@ -780,3 +780,38 @@ async fn time_limit_of_the_enclosing_job_ends_the_child_and_its_jobs() {
         .expect("exception");
     assert_eq!(exc.ctx("type").and_then(|v| v.as_str()), Some("timeout"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_child_instance_runs_on_the_jobs_r_reranked_from_zero() {
+    let inst = Instance::start(3, 2).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    // Rank 0 is taken, so the batch job gets ranks 1-2.
+    let hold = JobspecBuilder::new(["sleep", "300"]).nodes(1);
+    let holder = inst.submit(&hold, None).await;
+    inst.events_until(holder, "eventlog", "start").await;
+    script(
+        dir.path(),
+        "r.sh",
+        "#!/bin/sh\nfluxgate resource R\nfluxgate run -N2 true || exit 1\n",
+    );
+    let id = batch(&inst.uri, dir.path(), &["-N2", "r.sh"]);
+    let ev = inst.wait_clean(id).await;
+    let out = output(&inst, id).await;
+    assert_eq!(status_of(&ev), 0, "{out}");
+    assert_eq!(inst.r(id).await.ranks().to_string(), "1-2");
+    let line = out.lines().next().expect("R printed");
+    let child = fluxgate_shared::ResourceSet::parse(line).expect("child R");
+    assert_eq!(child.ranks().to_string(), "0-1");
+    assert_eq!(
+        child.nodelist().map(|h| h.encode()).as_deref(),
+        Some("node[1-2]")
+    );
+    let mut jobs = inst.jobs().await;
+    let _ = jobs
+        .cancel(pb::CancelRequest {
+            id: holder.into(),
+            note: String::new(),
+        })
+        .await;
+    inst.wait_clean(holder).await;
+}
