@@ -587,30 +587,3 @@ pub fn keys(events: &[Event], name: &str) -> Vec<String> {
     k.sort();
     k
 }
-
-/// A `fluxgate` command line against the instance at `uri`, run in `dir`,
-/// with the workspace binaries first in PATH (scripts run inside jobs call
-/// `fluxgate` by name).
-pub fn fluxgate_command(uri: &str, dir: &std::path::Path, args: &[&str]) -> Command {
-    let exe = binary("fluxgate");
-    let bin_dir = exe.parent().map(PathBuf::from).unwrap_or_default();
-    let mut path = std::ffi::OsString::from(bin_dir.as_os_str());
-    if let Some(old) = std::env::var_os("PATH") {
-        path.push(":");
-        path.push(old);
-    }
-    let mut cmd = Command::new(exe);
-    cmd.args(args)
-        .env("FLUXGATE_URI", uri)
-        .env("PATH", path)
-        .current_dir(dir)
-        .stdin(Stdio::null());
-    cmd
-}
-
-/// Run `fluxgate ARGS` against `uri` in `dir`; its output, whatever its status.
-pub fn fluxgate(uri: &str, dir: &std::path::Path, args: &[&str]) -> std::process::Output {
-    fluxgate_command(uri, dir, args)
-        .output()
-        .expect("run fluxgate")
-}

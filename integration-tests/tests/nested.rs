@@ -7,12 +7,42 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use fluxgate_integration_tests::{Instance, fluxgate, fluxgate_command, names};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+use fluxgate_integration_tests::{Instance, binary, names};
 use fluxgate_proto::v1 as pb;
 use fluxgate_proto::v1::job_manager_client::JobManagerClient;
 use fluxgate_proto::v1::resource_client::ResourceClient;
 use fluxgate_shared::jobspec::JobspecBuilder;
 use fluxgate_shared::{Event, JobId};
+
+/// A `fluxgate` command line against the instance at `uri`, run in `dir`,
+/// with the workspace binaries first in PATH (scripts run inside jobs call
+/// `fluxgate` by name).
+fn fluxgate_command(uri: &str, dir: &Path, args: &[&str]) -> Command {
+    let exe = binary("fluxgate");
+    let bin_dir = exe.parent().map(PathBuf::from).unwrap_or_default();
+    let mut path = std::ffi::OsString::from(bin_dir.as_os_str());
+    if let Some(old) = std::env::var_os("PATH") {
+        path.push(":");
+        path.push(old);
+    }
+    let mut cmd = Command::new(exe);
+    cmd.args(args)
+        .env("FLUXGATE_URI", uri)
+        .env("PATH", path)
+        .current_dir(dir)
+        .stdin(Stdio::null());
+    cmd
+}
+
+/// Run `fluxgate ARGS` against `uri` in `dir`; its output, whatever its status.
+fn fluxgate(uri: &str, dir: &Path, args: &[&str]) -> std::process::Output {
+    fluxgate_command(uri, dir, args)
+        .output()
+        .expect("run fluxgate")
+}
 
 /// Write an executable script.
 fn script(dir: &Path, name: &str, text: &str) {
