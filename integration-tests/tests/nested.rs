@@ -845,3 +845,43 @@ async fn the_child_instance_runs_on_the_jobs_r_reranked_from_zero() {
         .await;
     inst.wait_clean(holder).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn alloc_ends_when_its_job_is_cancelled() {
+    let inst = Instance::start(1, 2).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut alloc = fluxgate_command(&inst.uri, dir.path(), &["alloc", "sleep", "300"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn alloc");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let id = loop {
+        if let Some(j) = inst.list(127).await.iter().find(|j| j.name == "alloc") {
+            break JobId::from(j.id);
+        }
+        assert!(Instant::now() < deadline, "no alloc job");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let mut jobs = inst.jobs().await;
+    memo_uri(&mut jobs, id).await;
+    jobs.cancel(pb::CancelRequest {
+        id: id.into(),
+        note: String::new(),
+    })
+    .await
+    .expect("cancel");
+    inst.wait_clean(id).await;
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let status = loop {
+        if let Some(s) = alloc.try_wait().expect("wait") {
+            break s;
+        }
+        if Instant::now() > deadline {
+            let _ = alloc.kill();
+            panic!("alloc still running after its job was cancelled");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(!status.success());
+}

@@ -22,9 +22,11 @@
 //! process group of their own, so a signal to the task's group reaches the
 //! task and its script, never the services behind their teardown.
 
+use std::future::Future;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
+use std::pin::Pin;
 use std::process::{Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
@@ -192,7 +194,10 @@ pub fn run_alloc(args: AllocArgs) -> anyhow::Result<ExitCode> {
                 );
             }
         };
-        let code = run_with_uri(&args.command, &child, &mut signals).await?;
+        // Should the job end first (cancel, time limit), CMD hears a hangup,
+        // as a shell inside the job would.
+        let ended = Box::pin(job_ended(inst.clone(), id));
+        let code = run_with_uri(&args.command, &child, &mut signals, Some(ended)).await?;
         // The instance's tasks end cleanly on SIGTERM: the job completes.
         let _ = inst
             .jobs
@@ -218,7 +223,7 @@ pub fn run_proxy(args: ProxyArgs) -> anyhow::Result<ExitCode> {
     };
     rt.block_on(async {
         let uri = resolve(&client::uri()?, &args.jobid).await?;
-        run_with_uri(&args.command, &uri, &mut signals).await
+        run_with_uri(&args.command, &uri, &mut signals, None).await
     })
 }
 
@@ -308,6 +313,7 @@ async fn run_with_uri(
     command: &[String],
     uri: &str,
     signals: &mut Signals,
+    mut ended: Option<Pin<Box<dyn Future<Output = String>>>>,
 ) -> anyhow::Result<ExitCode> {
     let (prog, rest) = match command.split_first() {
         Some((p, r)) => (p.clone(), r.to_vec()),
@@ -323,14 +329,48 @@ async fn run_with_uri(
         .with_context(|| format!("cannot run {prog}"))?;
     let pid = child.id().map(|p| Pid::from_raw(p as i32));
     let status = loop {
+        let job_end = async {
+            match ended.as_mut() {
+                Some(f) => f.await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
             s = child.wait() => break s?,
+            why = job_end => {
+                eprintln!("fluxgate: the instance's job ended: {why}");
+                ended = None;
+                forward(pid, Signal::SIGHUP);
+            }
             _ = signals.int.recv() => {}
             _ = signals.term.recv() => forward(pid, Signal::SIGTERM),
             _ = signals.hup.recv() => forward(pid, Signal::SIGHUP),
         }
     };
     Ok(exit_code(status))
+}
+
+/// Resolves when job `id` finishes or gets a fatal exception, with why.
+async fn job_ended(mut inst: Instance, id: JobId) -> String {
+    let Ok(mut stream) = attach::watch(&mut inst, id, "eventlog", true, false).await else {
+        return std::future::pending().await;
+    };
+    while let Ok(Some(line)) = stream.message().await {
+        let Ok(ev) = client::parse_event(&line.line) else {
+            continue;
+        };
+        match ev.name.as_str() {
+            "exception" if ev.ctx_i64("severity").unwrap_or(0) == 0 => {
+                let ty = ev.ctx_str("type").unwrap_or("exception");
+                let note = ev.ctx_str("note").unwrap_or("");
+                return format!("job.exception type={ty} {note}").trim().to_string();
+            }
+            "finish" => return "its tasks exited".into(),
+            _ => {}
+        }
+    }
+    // The stream broke: say nothing rather than hang up on a guess.
+    std::future::pending().await
 }
 
 fn forward(pid: Option<Pid>, sig: Signal) {
