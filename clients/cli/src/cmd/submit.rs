@@ -567,6 +567,44 @@ mod tests {
         assert!(!glob_match("[!A-C]X", "BX"));
     }
 
+    #[derive(Debug, clap::Parser)]
+    struct Opts {
+        #[command(flatten)]
+        opts: JobOpts,
+    }
+
+    fn instance_spec(args: &[&str]) -> Value {
+        let mut argv = vec!["batch"];
+        argv.extend_from_slice(args);
+        let o = <Opts as clap::Parser>::try_parse_from(argv).unwrap();
+        let req = o
+            .opts
+            .instance_request(&["prog".into()], "http://10.0.0.1:7000", "steps.sh")
+            .unwrap();
+        serde_json::from_str(&req.jobspec).unwrap()
+    }
+
+    #[test]
+    fn instance_jobs_run_one_task_per_node() {
+        let v = instance_spec(&["-N2"]);
+        assert_eq!(v["tasks"][0]["count"], json!({"total": 2}));
+        assert_eq!(v["resources"][0]["type"], "node");
+        assert_eq!(v["resources"][0]["count"], 2);
+        let sys = &v["attributes"]["system"];
+        assert_eq!(sys["environment"]["FLUXGATE_URI"], "http://10.0.0.1:7000");
+        assert_eq!(sys["job"]["name"], "steps.sh");
+        // Without -N: one slot of -c cores on one node, not a whole node.
+        let v = instance_spec(&["-c2"]);
+        assert_eq!(v["tasks"][0]["count"], json!({"total": 1}));
+        assert_eq!(v["resources"][0].get("exclusive"), None);
+        // --requires becomes an RFC 31 constraint.
+        let v = instance_spec(&["--requires=ssd"]);
+        assert_eq!(
+            v["attributes"]["system"]["constraints"],
+            json!({"properties": ["ssd"]})
+        );
+    }
+
     #[test]
     fn urgency_names() {
         assert_eq!(parse_urgency("hold").unwrap(), 0);
