@@ -653,18 +653,44 @@ async fn resource_update_reaches_the_acquirer_and_the_scheduler() {
         .expect("expiration");
     assert_eq!(msg.expiration, Some(expiration));
     wait_resource_update(&inst.uri, expiration).await;
-    // A job with no limit gets the time left; a longer one is refused.
+    // A job with no limit gets the time left.
     let id = inst.submit(&JobspecBuilder::new(["true"]), None).await;
     inst.wait_clean(id).await;
     assert_eq!(inst.r(id).await.expiration(), Some(expiration));
+    // A longer one is refused at submit, as flux-core's duration validator does.
     let long = JobspecBuilder::new(["true"]).duration_secs(600.0);
-    let id = inst.submit(&long, None).await;
-    let ev = inst.wait_clean(id).await;
+    let js = long.build().expect("jobspec").to_json();
+    let err = inst.submit_json(js, None, 0).await.expect_err("refused");
+    assert_eq!(err.code(), tonic::Code::InvalidArgument);
+    assert!(
+        err.message().contains("remaining time"),
+        "{}",
+        err.message()
+    );
+    // One queued before the expiration shrank is not started.
+    let held = inst
+        .submit(&JobspecBuilder::new(["true"]).duration_secs(90.0), Some(0))
+        .await;
+    res.update(pb::ResourceUpdateRequest {
+        expiration: (now + 60.0).floor(),
+    })
+    .await
+    .expect("update");
+    inst.jobs()
+        .await
+        .set_urgency(pb::SetUrgencyRequest {
+            id: held.into(),
+            urgency: 16,
+        })
+        .await
+        .expect("release");
+    let ev = inst.wait_clean(held).await;
     let exc = ev
         .iter()
         .find(|e| e.name == "exception")
         .expect("exception");
     assert_eq!(exc.ctx("type").and_then(|v| v.as_str()), Some("alloc"));
+    assert!(!ev.iter().any(|e| e.name == "start"), "{:?}", names(&ev));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

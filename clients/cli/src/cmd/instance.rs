@@ -183,7 +183,26 @@ pub fn run_alloc(args: AllocArgs) -> anyhow::Result<ExitCode> {
     rt.block_on(async {
         let mut inst = client::connect_to(&uri).await?;
         let id = submit_one(&mut inst, req).await?;
-        let child = match wait_uri(&mut inst, id).await {
+        let ended = job_ended(inst.clone(), id);
+        let mut watcher = inst.clone();
+        let started = async {
+            let uri = wait_uri(&mut watcher, id).await?;
+            // The shell gets the instance once all its nodes are up.
+            let size = job_r(&mut watcher, id).await?.nnodes() as u64;
+            let deadline = Instant::now() + START_TIMEOUT;
+            while up_count(&uri).await.unwrap_or(0) < size {
+                if Instant::now() > deadline {
+                    bail!("its nodes did not come up within {START_TIMEOUT:?}");
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Ok(uri)
+        };
+        let child = tokio::select! {
+            r = started => r,
+            why = ended => Err(anyhow!("the job ended: {why}")),
+        };
+        let child = match child {
             Ok(u) => u,
             Err(e) => {
                 let outcome = attach::outcome(&mut inst, id).await.ok();
@@ -648,9 +667,14 @@ async fn leader(
         .spawn(jm)
         .context("cannot start fluxgate-job-manager (build it with `cargo build --workspace` or put it on PATH)")?;
     let stdout = child.stdout.take().context("job manager stdout")?;
+    // A signal while starting is the job ending early (cancel, time limit,
+    // or alloc's command already done): an orderly end, not a failure.
     let uri = tokio::select! {
         r = read_uri(stdout, &jm_log, START_TIMEOUT) => r?,
-        s = signals.any() => bail!("interrupted by {s} during startup"),
+        s = signals.any() => {
+            services.shutdown().await;
+            return Ok(ended_by(s, args.script.is_some()));
+        }
     };
     parent
         .jobs
@@ -667,8 +691,9 @@ async fn leader(
     tokio::select! {
         r = wait_ready(&uri, size, START_TIMEOUT, services) => r?,
         s = signals.any() => {
+            drain_child(&uri).await;
             services.shutdown().await;
-            bail!("interrupted by {s} during startup");
+            return Ok(ended_by(s, args.script.is_some()));
         }
     }
     let follow = tokio::spawn(follow_expiration(parent.clone(), id, uri.clone()));
@@ -684,6 +709,21 @@ async fn leader(
     drain_child(&uri).await;
     services.shutdown().await;
     Ok(code)
+}
+
+/// The exit code of an instance task ended by signal `name`: a batch
+/// script killed by it would give 128+signal; alloc ends by SIGTERM.
+fn ended_by(name: &str, batch: bool) -> ExitCode {
+    if !batch {
+        return ExitCode::SUCCESS;
+    }
+    let signal = match name {
+        "SIGINT" => Signal::SIGINT,
+        "SIGHUP" => Signal::SIGHUP,
+        "SIGALRM" => Signal::SIGALRM,
+        _ => Signal::SIGTERM,
+    };
+    ExitCode::from(128 + signal as u8)
 }
 
 /// Run the batch script with the child's URI; SIGTERM (parent cancel) or

@@ -4,10 +4,12 @@
 use std::sync::Arc;
 
 use fluxgate_shared::job::Job;
+use fluxgate_shared::rset::job_expiration;
 use fluxgate_shared::{JobId, Jobspec};
 use serde_json::Value;
 
 use super::{Active, Core, Spec};
+use crate::clock;
 use crate::error::Error;
 use crate::store::Write;
 
@@ -43,6 +45,15 @@ impl Core {
                 "urgency {} is out of range 0-31",
                 args.urgency
             )));
+        }
+        // flux-core's duration validator: inside an instance that expires, a
+        // job whose time limit reaches past the expiration is refused here.
+        let duration = args.jobspec.duration();
+        if duration > 0.0
+            && let Some(end) = self.instance_expiration()
+            && let Err(e) = job_expiration(clock::now(), duration, Some(end))
+        {
+            return Err(Error::Invalid(e.to_string()));
         }
         // Dependencies are checked before anything is stored, so a refused job
         // leaves no trace.
