@@ -676,6 +676,17 @@ async fn resource_update_reaches_the_acquirer_and_the_scheduler() {
     })
     .await
     .expect("update");
+    // Nor may a pending job be updated to outlive the instance.
+    let err = inst
+        .jobs()
+        .await
+        .update(pb::UpdateRequest {
+            id: held.into(),
+            updates: r#"{"attributes.system.duration": 600}"#.into(),
+        })
+        .await
+        .expect_err("refused");
+    assert_eq!(err.code(), tonic::Code::InvalidArgument);
     inst.jobs()
         .await
         .set_urgency(pb::SetUrgencyRequest {

@@ -10,12 +10,13 @@
 
 use std::sync::Arc;
 
-use fluxgate_shared::rset::running_job_expiration;
+use fluxgate_shared::rset::{job_expiration, running_job_expiration};
 use fluxgate_shared::{JobId, JobState};
 use serde_json::{Map, Value};
 
 use super::Core;
 use super::timers::Timer;
+use crate::clock;
 use crate::error::Error;
 use crate::store::Write;
 
@@ -57,6 +58,13 @@ impl Core {
         let _span = tracing::info_span!("update", job = %id).entered();
         match state {
             JobState::New | JobState::Depend | JobState::Priority | JobState::Sched => {
+                // As at submit: no pending job may ask to outlive the instance.
+                if duration > 0.0
+                    && let Err(e) =
+                        job_expiration(clock::now(), duration, self.instance_expiration())
+                {
+                    return Err(Error::Invalid(e.to_string()));
+                }
                 self.post(id, "jobspec-update", Some(updates));
                 if let Some(a) = self.jobs.get_mut(&id) {
                     a.spec.duration = duration;
