@@ -275,15 +275,15 @@ pub fn kill(addr: String, id: JobId, signum: i32, credential: ExecAccess) {
 
 /// Tell the job's leader exec service its new R expiration (RFC 32 practice:
 /// the execution system hears a running job's `resource-update`).
-pub fn expiration(addr: String, id: JobId, expiration: f64) {
+pub fn expiration(addr: String, id: JobId, expiration: f64, credential: ExecAccess) {
     tokio::spawn(async move {
         let result = async {
-            let mut client = ExecClient::new(channel(&addr)?);
+            let mut client = ExecClient::new(channel(&addr, &credential)?);
             client
-                .expiration(pb::ExpirationRequest {
+                .expiration(credential.request(pb::ExpirationRequest {
                     id: id.into(),
                     expiration,
-                })
+                }))
                 .await
                 .map_err(|s| s.message().to_string())
         }

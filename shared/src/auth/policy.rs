@@ -133,6 +133,10 @@ pub enum Action {
     Undrain,
     /// Join the instance as an exec service.
     NodeJoin,
+    /// Change a job's jobspec (its duration) after submission.
+    UpdateJob,
+    /// Change the resources: expiration, properties, reload.
+    ResourceAdmin,
 }
 
 impl Action {
@@ -157,6 +161,8 @@ impl Action {
             Action::Drain => "drain nodes".into(),
             Action::Undrain => "undrain nodes".into(),
             Action::NodeJoin => "join as a node".into(),
+            Action::UpdateJob => "update jobs".into(),
+            Action::ResourceAdmin => "change the resources".into(),
         }
     }
 
@@ -261,7 +267,9 @@ mod tests {
         Action::Memo,
         Action::ReadJob,
     ];
-    const OWNER_ONLY: [Action; 8] = [
+    const OWNER_ONLY: [Action; 10] = [
+        Action::UpdateJob,
+        Action::ResourceAdmin,
         Action::Wait,
         Action::QueueControl,
         Action::Purge,

@@ -190,7 +190,11 @@ pub fn run_alloc(args: AllocArgs) -> anyhow::Result<ExitCode> {
             // The shell gets the instance once all its nodes are up.
             let size = job_r(&mut watcher, id).await?.nnodes() as u64;
             let deadline = Instant::now() + START_TIMEOUT;
-            while up_count(&uri).await.unwrap_or(0) < size {
+            while up_count(&uri, &client::Credentials::default())
+                .await
+                .unwrap_or(0)
+                < size
+            {
                 if Instant::now() > deadline {
                     bail!("its nodes did not come up within {START_TIMEOUT:?}");
                 }
@@ -688,8 +692,10 @@ async fn leader(
         .context("cannot record the instance's uri on its job")?;
     spawn_exec(services, &uri, r, 0, statedir)?;
     let size = r.nnodes() as u32;
+    // The child instance runs open: its clients need no credentials.
+    let open = client::Credentials::default();
     tokio::select! {
-        r = wait_ready(&uri, size, START_TIMEOUT, services) => r?,
+        r = wait_ready(&uri, &open, size, START_TIMEOUT, services) => r?,
         s = signals.any() => {
             drain_child(&uri).await;
             services.shutdown().await;
@@ -865,7 +871,7 @@ async fn follower(
                 if services.exited().is_some() {
                     break;
                 }
-                match up_count(&uri).await {
+                match up_count(&uri, &client::Credentials::default()).await {
                     Ok(_) => misses = 0,
                     Err(_) => misses += 1,
                 }

@@ -167,7 +167,8 @@ impl Core {
     /// `resource-update` is durable.
     pub(super) fn exec_expiration(&mut self, id: JobId, expiration: f64) {
         if let Some(addr) = self.leader_addr(id) {
-            self.after_commit(move || exec_client::expiration(addr, id, expiration));
+            let access = self.exec_access.clone();
+            self.after_commit(move || exec_client::expiration(addr, id, expiration, access));
         }
     }
 

@@ -256,6 +256,8 @@ impl JobManager for JobManagerService {
         &self,
         request: Request<pb::UpdateRequest>,
     ) -> Result<Response<pb::UpdateResponse>, Status> {
+        // As flux-core's update of a running job's duration: the instance owner's.
+        allow(&caller(&request)?, Action::UpdateJob, None)?;
         let req = request.into_inner();
         let updates: Map<String, Value> = match serde_json::from_str(&req.updates) {
             Ok(Value::Object(m)) => m,

@@ -230,6 +230,7 @@ impl Resource for ResourceService {
         &self,
         request: Request<pb::ResourceUpdateRequest>,
     ) -> Result<Response<pb::ResourceUpdateResponse>, Status> {
+        allow(&caller(&request)?, Action::ResourceAdmin, None)?;
         let expiration = request.into_inner().expiration;
         ask(&self.inbox, |reply| {
             Msg::Resource(ResourceMsg::Update { expiration, reply })
@@ -242,6 +243,7 @@ impl Resource for ResourceService {
         &self,
         request: Request<pb::PropertyRequest>,
     ) -> Result<Response<pb::PropertyResponse>, Status> {
+        allow(&caller(&request)?, Action::ResourceAdmin, None)?;
         let req = request.into_inner();
         ask(&self.inbox, |reply| {
             Msg::Resource(ResourceMsg::Property {
@@ -259,6 +261,7 @@ impl Resource for ResourceService {
         &self,
         request: Request<pb::ReloadRequest>,
     ) -> Result<Response<pb::ReloadResponse>, Status> {
+        allow(&caller(&request)?, Action::ResourceAdmin, None)?;
         let r = fluxgate_shared::ResourceSet::parse(&request.into_inner().r)
             .map_err(|e| Status::invalid_argument(format!("R: {e}")))?;
         ask(&self.inbox, |reply| {
