@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
-use fluxgate_integration_tests::{Instance, binary, names};
+use fluxgate_integration_tests::{Authed, Bearer, Instance, binary, names};
 use fluxgate_proto::v1 as pb;
 use fluxgate_proto::v1::job_manager_client::JobManagerClient;
 use fluxgate_proto::v1::resource_client::ResourceClient;
@@ -92,7 +92,7 @@ async fn output(inst: &Instance, id: JobId) -> String {
 }
 
 /// Wait for the `uri` memo of a job.
-async fn memo_uri(jobs: &mut JobManagerClient<tonic::transport::Channel>, id: JobId) -> String {
+async fn memo_uri(jobs: &mut JobManagerClient<Authed>, id: JobId) -> String {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let text = jobs
@@ -269,9 +269,13 @@ async fn proxy_and_uri_descend_through_nested_instances() {
         assert!(Instant::now() < deadline, "no job in level 1");
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
-    let mut level1_jobs = JobManagerClient::connect(level1.clone())
+    // The child instance runs open: a client with no credentials.
+    let channel = tonic::transport::Endpoint::from_shared(level1.clone())
+        .expect("uri")
+        .connect()
         .await
         .expect("connect");
+    let mut level1_jobs = JobManagerClient::with_interceptor(channel, Bearer::new(None));
     let level2 = memo_uri(&mut level1_jobs, inner).await;
     let path = format!("{id}/{inner}");
     let out = fluxgate(&inst.uri, dir.path(), &["uri", &path]);
@@ -313,9 +317,13 @@ async fn expiration_change_is_seen_at_every_level() {
         assert!(Instant::now() < deadline, "no job in level 1");
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
-    let mut level1_jobs = JobManagerClient::connect(level1.clone())
+    // The child instance runs open: a client with no credentials.
+    let channel = tonic::transport::Endpoint::from_shared(level1.clone())
+        .expect("uri")
+        .connect()
         .await
         .expect("connect");
+    let mut level1_jobs = JobManagerClient::with_interceptor(channel, Bearer::new(None));
     let level2 = memo_uri(&mut level1_jobs, inner).await;
 
     // A child job without a limit in an instance that expires gets the time left.
