@@ -92,6 +92,26 @@ async fn output(inst: &Instance, id: JobId) -> String {
 }
 
 /// Wait for the `uri` memo of a job.
+/// The one job of the instance at `level1`, and the URI of the instance it runs.
+async fn inner_instance(level1: &str) -> (JobId, String) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let inner = loop {
+        if let Some(j) = active(level1).await.first() {
+            break JobId::from(j.id);
+        }
+        assert!(Instant::now() < deadline, "no job in level 1");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    // The child instance runs open: a client with no credentials.
+    let channel = tonic::transport::Endpoint::from_shared(level1.to_string())
+        .expect("uri")
+        .connect()
+        .await
+        .expect("connect");
+    let mut jobs = JobManagerClient::with_interceptor(channel, Bearer::new(None));
+    (inner, memo_uri(&mut jobs, inner).await)
+}
+
 async fn memo_uri(jobs: &mut JobManagerClient<Authed>, id: JobId) -> String {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
@@ -261,22 +281,7 @@ async fn proxy_and_uri_descend_through_nested_instances() {
     let id = batch(&inst.uri, dir.path(), &["outer.sh"]);
     let mut jobs = inst.jobs().await;
     let level1 = memo_uri(&mut jobs, id).await;
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let inner = loop {
-        if let Some(j) = active(&level1).await.first() {
-            break JobId::from(j.id);
-        }
-        assert!(Instant::now() < deadline, "no job in level 1");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
-    // The child instance runs open: a client with no credentials.
-    let channel = tonic::transport::Endpoint::from_shared(level1.clone())
-        .expect("uri")
-        .connect()
-        .await
-        .expect("connect");
-    let mut level1_jobs = JobManagerClient::with_interceptor(channel, Bearer::new(None));
-    let level2 = memo_uri(&mut level1_jobs, inner).await;
+    let (inner, level2) = inner_instance(&level1).await;
     let path = format!("{id}/{inner}");
     let out = fluxgate(&inst.uri, dir.path(), &["uri", &path]);
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), level2);
@@ -308,23 +313,7 @@ async fn expiration_change_is_seen_at_every_level() {
     let id = batch(&inst.uri, dir.path(), &["-N1", "-t", "10m", "outer.sh"]);
     let mut jobs = inst.jobs().await;
     let level1 = memo_uri(&mut jobs, id).await;
-    // Level 2 is the one job of level 1.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let inner = loop {
-        if let Some(j) = active(&level1).await.first() {
-            break JobId::from(j.id);
-        }
-        assert!(Instant::now() < deadline, "no job in level 1");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
-    // The child instance runs open: a client with no credentials.
-    let channel = tonic::transport::Endpoint::from_shared(level1.clone())
-        .expect("uri")
-        .connect()
-        .await
-        .expect("connect");
-    let mut level1_jobs = JobManagerClient::with_interceptor(channel, Bearer::new(None));
-    let level2 = memo_uri(&mut level1_jobs, inner).await;
+    let (inner, level2) = inner_instance(&level1).await;
 
     // A child job without a limit in an instance that expires gets the time left.
     let r = inst.r(id).await;
