@@ -568,6 +568,20 @@ pub async fn stored_log(jobs: &mut JobManagerClient<Authed>, id: JobId, log: &st
         .unwrap_or_else(|e| panic!("{log} of {id} does not parse: {e}"))
 }
 
+/// The `data` of each output event that has one, in order.
+pub fn output_data(events: &[Event]) -> Vec<String> {
+    events
+        .iter()
+        .filter_map(|e| {
+            e.context
+                .as_ref()?
+                .get("data")?
+                .as_str()
+                .map(str::to_string)
+        })
+        .collect()
+}
+
 /// The names of `events`, in order.
 pub fn names(events: &[Event]) -> Vec<&str> {
     events.iter().map(|e| e.name.as_str()).collect()

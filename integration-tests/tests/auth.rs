@@ -7,7 +7,7 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use fluxgate_integration_tests::{Instance, Setup, binary, names};
+use fluxgate_integration_tests::{Instance, Setup, binary, names, output_data};
 use fluxgate_proto::v1 as pb;
 use fluxgate_proto::v1::exec_client::ExecClient;
 use fluxgate_proto::v1::node_client::NodeClient;
@@ -608,16 +608,7 @@ async fn a_job_runs_as_its_owner() {
     let ev = inst.wait_clean(id).await;
     assert_eq!(context_u64(&ev, "finish", "status"), 0, "{ev:?}");
     let out = inst.log(id, "output").await;
-    let data: String = out
-        .iter()
-        .filter_map(|e| {
-            e.context
-                .as_ref()?
-                .get("data")?
-                .as_str()
-                .map(str::to_string)
-        })
-        .collect();
+    let data: String = output_data(&out).concat();
     let gid = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(NOBODY))
         .expect("passwd")
         .expect("nobody exists")
@@ -694,16 +685,7 @@ async fn an_unprivileged_exec_service_runs_only_its_own_uids_jobs() {
     assert_eq!(context_u64(&ev, "submit", "userid"), u64::from(NOBODY));
     assert_eq!(context_u64(&ev, "finish", "status"), 0, "{:?}", names(&ev));
     let out = inst.log(id, "output").await;
-    let data: String = out
-        .iter()
-        .filter_map(|e| {
-            e.context
-                .as_ref()?
-                .get("data")?
-                .as_str()
-                .map(str::to_string)
-        })
-        .collect();
+    let data: String = output_data(&out).concat();
     assert_eq!(data, format!("{NOBODY}\n"));
 }
 

@@ -2,7 +2,7 @@
 //! scenario matches what Flux itself writes (see the flux-golden reference
 //! logs), with the same context keys.
 
-use fluxgate_integration_tests::{Instance, keys, names};
+use fluxgate_integration_tests::{Instance, keys, names, output_data};
 use fluxgate_proto::v1 as pb;
 use fluxgate_shared::Event;
 use fluxgate_shared::jobspec::JobspecBuilder;
@@ -104,16 +104,7 @@ async fn four_node_job_runs_a_task_per_node() {
         ["init", "starting", "shell-exit", "complete", "done"]
     );
     let out = inst.log(id, "output").await;
-    let mut lines: Vec<String> = out
-        .iter()
-        .filter_map(|e| {
-            e.context
-                .as_ref()?
-                .get("data")?
-                .as_str()
-                .map(str::to_string)
-        })
-        .collect();
+    let mut lines = output_data(&out);
     lines.sort();
     assert_eq!(
         lines,

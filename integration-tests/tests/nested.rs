@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
-use fluxgate_integration_tests::{Authed, Bearer, Instance, binary, names};
+use fluxgate_integration_tests::{Authed, Bearer, Instance, binary, names, output_data};
 use fluxgate_proto::v1 as pb;
 use fluxgate_proto::v1::job_manager_client::JobManagerClient;
 use fluxgate_proto::v1::resource_client::ResourceClient;
@@ -78,17 +78,7 @@ fn status_of(events: &[Event]) -> i64 {
 
 /// The job's output (stdout and stderr data), for failure messages.
 async fn output(inst: &Instance, id: JobId) -> String {
-    inst.log(id, "output")
-        .await
-        .iter()
-        .filter_map(|e| {
-            e.context
-                .as_ref()?
-                .get("data")?
-                .as_str()
-                .map(str::to_string)
-        })
-        .collect()
+    output_data(&inst.log(id, "output").await).concat()
 }
 
 /// Wait for the `uri` memo of a job.
