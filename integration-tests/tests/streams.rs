@@ -4,7 +4,7 @@
 //! served, a reader that starts late still gets every line, and hanging up
 //! mid-stream leaves the service as it was.
 
-use fluxgate_integration_tests::Instance;
+use fluxgate_integration_tests::{Instance, output_data};
 use fluxgate_proto::v1 as pb;
 use fluxgate_shared::Event;
 use fluxgate_shared::jobspec::JobspecBuilder;
@@ -93,4 +93,47 @@ async fn slow_and_vanishing_readers_cost_bounded_memory() {
     drop(idle);
     let after = inst.submit(&JobspecBuilder::new(["true"]), None).await;
     inst.wait_clean(after).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follower_gets_lines_too_long_for_the_hub_in_order() {
+    let inst = Instance::start(1, 2).await;
+    // Lines of 20,000 bytes between short ones, slowly enough that the
+    // follower is caught up: the long ones reach it from the store, the
+    // short ones through the hub.
+    let script = "for i in 1 2 3 4 5; do echo short$i; head -c 20000 /dev/zero | tr '\\0' $i; echo; sleep 0.1; done";
+    let id = inst
+        .submit(&JobspecBuilder::new(["sh", "-c", script]), None)
+        .await;
+    let mut follower = inst
+        .jobs()
+        .await
+        .watch_eventlog(pb::WatchEventlogRequest {
+            id: id.into(),
+            name: "output".into(),
+            follow: true,
+            wait_create: true,
+        })
+        .await
+        .expect("watch")
+        .into_inner();
+    let mut lines = Vec::new();
+    while let Some(line) = follower.message().await.expect("stream") {
+        lines.push(line.line);
+    }
+    let stored = inst.log(id, "output").await;
+    let followed: Vec<Event> = lines
+        .iter()
+        .map(|l| Event::parse_json(l).expect("RFC 18 line"))
+        .collect();
+    assert_eq!(
+        followed, stored,
+        "the follower saw the stored log, line for line"
+    );
+    let text = output_data(&stored).concat();
+    let want: String = (1..=5)
+        .map(|i| format!("short{i}\n{}\n", i.to_string().repeat(20_000)))
+        .collect();
+    assert_eq!(text, want);
+    assert!(lines.iter().any(|l| l.len() > 4096), "some lines were long");
 }

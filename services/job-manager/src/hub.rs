@@ -14,17 +14,23 @@ use tokio::sync::broadcast;
 use crate::store::Log;
 
 /// Lines a watcher may fall behind before it must re-read the store.
-pub const HUB_CAPACITY: usize = 65_536;
+pub const HUB_CAPACITY: usize = 16_384;
+
+/// Longest line the hub carries itself; a watcher reads a longer one from
+/// the store. With [`HUB_CAPACITY`] this bounds what lagging watchers keep
+/// alive (64 MiB), whatever the jobs write.
+pub const HUB_LINE_MAX: usize = 4096;
 
 /// What watchers hear.
 #[derive(Debug, Clone)]
 pub enum Published {
-    /// Line number `seq` (0-based) of a job's log is durable.
+    /// Line number `seq` (0-based) of a job's log is durable; its text,
+    /// unless longer than [`HUB_LINE_MAX`].
     Line {
         id: JobId,
         log: Log,
         seq: u64,
-        line: Arc<str>,
+        line: Option<Arc<str>>,
     },
     /// The job is inactive: its logs are final.
     Inactive { id: JobId },

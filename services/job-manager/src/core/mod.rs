@@ -41,7 +41,7 @@ use tokio::sync::{mpsc, oneshot};
 use crate::clock;
 use crate::config::Config;
 use crate::error::Error;
-use crate::hub::{Hub, Published};
+use crate::hub::{HUB_LINE_MAX, Hub, Published};
 use crate::store::{Log, SqliteStore, Write};
 
 pub use commit::Committer;
@@ -606,15 +606,21 @@ impl Core {
         };
         let seq = active.seq[slot];
         active.seq[slot] += 1;
-        let line: Arc<str> = Arc::from(line);
+        let shared: Option<Arc<str>> =
+            (line.len() <= HUB_LINE_MAX).then(|| Arc::from(line.as_str()));
         out.writes.push(Write::Append {
             id: id.into(),
             log,
-            line: line.to_string(),
+            line,
         });
         let hub = hub.clone();
         out.effects.push(Box::new(move || {
-            hub.publish(Published::Line { id, log, seq, line });
+            hub.publish(Published::Line {
+                id,
+                log,
+                seq,
+                line: shared,
+            });
         }));
     }
 

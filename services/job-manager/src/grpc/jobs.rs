@@ -669,6 +669,15 @@ async fn follow_log(
                 if seq < next.line {
                     continue;
                 }
+                let Some(line) = line else {
+                    // Too long for the hub: this line and what follows it
+                    // from the store.
+                    match send_pages(&store, id, log, LogPos::line(seq), None, &tx).await {
+                        Some(pos) => next = pos,
+                        None => return,
+                    }
+                    continue;
+                };
                 next = LogPos::line(seq + 1);
                 if tx
                     .send(Ok(pb::EventlogLine {
