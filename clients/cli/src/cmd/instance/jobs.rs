@@ -1,0 +1,243 @@
+//! The commands a user runs: `batch`, `alloc`, `proxy` and `uri`.
+
+use super::*;
+
+/// Run `fluxgate batch`: submit the instance job and print its id.
+pub fn run_batch(args: BatchArgs) -> anyhow::Result<ExitCode> {
+    let (text, name, script_args) = if args.wrap {
+        let quoted: Vec<String> = args.script.iter().map(|a| shell_quote(a)).collect();
+        (
+            format!("#!/bin/sh\n{}\n", quoted.join(" ")),
+            "wrap".to_string(),
+            Vec::new(),
+        )
+    } else {
+        let (path, rest) = args
+            .script
+            .split_first()
+            .context("a batch script is required")?;
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read batch script {path}"))?;
+        let name = Path::new(path)
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| path.clone());
+        (text, name, rest.to_vec())
+    };
+    let exe = std::env::current_exe().context("cannot find the fluxgate executable")?;
+    let mut command = vec![
+        exe.to_string_lossy().into_owned(),
+        "instance".into(),
+        format!("--script={text}"),
+        format!("--script-name={name}"),
+        "--".into(),
+    ];
+    command.extend(script_args);
+    let uri = client::uri()?;
+    let req = args.opts.instance_request(&command, &uri, &name)?;
+    client::block_on(async {
+        let mut inst = client::connect_to(&uri).await?;
+        let id = submit_one(&mut inst, req).await?;
+        if !args.quiet {
+            println!("{}", client::f58(id));
+        }
+        Ok(ExitCode::SUCCESS)
+    })?
+}
+
+/// Run `fluxgate alloc`: submit an instance job, wait for the instance,
+/// run CMD (default $SHELL) in it, then end the job; CMD's status is ours.
+pub fn run_alloc(args: AllocArgs) -> anyhow::Result<ExitCode> {
+    let exe = std::env::current_exe().context("cannot find the fluxgate executable")?;
+    let command = vec![exe.to_string_lossy().into_owned(), "instance".into()];
+    let uri = client::uri()?;
+    let req = args.opts.instance_request(&command, &uri, "alloc")?;
+    let rt = client::runtime()?;
+    let mut signals = {
+        let _guard = rt.enter();
+        Signals::new()?
+    };
+    rt.block_on(async {
+        let mut inst = client::connect_to(&uri).await?;
+        let id = submit_one(&mut inst, req).await?;
+        let ended = job_ended(inst.clone(), id);
+        let mut watcher = inst.clone();
+        let started = async {
+            let uri = wait_uri(&mut watcher, id).await?;
+            // The shell gets the instance once all its nodes are up.
+            let size = job_r(&mut watcher, id).await?.nnodes() as u64;
+            let deadline = Instant::now() + START_TIMEOUT;
+            while up_count(&uri, &client::Credentials::default())
+                .await
+                .unwrap_or(0)
+                < size
+            {
+                if Instant::now() > deadline {
+                    bail!("its nodes did not come up within {START_TIMEOUT:?}");
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Ok(uri)
+        };
+        let child = tokio::select! {
+            r = started => r,
+            why = ended => Err(anyhow!("the job ended: {why}")),
+        };
+        let child = match child {
+            Ok(u) => u,
+            Err(e) => {
+                let outcome = attach::outcome(&mut inst, id).await.ok();
+                let why = outcome.and_then(|o| o.message).unwrap_or_default();
+                bail!(
+                    "{}: the instance did not start: {e:#} {why}",
+                    client::f58(id)
+                );
+            }
+        };
+        // Should the job end first (cancel, time limit), CMD hears a hangup,
+        // as a shell inside the job would.
+        let ended = Box::pin(job_ended(inst.clone(), id));
+        let code = run_with_uri(&args.command, &child, &mut signals, Some(ended)).await?;
+        // The instance's tasks end cleanly on SIGTERM: the job completes.
+        let _ = inst
+            .jobs
+            .kill(pb::KillRequest {
+                id: id.as_u64(),
+                signum: Signal::SIGTERM as i32,
+            })
+            .await;
+        let outcome = attach::outcome(&mut inst, id).await?;
+        if let Some(msg) = outcome.message {
+            eprintln!("{}: {msg}", client::f58(id));
+        }
+        Ok(code)
+    })
+}
+
+/// Run `fluxgate proxy ID [CMD]`.
+pub fn run_proxy(args: ProxyArgs) -> anyhow::Result<ExitCode> {
+    let rt = client::runtime()?;
+    let mut signals = {
+        let _guard = rt.enter();
+        Signals::new()?
+    };
+    rt.block_on(async {
+        let uri = resolve(&client::uri()?, &args.jobid).await?;
+        run_with_uri(&args.command, &uri, &mut signals, None).await
+    })
+}
+
+/// Run `fluxgate uri ID`: print the URI of the instance job ID runs.
+pub fn run_uri(args: UriArgs) -> anyhow::Result<ExitCode> {
+    client::block_on(async {
+        println!("{}", resolve(&client::uri()?, &args.jobid).await?);
+        Ok(ExitCode::SUCCESS)
+    })?
+}
+
+/// The URI of the instance that job `path` runs, from the instance at
+/// `uri`; `ID/ID2/...` descends into nested instances, as flux's resolver.
+pub async fn resolve(uri: &str, path: &str) -> anyhow::Result<String> {
+    let mut cur = uri.to_string();
+    for part in path.split('/').filter(|p| !p.is_empty()) {
+        let id = client::parse_jobid(part)?;
+        let mut inst = client::connect_to(&cur).await?;
+        cur = memo_uri(&mut inst, id).await?.ok_or_else(|| {
+            anyhow!(
+                "job {} is not an instance (it has no uri memo)",
+                client::f58(id)
+            )
+        })?;
+    }
+    Ok(cur)
+}
+
+/// The `uri` memo of job `id`, as its eventlog holds it now.
+pub async fn memo_uri(inst: &mut Instance, id: JobId) -> anyhow::Result<Option<String>> {
+    let info = inst
+        .jobs
+        .info(pb::InfoRequest {
+            id: id.as_u64(),
+            keys: vec!["eventlog".into()],
+        })
+        .await
+        .map_err(client::status_error)?
+        .into_inner();
+    let text = info.values.get("eventlog").cloned().unwrap_or_default();
+    let mut uri = None;
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        if let Ok(ev) = client::parse_event(line)
+            && ev.name == "memo"
+            && let Some(v) = ev.ctx("uri")
+        {
+            uri = v.as_str().map(str::to_string);
+        }
+    }
+    Ok(uri)
+}
+
+/// Run `command` (default $SHELL) with FLUXGATE_URI set; SIGTERM and SIGHUP
+/// are passed on, SIGINT is left to it (the terminal sent it there too).
+async fn run_with_uri(
+    command: &[String],
+    uri: &str,
+    signals: &mut Signals,
+    mut ended: Option<Pin<Box<dyn Future<Output = String>>>>,
+) -> anyhow::Result<ExitCode> {
+    let (prog, rest) = match command.split_first() {
+        Some((p, r)) => (p.clone(), r.to_vec()),
+        None => (
+            std::env::var("SHELL").unwrap_or_else(|_| "/bin/sh".into()),
+            Vec::new(),
+        ),
+    };
+    let mut child = tokio::process::Command::new(&prog)
+        .args(&rest)
+        .env(client::URI_ENV, uri)
+        .spawn()
+        .with_context(|| format!("cannot run {prog}"))?;
+    let pid = child.id().map(|p| Pid::from_raw(p as i32));
+    let status = loop {
+        let job_end = async {
+            match ended.as_mut() {
+                Some(f) => f.await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            s = child.wait() => break s?,
+            why = job_end => {
+                eprintln!("fluxgate: the instance's job ended: {why}");
+                ended = None;
+                forward(pid, Signal::SIGHUP);
+            }
+            _ = signals.int.recv() => {}
+            _ = signals.term.recv() => forward(pid, Signal::SIGTERM),
+            _ = signals.hup.recv() => forward(pid, Signal::SIGHUP),
+        }
+    };
+    Ok(exit_code(status))
+}
+
+/// Resolves when job `id` finishes or gets a fatal exception, with why.
+async fn job_ended(mut inst: Instance, id: JobId) -> String {
+    let Ok(mut stream) = attach::watch(&mut inst, id, "eventlog", true, false).await else {
+        return std::future::pending().await;
+    };
+    while let Ok(Some(line)) = stream.message().await {
+        let Ok(ev) = client::parse_event(&line.line) else {
+            continue;
+        };
+        match ev.name.as_str() {
+            "exception" if ev.ctx_i64("severity").unwrap_or(0) == 0 => {
+                let ty = ev.ctx_str("type").unwrap_or("exception");
+                let note = ev.ctx_str("note").unwrap_or("");
+                return format!("job.exception type={ty} {note}").trim().to_string();
+            }
+            "finish" => return "its tasks exited".into(),
+            _ => {}
+        }
+    }
+    // The stream broke: say nothing rather than hang up on a guess.
+    std::future::pending().await
+}

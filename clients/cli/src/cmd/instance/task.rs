@@ -1,0 +1,447 @@
+//! One task of an instance job: the child instance's services on this
+//! node, and on rank 0 the child job manager and the script.
+
+use super::*;
+
+/// The signals an instance task handles: those of [`Signals`], and SIGALRM,
+/// which the exec service sends when the job's time limit is reached (as
+/// flux's job shell gets it), so that a timeout tears the instance down as
+/// a cancel does.
+#[derive(Debug)]
+struct TaskSignals {
+    base: Signals,
+    alrm: tokio::signal::unix::Signal,
+}
+
+impl TaskSignals {
+    /// Install the handlers; needs a runtime.
+    fn new() -> anyhow::Result<TaskSignals> {
+        use tokio::signal::unix::{SignalKind, signal};
+        Ok(TaskSignals {
+            base: Signals::new()?,
+            alrm: signal(SignalKind::alarm()).context("SIGALRM handler")?,
+        })
+    }
+
+    /// The name of the next signal received.
+    async fn any(&mut self) -> &'static str {
+        tokio::select! {
+            s = self.base.any() => s,
+            _ = self.alrm.recv() => "SIGALRM",
+        }
+    }
+}
+
+/// Run one task of an instance job (the hidden `fluxgate instance`).
+pub fn run_instance(args: InstanceArgs) -> anyhow::Result<ExitCode> {
+    if args.watchdog {
+        return client::block_on(watchdog(args.statedir.as_deref()))?;
+    }
+    let parent_uri = client::uri()?;
+    let id = client::parse_jobid(
+        &std::env::var(JOB_ID_ENV).with_context(|| format!("{JOB_ID_ENV} is not set"))?,
+    )?;
+    let rank: u32 = match std::env::var(TASK_RANK_ENV) {
+        Ok(r) => r
+            .parse()
+            .with_context(|| format!("{TASK_RANK_ENV}={r:?} is not a rank"))?,
+        Err(_) => 0,
+    };
+    let rt = client::runtime()?;
+    let mut signals = {
+        let _guard = rt.enter();
+        TaskSignals::new()?
+    };
+    rt.block_on(async {
+        let mut parent = client::connect_to(&parent_uri).await?;
+        let r = job_r(&mut parent, id).await?;
+        let child_r = child_resources(&r);
+        let dir = tempfile::Builder::new()
+            .prefix("fluxgate-instance-")
+            .tempdir()
+            .context("cannot create the instance's state directory")?;
+        let statedir = dir.path().to_path_buf();
+        let mut services = Services::new(SERVICE_KILL_TIMEOUT, Some(dir));
+        // First, so that it leads the services' process group.
+        let mut wd = Command::new(std::env::current_exe().context("cannot find fluxgate")?);
+        wd.args(["instance", "--watchdog"])
+            .arg("--statedir")
+            .arg(&statedir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        services
+            .spawn(wd)
+            .context("cannot start the instance watchdog")?;
+        if rank == 0 {
+            let r = leader(
+                &args,
+                &mut parent,
+                id,
+                &child_r,
+                &statedir,
+                &mut services,
+                &mut signals,
+            )
+            .await;
+            if let Err(e) = &r {
+                // The other ranks wait for an instance that will not come:
+                // end the job, with the reason, rather than leave it hanging.
+                let _ = parent
+                    .jobs
+                    .raise_exception(pb::RaiseExceptionRequest {
+                        id: id.as_u64(),
+                        r#type: "exec".into(),
+                        severity: 0,
+                        note: format!("instance failed: {e:#}"),
+                    })
+                    .await;
+            }
+            r
+        } else {
+            follower(
+                &mut parent,
+                id,
+                rank,
+                &child_r,
+                &statedir,
+                &mut services,
+                &mut signals,
+            )
+            .await
+        }
+    })
+}
+
+/// The services' watchdog: it lives in their process group and stops them
+/// if the task that started them dies without doing so (SIGKILL once the
+/// parent's kill timeout passed), so nothing outlives the job. An orderly
+/// teardown (SIGTERM to the group while the task lives) ends it at once.
+async fn watchdog(statedir: Option<&Path>) -> anyhow::Result<ExitCode> {
+    use nix::unistd::{getpgrp, getppid};
+    use tokio::signal::unix::{SignalKind, signal};
+    let task = getppid();
+    let mut term = signal(SignalKind::terminate()).context("SIGTERM handler")?;
+    loop {
+        tokio::select! {
+            _ = term.recv() => {
+                if getppid() == task {
+                    return Ok(ExitCode::SUCCESS);
+                }
+            }
+            _ = tokio::time::sleep(Duration::from_millis(100)) => {
+                if getppid() != task {
+                    break;
+                }
+            }
+        }
+    }
+    let group = getpgrp();
+    let _ = nix::sys::signal::killpg(group, Signal::SIGTERM);
+    let deadline = tokio::time::Instant::now() + SERVICE_KILL_TIMEOUT;
+    // Our own SIGTERM arrives too; it is not a reason to stop early.
+    while tokio::time::Instant::now() < deadline {
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = tokio::time::sleep_until(deadline) => {}
+        }
+    }
+    if let Some(dir) = statedir {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+    let _ = nix::sys::signal::killpg(group, Signal::SIGKILL);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A service command without the `FLUXGATE_*` settings of the task's
+/// environment (which came from the submitter), so only our flags count.
+fn service_command(name: &str) -> Command {
+    let mut cmd = Command::new(service_binary(name));
+    for (k, _) in std::env::vars_os() {
+        let k = k.to_string_lossy();
+        if k.starts_with("FLUXGATE_") && k != "FLUXGATE_LOG" {
+            cmd.env_remove(k.as_ref());
+        }
+    }
+    cmd.stdin(Stdio::null());
+    cmd
+}
+
+/// Start the exec service of child rank `rank`, joining `uri`.
+fn spawn_exec(
+    services: &mut Services,
+    uri: &str,
+    r: &ResourceSet,
+    rank: u32,
+    statedir: &Path,
+) -> anyhow::Result<()> {
+    let node = r
+        .node(rank)
+        .with_context(|| format!("rank {rank} is not in the job's R"))?;
+    let mut ex = service_command("fluxgate-exec");
+    ex.arg("--job-manager")
+        .arg(uri)
+        .arg("--listen")
+        .arg("127.0.0.1:0")
+        .arg("--kill-timeout")
+        .arg("1")
+        .stdout(Stdio::null())
+        .stderr(log_file(statedir, &format!("exec-{rank}.log"))?);
+    if let Some(h) = node.hostname() {
+        ex.arg("--hostname").arg(h);
+    }
+    if !node.cores().is_empty() {
+        ex.arg("--cores").arg(node.cores().to_string());
+    }
+    if !node.gpus().is_empty() {
+        ex.arg("--gpus").arg(node.gpus().to_string());
+    }
+    services.spawn(ex).context(
+        "cannot start fluxgate-exec (build it with `cargo build --workspace` or put it on PATH)",
+    )?;
+    Ok(())
+}
+
+/// Rank 0: the child job manager, the URI memo, rank 0's exec service, the
+/// script, the expiration follower, and the teardown.
+async fn leader(
+    args: &InstanceArgs,
+    parent: &mut Instance,
+    id: JobId,
+    r: &ResourceSet,
+    statedir: &Path,
+    services: &mut Services,
+    signals: &mut TaskSignals,
+) -> anyhow::Result<ExitCode> {
+    let r_path = statedir.join("R.json");
+    std::fs::write(&r_path, r.to_json_string())
+        .with_context(|| format!("cannot write {}", r_path.display()))?;
+    let jm_log = statedir.join("job-manager.log");
+    let mut jm = service_command("fluxgate-job-manager");
+    jm.arg("--listen")
+        .arg("127.0.0.1:0")
+        .arg("--statedir")
+        .arg(statedir)
+        .arg("--resource-path")
+        .arg(&r_path)
+        .arg("--set")
+        .arg("resource.method=job-info")
+        .stdout(Stdio::piped())
+        .stderr(log_file(statedir, "job-manager.log")?);
+    let child = services
+        .spawn(jm)
+        .context("cannot start fluxgate-job-manager (build it with `cargo build --workspace` or put it on PATH)")?;
+    let stdout = child.stdout.take().context("job manager stdout")?;
+    // A signal while starting is the job ending early (cancel, time limit,
+    // or alloc's command already done): an orderly end, not a failure.
+    let uri = tokio::select! {
+        r = read_uri(stdout, &jm_log, START_TIMEOUT) => r?,
+        s = signals.any() => {
+            services.shutdown().await;
+            return Ok(ended_by(s, args.script.is_some()));
+        }
+    };
+    parent
+        .jobs
+        .memo(pb::MemoRequest {
+            id: id.as_u64(),
+            memo: json!({ "uri": uri }).to_string(),
+            volatile: false,
+        })
+        .await
+        .map_err(client::status_error)
+        .context("cannot record the instance's uri on its job")?;
+    spawn_exec(services, &uri, r, 0, statedir)?;
+    let size = r.nnodes() as u32;
+    // The child instance runs open: its clients need no credentials.
+    let open = client::Credentials::default();
+    tokio::select! {
+        r = wait_ready(&uri, &open, size, START_TIMEOUT, services) => r?,
+        s = signals.any() => {
+            drain_child(&uri).await;
+            services.shutdown().await;
+            return Ok(ended_by(s, args.script.is_some()));
+        }
+    }
+    let follow = tokio::spawn(follow_expiration(parent.clone(), id, uri.clone()));
+    let code = match &args.script {
+        Some(text) => run_script(text, args, &uri, statedir, signals).await?,
+        None => {
+            // alloc: the instance lives until its job is told to end.
+            signals.any().await;
+            ExitCode::SUCCESS
+        }
+    };
+    follow.abort();
+    drain_child(&uri).await;
+    services.shutdown().await;
+    Ok(code)
+}
+
+/// The exit code of an instance task ended by signal `name`: a batch
+/// script killed by it would give 128+signal; alloc ends by SIGTERM.
+fn ended_by(name: &str, batch: bool) -> ExitCode {
+    if !batch {
+        return ExitCode::SUCCESS;
+    }
+    let signal = match name {
+        "SIGINT" => Signal::SIGINT,
+        "SIGHUP" => Signal::SIGHUP,
+        "SIGALRM" => Signal::SIGALRM,
+        _ => Signal::SIGTERM,
+    };
+    ExitCode::from(128 + signal as u8)
+}
+
+/// Run the batch script with the child's URI; SIGTERM (parent cancel) or
+/// SIGALRM (time limit) ends it, and answers 128+signal as a shell would.
+async fn run_script(
+    text: &str,
+    args: &InstanceArgs,
+    uri: &str,
+    statedir: &Path,
+    signals: &mut TaskSignals,
+) -> anyhow::Result<ExitCode> {
+    // In a directory of its own, under its own name when that is a plain
+    // file name, so that $0 reads as the user wrote it.
+    let dir = statedir.join("script");
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let path: PathBuf = dir.join(&args.script_name);
+    let path = if path.parent() == Some(dir.as_path()) {
+        path
+    } else {
+        dir.join("script")
+    };
+    std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))?;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o700))
+        .with_context(|| format!("cannot make {} executable", path.display()))?;
+    let mut cmd = if text.starts_with("#!") {
+        tokio::process::Command::new(&path)
+    } else {
+        let mut c = tokio::process::Command::new("/bin/sh");
+        c.arg(&path);
+        c
+    };
+    let mut child = cmd
+        .args(&args.args)
+        .env(client::URI_ENV, uri)
+        .spawn()
+        .with_context(|| format!("cannot run the batch script {}", args.script_name))?;
+    let pid = child.id().map(|p| Pid::from_raw(p as i32));
+    let status = loop {
+        tokio::select! {
+            s = child.wait() => break s?,
+            _ = signals.base.int.recv() => forward(pid, Signal::SIGINT),
+            _ = signals.base.term.recv() => forward(pid, Signal::SIGTERM),
+            _ = signals.base.hup.recv() => forward(pid, Signal::SIGHUP),
+            _ = signals.alrm.recv() => forward(pid, Signal::SIGALRM),
+        }
+    };
+    Ok(exit_code(status))
+}
+
+/// Follow the parent job's eventlog: each `resource-update` there becomes
+/// the child's own `resource-update` (RFC 44), which the child's scheduler
+/// and acquirer hear as the new `expiration` (RFC 28).
+async fn follow_expiration(mut parent: Instance, id: JobId, uri: String) {
+    let result: anyhow::Result<()> = async {
+        let mut child = client::connect_to(&uri).await?;
+        let mut stream = attach::watch(&mut parent, id, "eventlog", true, false).await?;
+        while let Some(line) = stream.message().await.map_err(client::status_error)? {
+            let Ok(ev) = client::parse_event(&line.line) else {
+                continue;
+            };
+            if ev.name != "resource-update" {
+                continue;
+            }
+            let Some(expiration) = ev.ctx("expiration").and_then(Value::as_f64) else {
+                continue;
+            };
+            child
+                .resource
+                .update(pb::ResourceUpdateRequest { expiration })
+                .await
+                .map_err(client::status_error)?;
+        }
+        Ok(())
+    }
+    .await;
+    if let Err(e) = result {
+        eprintln!("fluxgate-instance: stopped following the job's expiration: {e:#}");
+    }
+}
+
+/// Cancel every job still active in the child, so each ends with an
+/// exception, and wait a little for them to become inactive.
+async fn drain_child(uri: &str) {
+    let Ok(mut child) = client::connect_to(uri).await else {
+        return;
+    };
+    let active = |child: &mut Instance| {
+        let mut jobs = child.jobs.clone();
+        async move {
+            jobs.list(pb::ListRequest::default())
+                .await
+                .map(|r| r.into_inner().jobs)
+        }
+    };
+    let Ok(jobs) = active(&mut child).await else {
+        return;
+    };
+    for j in &jobs {
+        let _ = child
+            .jobs
+            .cancel(pb::CancelRequest {
+                id: j.id,
+                note: "the enclosing instance is shutting down".into(),
+            })
+            .await;
+    }
+    let deadline = Instant::now() + DRAIN_TIMEOUT;
+    while Instant::now() < deadline {
+        match active(&mut child).await {
+            Ok(jobs) if jobs.is_empty() => return,
+            Ok(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+            Err(_) => return,
+        }
+    }
+}
+
+/// Ranks > 0: find the child's URI in the parent job's memo, start this
+/// node's exec service, and keep it until the child goes away or SIGTERM.
+async fn follower(
+    parent: &mut Instance,
+    id: JobId,
+    rank: u32,
+    r: &ResourceSet,
+    statedir: &Path,
+    services: &mut Services,
+    signals: &mut TaskSignals,
+) -> anyhow::Result<ExitCode> {
+    let uri = tokio::select! {
+        u = wait_uri(parent, id) => u?,
+        _ = signals.any() => return Ok(ExitCode::SUCCESS),
+    };
+    spawn_exec(services, &uri, r, rank, statedir)?;
+    // The child job manager's end (rank 0 stopped it) ends this node too.
+    let mut misses = 0;
+    loop {
+        tokio::select! {
+            _ = signals.any() => break,
+            _ = tokio::time::sleep(Duration::from_millis(300)) => {
+                if services.exited().is_some() {
+                    break;
+                }
+                match up_count(&uri, &client::Credentials::default()).await {
+                    Ok(_) => misses = 0,
+                    Err(_) => misses += 1,
+                }
+                if misses >= 2 {
+                    break;
+                }
+            }
+        }
+    }
+    services.shutdown().await;
+    Ok(ExitCode::SUCCESS)
+}
