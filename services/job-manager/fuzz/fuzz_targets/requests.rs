@@ -31,6 +31,7 @@ const RPCS: &[(&str, Kind)] = &[
     ("/fluxgate.v1.JobManager/WatchEventlog", Kind::ServerStream),
     ("/fluxgate.v1.JobManager/Queue", Kind::Unary),
     ("/fluxgate.v1.JobManager/Purge", Kind::Unary),
+    ("/fluxgate.v1.JobManager/Update", Kind::Unary),
     ("/fluxgate.v1.Resource/Acquire", Kind::ServerStream),
     ("/fluxgate.v1.Resource/Journal", Kind::ServerStream),
     ("/fluxgate.v1.Resource/Eventlog", Kind::ServerStream),
@@ -38,6 +39,9 @@ const RPCS: &[(&str, Kind)] = &[
     ("/fluxgate.v1.Resource/Undrain", Kind::Unary),
     ("/fluxgate.v1.Resource/Status", Kind::Unary),
     ("/fluxgate.v1.Resource/List", Kind::Unary),
+    ("/fluxgate.v1.Resource/Update", Kind::Unary),
+    ("/fluxgate.v1.Resource/Property", Kind::Unary),
+    ("/fluxgate.v1.Resource/Reload", Kind::Unary),
     ("/fluxgate.v1.Node/Join", Kind::Bidi),
 ];
 
