@@ -82,16 +82,54 @@ async fn output(inst: &Instance, id: JobId) -> String {
 }
 
 /// Wait for the `uri` memo of a job.
+/// The first active job of the instance at `uri` that `pred` accepts,
+/// waiting up to 30 s for one (`what` names it in the failure).
+async fn job_in(uri: &str, what: &str, pred: impl Fn(&pb::JobSummary) -> bool) -> JobId {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(j) = active(uri).await.iter().find(|j| pred(j)) {
+            return JobId::from(j.id);
+        }
+        assert!(Instant::now() < deadline, "no {what} in {uri}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Follow the eventlog of job `id` of the (open) instance at `uri`.
+async fn follow_eventlog(uri: &str, id: JobId) -> tonic::Streaming<pb::EventlogLine> {
+    JobManagerClient::connect(uri.to_string())
+        .await
+        .expect("connect")
+        .watch_eventlog(pb::WatchEventlogRequest {
+            id: id.into(),
+            name: "eventlog".into(),
+            follow: true,
+            wait_create: false,
+        })
+        .await
+        .expect("watch")
+        .into_inner()
+}
+
+/// The events of `watch` up to `clean`, or up to a 20 s silence or its end.
+async fn until_clean(watch: &mut tonic::Streaming<pb::EventlogLine>) -> Vec<Event> {
+    let mut seen = Vec::new();
+    while let Ok(Ok(Some(line))) =
+        tokio::time::timeout(Duration::from_secs(20), watch.message()).await
+    {
+        let ev = Event::parse_json(&line.line).expect("RFC 18");
+        let clean = ev.name == "clean";
+        seen.push(ev);
+        if clean {
+            break;
+        }
+    }
+    seen
+}
+
 /// The one job of the instance at `level1`, and the URI of the instance it runs.
 async fn inner_instance(level1: &str) -> (JobId, String) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let inner = loop {
-        if let Some(j) = active(level1).await.first() {
-            break JobId::from(j.id);
-        }
-        assert!(Instant::now() < deadline, "no job in level 1");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let inner = job_in(level1, "a job", |_| true).await;
     // The child instance runs open: a client with no credentials.
     let channel = tonic::transport::Endpoint::from_shared(level1.to_string())
         .expect("uri")
@@ -410,26 +448,8 @@ async fn parent_cancel_tears_down_the_child_and_its_jobs() {
     let id = batch(&inst.uri, dir.path(), &["-N2", "hold.sh"]);
     let mut jobs = inst.jobs().await;
     let child = memo_uri(&mut jobs, id).await;
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let child_job = loop {
-        if let Some(j) = active(&child).await.iter().find(|j| j.state == "RUN") {
-            break JobId::from(j.id);
-        }
-        assert!(Instant::now() < deadline, "no running job in the child");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
-    let mut watch = JobManagerClient::connect(child.clone())
-        .await
-        .expect("connect")
-        .watch_eventlog(pb::WatchEventlogRequest {
-            id: child_job.into(),
-            name: "eventlog".into(),
-            follow: true,
-            wait_create: false,
-        })
-        .await
-        .expect("watch")
-        .into_inner();
+    let child_job = job_in(&child, "a running job", |j| j.state == "RUN").await;
+    let mut watch = follow_eventlog(&child, child_job).await;
 
     jobs.cancel(pb::CancelRequest {
         id: id.into(),
@@ -439,17 +459,7 @@ async fn parent_cancel_tears_down_the_child_and_its_jobs() {
     .expect("cancel");
 
     // The child's job ends with an exception before the child goes away.
-    let mut seen = Vec::new();
-    while let Ok(Ok(Some(line))) =
-        tokio::time::timeout(Duration::from_secs(20), watch.message()).await
-    {
-        let ev = Event::parse_json(&line.line).expect("RFC 18");
-        let clean = ev.name == "clean";
-        seen.push(ev);
-        if clean {
-            break;
-        }
-    }
+    let seen = until_clean(&mut watch).await;
     assert!(
         seen.iter().any(|e| e.name == "exception"),
         "{:?}",
@@ -788,40 +798,12 @@ async fn time_limit_of_the_enclosing_job_ends_the_child_and_its_jobs() {
     let id = batch(&inst.uri, dir.path(), &["-t", "4s", "hold.sh"]);
     let mut jobs = inst.jobs().await;
     let child = memo_uri(&mut jobs, id).await;
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let child_job = loop {
-        if let Some(j) = active(&child).await.iter().find(|j| j.state == "RUN") {
-            break JobId::from(j.id);
-        }
-        assert!(Instant::now() < deadline, "no running job in the child");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let child_job = job_in(&child, "a running job", |j| j.state == "RUN").await;
     // A job without a limit inside ends no later than the instance.
     let r = JobManagerClientExt::r(&child, child_job).await;
     assert!(r.expiration().is_some(), "child job has no expiration");
-    let mut watch = JobManagerClient::connect(child.clone())
-        .await
-        .expect("connect")
-        .watch_eventlog(pb::WatchEventlogRequest {
-            id: child_job.into(),
-            name: "eventlog".into(),
-            follow: true,
-            wait_create: false,
-        })
-        .await
-        .expect("watch")
-        .into_inner();
-    let mut seen = Vec::new();
-    while let Ok(Ok(Some(line))) =
-        tokio::time::timeout(Duration::from_secs(20), watch.message()).await
-    {
-        let ev = Event::parse_json(&line.line).expect("RFC 18");
-        let clean = ev.name == "clean";
-        seen.push(ev);
-        if clean {
-            break;
-        }
-    }
+    let mut watch = follow_eventlog(&child, child_job).await;
+    let seen = until_clean(&mut watch).await;
     assert!(
         seen.iter().any(|e| e.name == "exception"),
         "{:?}",
