@@ -161,6 +161,18 @@ pub fn service_binary(name: &str) -> PathBuf {
     PathBuf::from(name)
 }
 
+/// The program and arguments of a command run inside an instance: CMD, or
+/// the user's `$SHELL` (`/bin/sh` without one) when CMD is empty.
+pub fn command_or_shell(command: &[String]) -> (String, Vec<String>) {
+    match command.split_first() {
+        Some((p, r)) => (p.clone(), r.to_vec()),
+        None => (
+            std::env::var("SHELL").unwrap_or_else(|_| "/bin/sh".into()),
+            Vec::new(),
+        ),
+    }
+}
+
 /// Create (truncate) the log file `name` in `dir` for a service's stderr.
 pub fn log_file(dir: &Path, name: &str) -> anyhow::Result<File> {
     let path = dir.join(name);

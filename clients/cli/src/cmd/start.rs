@@ -26,7 +26,9 @@ use nix::sys::signal::Signal;
 use nix::unistd::Pid;
 
 use crate::client;
-use crate::services::{Services, Signals, log_file, read_uri, service_binary, wait_ready};
+use crate::services::{
+    Services, Signals, command_or_shell, log_file, read_uri, service_binary, wait_ready,
+};
 
 /// Arguments of `fluxgate start`.
 #[derive(Debug, clap::Args)]
@@ -216,13 +218,7 @@ async fn run_command(
     token: Option<&str>,
     signals: &mut Signals,
 ) -> anyhow::Result<ExitCode> {
-    let (prog, rest) = match command.split_first() {
-        Some((p, r)) => (p.clone(), r.to_vec()),
-        None => (
-            std::env::var("SHELL").unwrap_or_else(|_| "/bin/sh".into()),
-            Vec::new(),
-        ),
-    };
+    let (prog, rest) = command_or_shell(command);
     let mut command = tokio::process::Command::new(&prog);
     command
         .args(&rest)

@@ -184,13 +184,7 @@ async fn run_with_uri(
     signals: &mut Signals,
     mut ended: Option<Pin<Box<dyn Future<Output = String>>>>,
 ) -> anyhow::Result<ExitCode> {
-    let (prog, rest) = match command.split_first() {
-        Some((p, r)) => (p.clone(), r.to_vec()),
-        None => (
-            std::env::var("SHELL").unwrap_or_else(|_| "/bin/sh".into()),
-            Vec::new(),
-        ),
-    };
+    let (prog, rest) = command_or_shell(command);
     let mut child = tokio::process::Command::new(&prog)
         .args(&rest)
         .env(client::URI_ENV, uri)
