@@ -231,65 +231,76 @@ async fn read_to_end(stream: &mut tonic::Streaming<pb::StartResponse>) {
     .await;
 }
 
-/// Deliver a fatal exception to the job's leader exec service.
-pub fn exception(addr: String, id: JobId, kind: String, note: String, credential: ExecAccess) {
+/// Send one request to a job's leader exec service in the background; a
+/// failure is only logged (the job's start stream reports what matters).
+fn tell<F, Fut>(addr: String, id: JobId, credential: ExecAccess, what: &'static str, call: F)
+where
+    F: FnOnce(ExecClient<Channel>, ExecAccess) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = Result<(), tonic::Status>> + Send,
+{
     tokio::spawn(async move {
-        let result = async {
-            let mut client = ExecClient::new(channel(&addr, &credential)?);
-            client
-                .exception(credential.request(pb::ExecExceptionRequest {
-                    id: id.into(),
-                    r#type: kind,
-                    severity: 0,
-                    note,
-                }))
+        let result = match channel(&addr, &credential) {
+            Ok(c) => call(ExecClient::new(c), credential)
                 .await
-                .map_err(|s| s.message().to_string())
-        }
-        .await;
+                .map_err(|s| s.message().to_string()),
+            Err(e) => Err(e),
+        };
         if let Err(e) = result {
-            tracing::warn!(job = %id, error = %e, "cannot deliver exception to exec");
+            tracing::warn!(job = %id, error = %e, "cannot deliver {what} to exec");
         }
     });
 }
 
+/// Deliver a fatal exception to the job's leader exec service.
+pub fn exception(addr: String, id: JobId, kind: String, note: String, credential: ExecAccess) {
+    tell(
+        addr,
+        id,
+        credential,
+        "exception",
+        move |mut c, cred| async move {
+            let request = cred.request(pb::ExecExceptionRequest {
+                id: id.into(),
+                r#type: kind,
+                severity: 0,
+                note,
+            });
+            c.exception(request).await.map(drop)
+        },
+    );
+}
+
 /// Signal the job's tasks through its leader exec service.
 pub fn kill(addr: String, id: JobId, signum: i32, credential: ExecAccess) {
-    tokio::spawn(async move {
-        let result = async {
-            let mut client = ExecClient::new(channel(&addr, &credential)?);
-            client
-                .kill(credential.request(pb::ExecKillRequest {
-                    id: id.into(),
-                    signum,
-                }))
-                .await
-                .map_err(|s| s.message().to_string())
-        }
-        .await;
-        if let Err(e) = result {
-            tracing::warn!(job = %id, error = %e, "cannot deliver signal to exec");
-        }
-    });
+    tell(
+        addr,
+        id,
+        credential,
+        "signal",
+        move |mut c, cred| async move {
+            let request = cred.request(pb::ExecKillRequest {
+                id: id.into(),
+                signum,
+            });
+            c.kill(request).await.map(drop)
+        },
+    );
 }
 
 /// Tell the job's leader exec service its new R expiration (RFC 32 practice:
 /// the execution system hears a running job's `resource-update`).
 pub fn expiration(addr: String, id: JobId, expiration: f64, credential: ExecAccess) {
-    tokio::spawn(async move {
-        let result = async {
-            let mut client = ExecClient::new(channel(&addr, &credential)?);
-            client
-                .expiration(credential.request(pb::ExpirationRequest {
-                    id: id.into(),
-                    expiration,
-                }))
-                .await
-                .map_err(|s| s.message().to_string())
-        }
-        .await;
-        if let Err(e) = result {
-            tracing::warn!(job = %id, error = %e, "cannot deliver expiration to exec");
-        }
-    });
+    tell(
+        addr,
+        id,
+        credential,
+        "expiration",
+        move |mut c, cred| async move {
+            let request = cred.request(pb::ExpirationRequest {
+                id: id.into(),
+                expiration,
+            });
+            c.expiration(request).await.map(drop)
+        },
+    );
 }
