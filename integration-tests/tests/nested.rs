@@ -82,6 +82,19 @@ async fn output(inst: &Instance, id: JobId) -> String {
 }
 
 /// Wait for the `uri` memo of a job.
+/// Cancel job `id` (it may have ended already) and wait until it is clean.
+async fn end_job(inst: &Instance, id: JobId) {
+    let _ = inst
+        .jobs()
+        .await
+        .cancel(pb::CancelRequest {
+            id: id.into(),
+            note: String::new(),
+        })
+        .await;
+    inst.wait_clean(id).await;
+}
+
 /// The first active job of the instance at `uri` that `pred` accepts,
 /// waiting up to 30 s for one (`what` names it in the failure).
 async fn job_in(uri: &str, what: &str, pred: impl Fn(&pb::JobSummary) -> bool) -> JobId {
@@ -319,13 +332,7 @@ async fn proxy_and_uri_descend_through_nested_instances() {
         &["proxy", &path, "sh", "-c", "echo $FLUXGATE_URI"],
     );
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), level2);
-    let _ = jobs
-        .cancel(pb::CancelRequest {
-            id: id.into(),
-            note: String::new(),
-        })
-        .await;
-    inst.wait_clean(id).await;
+    end_job(&inst, id).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -406,13 +413,7 @@ async fn expiration_change_is_seen_at_every_level() {
         String::from_utf8_lossy(&out.stderr)
     );
 
-    let _ = jobs
-        .cancel(pb::CancelRequest {
-            id: id.into(),
-            note: String::new(),
-        })
-        .await;
-    inst.wait_clean(id).await;
+    end_job(&inst, id).await;
 }
 
 /// Reading a job's R from another instance.
@@ -496,13 +497,7 @@ async fn proxy_reaches_the_child_instance() {
     );
     assert!(out.status.success());
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), child);
-    let _ = jobs
-        .cancel(pb::CancelRequest {
-            id: id.into(),
-            note: String::new(),
-        })
-        .await;
-    inst.wait_clean(id).await;
+    end_job(&inst, id).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -842,14 +837,7 @@ async fn the_child_instance_runs_on_the_jobs_r_reranked_from_zero() {
         child.nodelist().map(|h| h.encode()).as_deref(),
         Some("node[1-2]")
     );
-    let mut jobs = inst.jobs().await;
-    let _ = jobs
-        .cancel(pb::CancelRequest {
-            id: holder.into(),
-            note: String::new(),
-        })
-        .await;
-    inst.wait_clean(holder).await;
+    end_job(&inst, holder).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
