@@ -558,6 +558,7 @@ async fn an_exec_service_runs_nothing_for_a_caller_without_the_node_credential()
         reattach: false,
         ranks: String::new(),
         peers: [(0, address.clone())].into(),
+        credential: String::new(),
     }
     };
     let mut exec = ExecClient::new(channel.clone());

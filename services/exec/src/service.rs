@@ -238,6 +238,7 @@ impl ExecService {
             kill_timeout: self.config.kill_timeout,
             redirects,
             run_as,
+            credential: req.credential.clone(),
         })
     }
 

@@ -144,6 +144,7 @@ async fn virtual_nodes_run_a_two_rank_job_and_sigterm_exits_cleanly() {
             reattach: false,
             ranks: String::new(),
             peers: [(0, address.clone()), (1, address.clone())].into(),
+            credential: String::new(),
         })
         .await
         .unwrap()
@@ -287,6 +288,7 @@ async fn config_file_json_logs_with_job_ids_and_metrics() {
                 reattach: false,
                 ranks: String::new(),
                 peers: [(0, address.clone())].into(),
+                credential: String::new(),
             })
             .await
             .unwrap()

@@ -152,6 +152,7 @@ fn request(id: u64, jobspec: String, r: String, peers: &[(u32, &str)]) -> StartR
         reattach: false,
         ranks: String::new(),
         peers: peers.iter().map(|(r, a)| (*r, a.to_string())).collect(),
+        credential: String::new(),
     }
 }
 

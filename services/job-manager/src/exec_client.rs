@@ -158,6 +158,7 @@ async fn run_start(
         reattach: job.reattach,
         ranks: String::new(),
         peers: job.peers.into_iter().collect(),
+        credential: String::new(),
     };
     let mut stream = client
         .start(credential.request(req))

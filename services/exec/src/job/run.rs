@@ -74,6 +74,8 @@ pub struct Launch {
     pub redirects: Redirects,
     /// The job owner's identity, when tasks must switch to it.
     pub run_as: Option<RunAs>,
+    /// The job's own credential for its tasks' `FLUXGATE_TOKEN` (may be empty).
+    pub credential: String,
 }
 
 #[derive(Debug, Default)]
@@ -165,6 +167,7 @@ pub async fn run(l: Launch, ch: JobChannels) {
             reattach: false,
             ranks: p.ranks.to_string(),
             peers: l.peer_addresses.clone(),
+            credential: l.credential.clone(),
         };
         p.start(i, request, peer_tx.clone());
     }
