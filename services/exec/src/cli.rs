@@ -11,11 +11,14 @@ use crate::server;
 
 /// Entry point of the binary.
 pub fn main() -> ExitCode {
-    // The identity switch a task is spawned through (see run_as); it must
-    // not parse the service's flags nor start a runtime.
+    // The identity switches a task and its files go through (see
+    // run_as); they must not parse the service's flags nor start a runtime.
     let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
-    if argv.get(1).is_some_and(|a| a == "run-as") {
-        return ExitCode::from(crate::run_as::main(&argv[2..]));
+    if argv.len() == 2 && argv[1] == crate::run_as::RUN_AS {
+        return ExitCode::from(crate::wrapper::task::main());
+    }
+    if argv.len() == 2 && argv[1] == crate::run_as::OPEN_AS {
+        return ExitCode::from(crate::wrapper::open::main());
     }
     let args = Args::parse();
     init_logging(args.log_format);

@@ -6,7 +6,6 @@ use fluxgate_shared::{JobId, Jobspec};
 use serde_json::{Map, Value, json};
 
 use crate::event::{context, line};
-use crate::run_as::RunAs;
 use crate::task::Stream;
 
 /// The `header` event: both streams UTF-8, one writer per task.
@@ -111,6 +110,26 @@ impl Redirects {
         }
     }
 
+    /// The distinct files, and the index among them of each stream's
+    /// (stdout, stderr): stderr shares stdout's file when the paths match.
+    pub fn distinct(&self) -> (Vec<&str>, [Option<usize>; 2]) {
+        let mut paths: Vec<&str> = Vec::new();
+        let mut index = [None, None];
+        for (i, stream) in [Stream::Stdout, Stream::Stderr].into_iter().enumerate() {
+            let Some(path) = self.path(stream) else {
+                continue;
+            };
+            index[i] = Some(match paths.iter().position(|p| *p == path) {
+                Some(j) => j,
+                None => {
+                    paths.push(path);
+                    paths.len() - 1
+                }
+            });
+        }
+        (paths, index)
+    }
+
     /// True when neither stream is redirected.
     pub fn is_empty(&self) -> bool {
         self.stdout.is_none() && self.stderr.is_none()
@@ -127,63 +146,6 @@ fn expand(path: &str, jobspec: &Jobspec, id: JobId) -> String {
         .replace("{{id.dec}}", &u64::from(id).to_string())
         .replace("{{id.hex}}", &id.to_hex())
         .replace("{{name}}", jobspec.job_name())
-}
-
-/// Open (truncate or create) output file `path` for a job that runs as
-/// `who`, only where `who` could write it: a new file in a directory `who`
-/// may write to (then owned by `who`), or an existing file `who` owns. This
-/// service may be root; without the check a job could have it overwrite
-/// any file. Symbolic links are not followed.
-pub fn open_as(path: &std::path::Path, who: &RunAs) -> std::io::Result<std::fs::File> {
-    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
-    let denied = |why: String| std::io::Error::new(std::io::ErrorKind::PermissionDenied, why);
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => std::path::PathBuf::from("."),
-    };
-    let created = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .custom_flags(nix::libc::O_NOFOLLOW)
-        .open(path);
-    match created {
-        Ok(file) => {
-            let meta = std::fs::metadata(&dir)?;
-            if !may_write(meta.uid(), meta.gid(), meta.mode(), who) {
-                let _ = std::fs::remove_file(path);
-                return Err(denied(format!(
-                    "uid {} may not create files in {}",
-                    who.uid,
-                    dir.display()
-                )));
-            }
-            std::os::unix::fs::fchown(&file, Some(who.uid), Some(who.gid))?;
-            Ok(file)
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-            let file = std::fs::OpenOptions::new()
-                .write(true)
-                .custom_flags(nix::libc::O_NOFOLLOW)
-                .open(path)?;
-            if file.metadata()?.uid() != who.uid {
-                return Err(denied(format!("the file is not owned by uid {}", who.uid)));
-            }
-            file.set_len(0)?;
-            Ok(file)
-        }
-        Err(e) => Err(e),
-    }
-}
-
-/// May `who` write into a directory with this owner, group and mode?
-fn may_write(uid: u32, gid: u32, mode: u32, who: &RunAs) -> bool {
-    if uid == who.uid {
-        mode & 0o200 != 0
-    } else if gid == who.gid || who.groups.contains(&gid) {
-        mode & 0o020 != 0
-    } else {
-        mode & 0o002 != 0
-    }
 }
 
 #[cfg(test)]
@@ -243,51 +205,11 @@ mod tests {
         let want = format!("/tmp/out-{id}.true");
         assert_eq!(r.path(Stream::Stdout), Some(want.as_str()));
         assert_eq!(r.path(Stream::Stderr), Some(want.as_str()));
-    }
-
-    #[test]
-    fn a_user_writes_where_the_mode_lets_them() {
-        let who = RunAs {
-            uid: 7,
-            gid: 8,
-            groups: vec![8, 9],
+        assert_eq!(r.distinct(), (vec![want.as_str()], [Some(0), Some(0)]));
+        let apart = Redirects {
+            stdout: None,
+            stderr: Some("e".into()),
         };
-        assert!(may_write(7, 0, 0o700, &who));
-        assert!(!may_write(7, 0, 0o500, &who));
-        assert!(may_write(0, 9, 0o770, &who));
-        assert!(!may_write(0, 9, 0o750, &who));
-        assert!(may_write(0, 0, 0o1777, &who));
-        assert!(!may_write(0, 0, 0o755, &who));
-    }
-
-    #[test]
-    fn output_files_of_another_user_are_theirs_or_refused() {
-        use std::os::unix::fs::MetadataExt;
-        if !nix::unistd::geteuid().is_root() {
-            return;
-        }
-        let dir = tempfile::tempdir().unwrap();
-        let nobody = RunAs {
-            uid: 65534,
-            gid: 65534,
-            groups: Vec::new(),
-        };
-        // Root's private directory: refused, and nothing left behind.
-        let path = dir.path().join("out");
-        assert!(open_as(&path, &nobody).is_err());
-        assert!(!path.exists());
-        // A directory nobody owns: created, and nobody's.
-        std::os::unix::fs::chown(dir.path(), Some(65534), Some(65534)).unwrap();
-        open_as(&path, &nobody).unwrap();
-        assert_eq!(std::fs::metadata(&path).unwrap().uid(), 65534);
-        // A file of someone else's in it: refused.
-        let theirs = dir.path().join("theirs");
-        std::fs::write(&theirs, "keep").unwrap();
-        assert!(open_as(&theirs, &nobody).is_err());
-        assert_eq!(std::fs::read_to_string(&theirs).unwrap(), "keep");
-        // A link to elsewhere: not followed.
-        let link = dir.path().join("link");
-        std::os::unix::fs::symlink("/etc/hostname", &link).unwrap();
-        assert!(open_as(&link, &nobody).is_err());
+        assert_eq!(apart.distinct(), (vec!["e"], [None, Some(0)]));
     }
 }

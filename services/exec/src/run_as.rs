@@ -3,25 +3,62 @@
 //! An exec service running as root starts each task with its owner's uid,
 //! gid and supplementary groups; jobs of root itself only when allowed
 //! (`--allow-root-jobs`). An unprivileged exec service runs only the jobs of
-//! its own uid, the instance owner's. The switch happens in this binary's
-//! `run-as` mode, which the task is spawned through:
+//! its own uid, the instance owner's.
+//!
+//! Nothing the job's owner controls is looked at by a process that is still
+//! root: not the job's environment (a loader variable such as `LD_PRELOAD`
+//! would run the owner's code in it), not its command line, cwd, PATH or
+//! output paths. The switch happens in this binary's `run-as` and `open-as`
+//! modes (see [`crate::wrapper`]), spawned like this:
 //!
 //! ```text
-//! fluxgate-exec run-as UID GID GROUPS -- PROGRAM ARGS...
-//!   setgroups(GROUPS); setgid(GID); setuid(UID); execv(PROGRAM, ARGS)
+//! service (root)                          wrapper: fluxgate-exec run-as|open-as
+//! socketpair(ours, theirs)
+//! spawn: argv = [exe, MODE], env = {},    close descriptors above 2
+//!   stdin = theirs, own process group     channel = dup(stdin, CLOEXEC); stdin = /dev/null
+//! write frame: identity (Option<RunAs>)   read identity; setgroups, setgid, setuid;
+//!                                           check that the switch held
+//! write frame: request (job data)         read request, now as the owner
 //! ```
 //!
-//! (GROUPS is a comma-separated list, possibly empty.) A separate exec step
-//! rather than a hook in the child: hooks need `unsafe`, and any hook makes
-//! the standard library fork instead of posix_spawn.
+//! A frame is a 4-byte big-endian length and that many bytes of JSON
+//! ([`crate::handoff`]). The identity frame holds only numbers the service
+//! chose, so the wrapper parses nothing the owner wrote while it is root.
+//!
+//! `run-as` (request: argv, whole environment, cwd, rlimits) then, as the
+//! owner: lowers the job's rlimits, enters the cwd (falling back to /tmp with
+//! flux's warning on the task's stderr), looks the command up in the task's
+//! PATH and execs it with the task's environment (ENOEXEC: through
+//! /bin/sh). It becomes the task: same pid and process group, CPU mask set
+//! by the service at spawn. Its reply: end of file with no data when the
+//! exec succeeded (the channel is close-on-exec), else one frame
+//! [`crate::handoff::StartFailure`] with the words and exit code a shell
+//! would give, which the service reports as a [`crate::task::SpawnError`].
+//!
+//! `open-as` (request: cwd, umask, output and input paths) enters the
+//! cwd as the owner, opens each file with the owner's rights (created
+//! 0666 & ~umask, so owned by the owner; symbolic links followed only as
+//! far as the owner may follow them) and sends one reply frame
+//! ([`crate::handoff::OpenReply`]) with the opened descriptors attached
+//! (SCM_RIGHTS). No root process resolves a path the owner can change.
+//!
+//! A separate exec step rather than a hook in the service's child: hooks
+//! need `unsafe`, and any hook makes the standard library fork instead of
+//! posix_spawn. An unprivileged service whose job sets no rlimits starts
+//! tasks directly (posix_spawn): there the task is the service's own user.
 
-use std::ffi::{CString, OsString};
+use std::ffi::CString;
 use std::path::PathBuf;
 
 use nix::unistd::{Gid, Uid, User};
 
+/// The first word of the wrapper that starts a task as its owner.
+pub const RUN_AS: &str = "run-as";
+/// The first word of the wrapper that opens a job's files as its owner.
+pub const OPEN_AS: &str = "open-as";
+
 /// The identity a task is started with.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct RunAs {
     /// User id.
     pub uid: u32,
@@ -74,26 +111,6 @@ pub fn lookup(uid: u32) -> Result<RunAs, String> {
     })
 }
 
-/// The command-line words that run `program args` as `who` through `exe`.
-pub fn wrap(
-    exe: PathBuf,
-    who: &RunAs,
-    program: &std::path::Path,
-    args: &[String],
-) -> (PathBuf, Vec<OsString>) {
-    let groups: Vec<String> = who.groups.iter().map(u32::to_string).collect();
-    let mut words: Vec<OsString> = vec![
-        "run-as".into(),
-        who.uid.to_string().into(),
-        who.gid.to_string().into(),
-        groups.join(",").into(),
-        "--".into(),
-        program.as_os_str().to_owned(),
-    ];
-    words.extend(args.iter().map(OsString::from));
-    (exe, words)
-}
-
 /// The `fluxgate-exec` binary that does the switch: this one, or the one
 /// beside it (when this process is a test harness embedding the service).
 pub fn binary() -> Result<PathBuf, String> {
@@ -114,72 +131,29 @@ pub fn binary() -> Result<PathBuf, String> {
     Err("cannot find the fluxgate-exec binary that switches users".into())
 }
 
-/// The `run-as` mode: switch identity, then become the program. Returns
-/// only on failure, with the exit code a shell would give.
-pub fn main(args: &[OsString]) -> u8 {
-    match switch_and_exec(args) {
-        Ok(never) => match never {},
-        Err((code, message)) => {
-            eprintln!("fluxgate-exec run-as: {message}");
-            code
-        }
-    }
-}
-
-fn switch_and_exec(args: &[OsString]) -> Result<std::convert::Infallible, (u8, String)> {
-    let usage = || {
-        (
-            127,
-            "usage: run-as UID GID GROUPS -- PROGRAM [ARGS...]".to_string(),
-        )
-    };
-    let text = |a: &OsString| a.to_str().map(str::to_string).ok_or_else(usage);
-    let [uid, gid, groups, dashes, program, rest @ ..] = args else {
-        return Err(usage());
-    };
-    if dashes != "--" {
-        return Err(usage());
-    }
-    let id = |s: &str| s.parse::<u32>().map_err(|_| usage());
-    let uid = id(&text(uid)?)?;
-    let gid = id(&text(gid)?)?;
-    let groups: Vec<Gid> = text(groups)?
-        .split(',')
-        .filter(|g| !g.is_empty())
-        .map(|g| id(g).map(Gid::from_raw))
-        .collect::<Result<_, _>>()?;
-    // Groups first: once the uid is dropped they can no longer be set.
-    let fail = |what: &str, e: nix::Error| (126, format!("{what}: {}", e.desc()));
+/// Become `who` for good: supplementary groups first (once the uid is
+/// dropped they can no longer be set), then gid, then uid, and check that
+/// the switch held and cannot be undone.
+pub fn become_user(who: &RunAs) -> Result<(), String> {
+    let fail = |what: &str, e: nix::Error| format!("{what}: {}", e.desc());
+    let groups: Vec<Gid> = who.groups.iter().copied().map(Gid::from_raw).collect();
     nix::unistd::setgroups(&groups).map_err(|e| fail("setgroups", e))?;
-    nix::unistd::setgid(Gid::from_raw(gid)).map_err(|e| fail("setgid", e))?;
-    nix::unistd::setuid(Uid::from_raw(uid)).map_err(|e| fail("setuid", e))?;
-    if nix::unistd::setuid(Uid::from_raw(0)).is_ok() && uid != 0 {
-        return Err((126, "the switch away from root did not hold".into()));
+    nix::unistd::setgid(Gid::from_raw(who.gid)).map_err(|e| fail("setgid", e))?;
+    nix::unistd::setuid(Uid::from_raw(who.uid)).map_err(|e| fail("setuid", e))?;
+    let ids = (
+        nix::unistd::getuid().as_raw(),
+        nix::unistd::geteuid().as_raw(),
+        nix::unistd::getgid().as_raw(),
+        nix::unistd::getegid().as_raw(),
+    );
+    let regained = who.uid != 0 && nix::unistd::setuid(Uid::from_raw(0)).is_ok();
+    if ids != (who.uid, who.uid, who.gid, who.gid) || regained {
+        return Err(format!(
+            "the switch to uid {} gid {} did not hold",
+            who.uid, who.gid
+        ));
     }
-    let cstr = |a: &OsString| {
-        use std::os::unix::ffi::OsStrExt;
-        CString::new(a.as_bytes()).map_err(|_| (127, "an argument holds a NUL byte".to_string()))
-    };
-    let prog = cstr(program)?;
-    let mut argv = vec![prog.clone()];
-    for a in rest {
-        argv.push(cstr(a)?);
-    }
-    match nix::unistd::execv(&prog, &argv) {
-        // A file without #! is a shell script, as execvp would run it.
-        Err(nix::Error::ENOEXEC) => {
-            let sh = CString::new("/bin/sh").map_err(|_| usage())?;
-            let mut sh_argv = vec![sh.clone()];
-            sh_argv.extend(argv);
-            nix::unistd::execv(&sh, &sh_argv)
-                .map_err(|e| (126, format!("{}: {}", program.to_string_lossy(), e.desc())))
-        }
-        Err(e) => {
-            let code = if e == nix::Error::ENOENT { 127 } else { 126 };
-            Err((code, format!("{}: {}", program.to_string_lossy(), e.desc())))
-        }
-        Ok(never) => match never {},
-    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -208,26 +182,5 @@ mod tests {
         assert_eq!((root.uid, root.gid), (0, 0));
         assert!(root.groups.contains(&0));
         assert!(lookup(4_000_000_000).unwrap_err().contains("no account"));
-    }
-
-    #[test]
-    fn the_wrapped_command_names_identity_then_program() {
-        let who = RunAs {
-            uid: 7,
-            gid: 8,
-            groups: vec![8, 9],
-        };
-        let (exe, words) = wrap(
-            PathBuf::from("/x/fluxgate-exec"),
-            &who,
-            std::path::Path::new("/bin/echo"),
-            &["hi".to_string()],
-        );
-        assert_eq!(exe, PathBuf::from("/x/fluxgate-exec"));
-        let words: Vec<_> = words
-            .iter()
-            .map(|w| w.to_string_lossy().into_owned())
-            .collect();
-        assert_eq!(words, ["run-as", "7", "8", "8,9", "--", "/bin/echo", "hi"]);
     }
 }

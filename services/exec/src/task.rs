@@ -15,12 +15,15 @@ use nix::sched::{CpuSet, sched_getaffinity, sched_setaffinity};
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
-use tokio::process::Command;
+use tokio::process::{Child, Command};
 use tokio::sync::mpsc;
 use tracing::Instrument;
 
+use crate::handoff::{MAX_FRAME, StartFailure, TaskLaunch, decode_reply, encode};
+use crate::rlimit::Rlimit;
 use crate::run_as::RunAs;
 use crate::status::WaitStatus;
+use crate::wrapper::FALLBACK_DIR;
 
 /// Largest piece of output forwarded at once.
 pub const MAX_CHUNK: usize = 64 * 1024;
@@ -57,6 +60,8 @@ pub struct TaskSpec {
     pub cpus: Vec<usize>,
     /// The task's global rank, carried on its events.
     pub rank: u32,
+    /// Resource limits, set in the task's process as its owner.
+    pub rlimits: Vec<Rlimit>,
 }
 
 /// Something that happened to a task.
@@ -115,12 +120,17 @@ impl Task {
 }
 
 /// Start a task; its events go to `events` until `Exited`.
-pub fn spawn(spec: &TaskSpec, events: mpsc::Sender<TaskEvent>) -> Result<Task, SpawnError> {
-    spawn_as(spec, None, events)
+pub async fn spawn(spec: &TaskSpec, events: mpsc::Sender<TaskEvent>) -> Result<Task, SpawnError> {
+    spawn_as(spec, None, events).await
 }
 
 /// Start a task as `who` (this process's own identity when `None`).
-pub fn spawn_as(
+///
+/// As another user, or with limits to set, the task starts through the
+/// `run-as` wrapper, which looks at the job's environment, cwd and command
+/// only once it is the owner (see [`crate::run_as`]). Otherwise it is
+/// spawned directly: the service's own user starts its own task.
+pub async fn spawn_as(
     spec: &TaskSpec,
     who: Option<&RunAs>,
     events: mpsc::Sender<TaskEvent>,
@@ -132,74 +142,16 @@ pub fn spawn_as(
             status: WaitStatus::exited(127),
         });
     };
-    let (cwd, warning) = match &spec.cwd {
-        None => (None, None),
-        Some(dir) => start_dir(dir)?,
+    let (mut child, warning) = if who.is_some() || !spec.rlimits.is_empty() {
+        (spawn_wrapped(spec, who).await?, None)
+    } else {
+        spawn_direct(spec, program, args)?
     };
-    let path = spec
-        .env
-        .iter()
-        .find(|(k, _)| k == "PATH")
-        .map(|(_, v)| v.as_str());
-    let resolved = crate::lookup::program(program, path, cwd.as_deref())
-        .map_err(|e| spawn_error(program.clone(), &e))?;
-    let switch = match who {
-        Some(who) => Some((
-            crate::run_as::binary().map_err(|reason| SpawnError {
-                what: program.clone(),
-                reason,
-                status: WaitStatus::exited(126),
-            })?,
-            who,
-        )),
-        None => None,
-    };
-    let command = |program: &Path, args: &[String]| {
-        let mut cmd = match &switch {
-            // Through `fluxgate-exec run-as`, which drops to the owner's
-            // identity and then becomes the program (same pid and group).
-            Some((exe, who)) => {
-                let (exe, words) = crate::run_as::wrap(exe.clone(), who, program, args);
-                let mut cmd = Command::new(exe);
-                cmd.args(words);
-                cmd
-            }
-            None => {
-                let mut cmd = Command::new(program);
-                cmd.args(args);
-                cmd
-            }
-        };
-        cmd.env_clear()
-            .envs(spec.env.iter().map(|(k, v)| (k, v)))
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            // Its own group, so that a signal reaches everything the task started.
-            .process_group(0)
-            .kill_on_drop(false);
-        if let Some(cwd) = &cwd {
-            cmd.current_dir(cwd);
-        }
-        cmd
-    };
-    let cpus = cpu_set(&spec.cpus);
-    let mut child = match spawn_bound(&mut command(&resolved, args), cpus) {
-        // A file without #! is a shell script to execvp; posix_spawn does
-        // not know that, so the shell is asked as execvp would.
-        Err(e) if e.raw_os_error() == Some(nix::libc::ENOEXEC) => {
-            let mut sh_args = vec![resolved.display().to_string()];
-            sh_args.extend(args.iter().cloned());
-            spawn_bound(&mut command(Path::new("/bin/sh"), &sh_args), cpus)
-        }
-        other => other,
-    }
-    .map_err(|e| spawn_error(program.clone(), &e))?;
     let pid = child
         .id()
         .and_then(|p| i32::try_from(p).ok())
         .ok_or_else(|| SpawnError {
-            what: program.clone(),
+            what: program.to_string(),
             reason: "exited before its pid was known".into(),
             status: WaitStatus::exited(127),
         })?;
@@ -227,6 +179,139 @@ pub fn spawn_as(
         .in_current_span(),
     );
     Ok(Task { pid, rank })
+}
+
+/// The task's own process, spawned by this one with the spec's
+/// environment and cwd, and the line its stderr begins with (the cwd
+/// fallback warning).
+fn spawn_direct(
+    spec: &TaskSpec,
+    program: &str,
+    args: &[String],
+) -> Result<(Child, Option<String>), SpawnError> {
+    let (cwd, warning) = match &spec.cwd {
+        None => (None, None),
+        Some(dir) => start_dir(dir)?,
+    };
+    let path = spec
+        .env
+        .iter()
+        .find(|(k, _)| k == "PATH")
+        .map(|(_, v)| v.as_str());
+    let resolved = crate::lookup::program(program, path, cwd.as_deref())
+        .map_err(|e| spawn_error(program.to_string(), &e))?;
+    let command = |program: &Path, args: &[String]| {
+        let mut cmd = Command::new(program);
+        cmd.args(args)
+            .env_clear()
+            .envs(spec.env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::null());
+        task_stdio(&mut cmd);
+        if let Some(cwd) = &cwd {
+            cmd.current_dir(cwd);
+        }
+        cmd
+    };
+    let cpus = cpu_set(&spec.cpus);
+    let child = match spawn_bound(&mut command(&resolved, args), cpus) {
+        // A file without #! is a shell script to execvp; posix_spawn does
+        // not know that, so the shell is asked as execvp would.
+        Err(e) if e.raw_os_error() == Some(nix::libc::ENOEXEC) => {
+            let mut sh_args = vec![resolved.display().to_string()];
+            sh_args.extend(args.iter().cloned());
+            spawn_bound(&mut command(Path::new("/bin/sh"), &sh_args), cpus)
+        }
+        other => other,
+    }
+    .map_err(|e| spawn_error(program.to_string(), &e))?;
+    Ok((child, warning))
+}
+
+/// Output to the service, and a process group of its own, so that a signal
+/// reaches everything the task started.
+fn task_stdio(cmd: &mut Command) {
+    cmd.stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(false);
+}
+
+/// The task through `fluxgate-exec run-as`: spawned with an empty
+/// environment and its channel as stdin, handed the launch over the
+/// channel, and done once the channel ends without a word (the exec
+/// happened). It becomes the task: same pid, group and CPU mask.
+async fn spawn_wrapped(spec: &TaskSpec, who: Option<&RunAs>) -> Result<Child, SpawnError> {
+    let program = spec.argv.first().cloned().unwrap_or_default();
+    let failed = |reason: String| SpawnError {
+        what: program.clone(),
+        reason,
+        status: WaitStatus::exited(126),
+    };
+    let exe = crate::run_as::binary().map_err(failed)?;
+    let (ours, theirs) = std::os::unix::net::UnixStream::pair()
+        .map_err(|e| failed(format!("cannot make a channel to start the task: {e}")))?;
+    let child = {
+        // Dropped at the end of this block with our copy of `theirs`, so
+        // that the wrapper's exec is our end of file.
+        let mut cmd = Command::new(exe);
+        cmd.arg(crate::run_as::RUN_AS)
+            .env_clear()
+            .stdin(Stdio::from(std::os::fd::OwnedFd::from(theirs)));
+        task_stdio(&mut cmd);
+        spawn_bound(&mut cmd, cpu_set(&spec.cpus))
+            .map_err(|e| failed(format!("cannot start the user switch: {e}")))?
+    };
+    let launch = TaskLaunch {
+        argv: spec.argv.clone(),
+        env: spec.env.clone(),
+        cwd: spec.cwd.clone(),
+        rlimits: spec.rlimits.clone(),
+    };
+    let failure = match hand_over(ours, who, &launch).await {
+        Ok(None) => return Ok(child),
+        Ok(Some(f)) => SpawnError {
+            what: f.what,
+            reason: f.reason,
+            status: WaitStatus::exited(f.code.into()),
+        },
+        Err(e) => failed(format!("the user switch failed: {e}")),
+    };
+    // The wrapper has ended (or ends now): reap it, its output is unread.
+    let mut child = child;
+    tokio::spawn(
+        async move {
+            let _ = child.start_kill();
+            let _ = child.wait().await;
+        }
+        .in_current_span(),
+    );
+    Err(failure)
+}
+
+/// Write the identity and launch frames; read what the wrapper says before
+/// its channel closes: nothing when the exec succeeded.
+async fn hand_over(
+    ours: std::os::unix::net::UnixStream,
+    who: Option<&RunAs>,
+    launch: &TaskLaunch,
+) -> io::Result<Option<StartFailure>> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    ours.set_nonblocking(true)?;
+    let mut channel = tokio::net::UnixStream::from_std(ours)?;
+    let mut frames = encode(&who)?;
+    frames.extend(encode(launch)?);
+    // A wrapper that failed early has closed its end: its reply says why.
+    let sent = channel.write_all(&frames).await;
+    let mut reply = Vec::new();
+    (&mut channel)
+        .take(MAX_FRAME as u64 + 4)
+        .read_to_end(&mut reply)
+        .await?;
+    match (decode_reply(&reply)?, sent) {
+        (Some(failure), _) => Ok(Some(failure)),
+        (None, Err(e)) => Err(e),
+        (None, Ok(())) => Ok(None),
+    }
 }
 
 /// Pass a task's stream on as output events, after `preamble` (a line the
@@ -318,27 +403,27 @@ fn start_dir(dir: &Path) -> Result<(Option<PathBuf>, Option<String>), SpawnError
     Ok((Some(fallback.to_path_buf()), Some(warning)))
 }
 
-/// Where a task starts when its own directory cannot be entered.
-const FALLBACK_DIR: &str = "/tmp";
-
 /// The system's words for an error (strerror), as flux-core prints them.
-fn reason(e: &io::Error) -> String {
+pub(crate) fn reason(e: &io::Error) -> String {
     e.raw_os_error()
         .map(|n| nix::errno::Errno::from_raw(n).desc().to_string())
         .unwrap_or_else(|| e.to_string())
 }
 
 fn spawn_error(what: String, e: &io::Error) -> SpawnError {
-    let reason = reason(e);
-    // The codes a POSIX shell uses for a command it cannot find or cannot execute.
-    let code = match e.kind() {
-        io::ErrorKind::PermissionDenied => 126,
-        _ => 127,
-    };
     SpawnError {
         what,
-        reason,
-        status: WaitStatus::exited(code),
+        reason: reason(e),
+        status: WaitStatus::exited(shell_code(e).into()),
+    }
+}
+
+/// The code a POSIX shell exits with for a command it cannot execute (126)
+/// or cannot find (127).
+pub(crate) fn shell_code(e: &io::Error) -> u8 {
+    match e.kind() {
+        io::ErrorKind::PermissionDenied => 126,
+        _ => 127,
     }
 }
 

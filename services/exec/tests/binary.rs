@@ -341,3 +341,89 @@ async fn config_file_json_logs_with_job_ids_and_metrics() {
         assert_eq!(about, ["start", "tasks done"], "{f58} in:\n{text}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_descriptor_the_service_inherits_never_reaches_a_task() {
+    use nix::fcntl::{OFlag, open};
+    use nix::sys::stat::Mode;
+    use std::os::fd::AsRawFd;
+
+    let (jm_addr, jm) = fake_jm().await;
+    // A file the starting shell had open, left open across exec (no
+    // O_CLOEXEC), as a redirection or a leaked pipe would be.
+    let dir = tempfile::tempdir().unwrap();
+    let secret = dir.path().join("secret");
+    std::fs::write(&secret, "secret\n").unwrap();
+    let leaked = open(&secret, OFlag::O_RDONLY, Mode::empty()).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_fluxgate-exec"))
+        .args(["--hostname", "node", "--cores-count", "1"])
+        .env("FLUXGATE_JOB_MANAGER", format!("http://{jm_addr}"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let fd = leaked.as_raw_fd();
+    drop(leaked);
+    let stdout = child.stdout.take().unwrap();
+    let address = tokio::task::spawn_blocking(move || {
+        let mut line = String::new();
+        BufReader::new(stdout).read_line(&mut line).unwrap();
+        line.trim().to_string()
+    })
+    .await
+    .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while jm.hellos.lock().unwrap().is_empty() {
+        assert!(Instant::now() < deadline, "no hello");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+
+    let script = format!(
+        "ls /proc/self/fd | tr '\\n' ' '; echo; cat /proc/self/fd/{fd} 2>/dev/null || echo unreadable"
+    );
+    let js = json!({
+        "version": 1,
+        "resources": [{"type": "slot", "count": 1, "label": "task", "with": [{"type": "core", "count": 1}]}],
+        "tasks": [{"command": ["sh", "-c", script], "slot": "task", "count": {"per_slot": 1}}],
+        "attributes": {"system": {"duration": 0, "environment": {"PATH": "/usr/bin:/bin"}}},
+    });
+    let r = json!({"version": 1, "execution": {"R_lite": [{"rank": "0", "children": {"core": "0"}}], "nodelist": ["node"]}});
+    let mut exec = ExecClient::connect(address.clone()).await.unwrap();
+    let mut stream = exec
+        .start(StartRequest {
+            id: 7,
+            userid: 0,
+            jobspec: js.to_string(),
+            r: r.to_string(),
+            reattach: false,
+            ranks: String::new(),
+            peers: [(0, address.clone())].into(),
+            credential: String::new(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let mut text = String::new();
+    while let Some(r) = stream.message().await.unwrap() {
+        if let Some(R::OutputEvent(l)) = &r.response {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            if v["context"]["stream"] == "stdout"
+                && let Some(d) = v["context"]["data"].as_str()
+            {
+                text.push_str(d);
+            }
+        }
+    }
+    // 0-2, and the directory `ls` itself has open.
+    assert_eq!(text, "0 1 2 3 \nunreadable\n", "fd {fd} was inherited");
+
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let status = tokio::task::spawn_blocking(move || child.wait().unwrap())
+        .await
+        .unwrap();
+    assert!(status.success(), "{status:?}");
+}

@@ -911,3 +911,30 @@ async fn the_leader_forwards_exceptions_to_its_peers() {
     a.stop().await.unwrap();
     b.stop().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_the_jobs_own_credential_reaches_its_tasks() {
+    let (uri, jm) = fake_jm().await;
+    let ex = exec(&uri, &jm, "vm").await;
+    let mut js: Value = serde_json::from_str(&jobspec(
+        &["sh", "-c", "echo ${FLUXGATE_TOKEN-unset}"],
+        json!({"per_slot": 1}),
+        json!({}),
+    ))
+    .unwrap();
+    // A credential stored in a jobspec (copied there by an old client).
+    js["attributes"]["system"]["environment"]["FLUXGATE_TOKEN"] = json!("stored-owner-token");
+    let mut req = request(
+        31,
+        js.to_string(),
+        r_one("vm", "0"),
+        &[(0, &ex.exec_address)],
+    );
+    let all = run(&ex.exec_address, req.clone()).await;
+    assert_eq!(stdout_by_task(&all)["0"], "unset\n");
+    req.id = 32;
+    req.credential = "job-credential".into();
+    let all = run(&ex.exec_address, req).await;
+    assert_eq!(stdout_by_task(&all)["0"], "job-credential\n");
+    ex.stop().await.unwrap();
+}

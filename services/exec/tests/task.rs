@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use fluxgate_exec::rlimit::Rlimit;
 use fluxgate_exec::status::WaitStatus;
 use fluxgate_exec::task::{self, Stream, TaskEvent, TaskSpec};
 use nix::sys::signal::Signal;
@@ -14,13 +15,14 @@ fn spec(argv: &[&str]) -> TaskSpec {
         cwd: None,
         cpus: Vec::new(),
         rank: 3,
+        rlimits: Vec::new(),
     }
 }
 
 /// Every event of one task, up to and including `Exited`.
 async fn run(spec: TaskSpec) -> Vec<TaskEvent> {
     let (tx, mut rx) = mpsc::channel(16);
-    task::spawn(&spec, tx).unwrap();
+    task::spawn(&spec, tx).await.unwrap();
     let mut events = Vec::new();
     while let Some(ev) = tokio::time::timeout(Duration::from_secs(30), rx.recv())
         .await
@@ -104,7 +106,9 @@ async fn environment_and_cwd_are_the_specs_own() {
 #[tokio::test]
 async fn a_missing_command_fails_to_start_like_a_shell() {
     let (tx, _rx) = mpsc::channel(4);
-    let err = task::spawn(&spec(&["nosuchcommand-xyz"]), tx).unwrap_err();
+    let err = task::spawn(&spec(&["nosuchcommand-xyz"]), tx)
+        .await
+        .unwrap_err();
     assert_eq!(
         err.to_string(),
         "nosuchcommand-xyz: No such file or directory"
@@ -133,7 +137,9 @@ async fn a_directory_that_cannot_be_entered_falls_back_to_tmp_as_flux_does() {
 async fn a_signal_reaches_the_whole_process_group() {
     let (tx, mut rx) = mpsc::channel(16);
     // The shell starts a child that would outlive it if only the shell were signalled.
-    let t = task::spawn(&spec(&["sh", "-c", "sleep 300 & echo started; wait"]), tx).unwrap();
+    let t = task::spawn(&spec(&["sh", "-c", "sleep 300 & echo started; wait"]), tx)
+        .await
+        .unwrap();
     match rx.recv().await.unwrap() {
         TaskEvent::Output { data, .. } => assert_eq!(data, b"started\n"),
         other => panic!("expected output first, got {other:?}"),
@@ -184,4 +190,65 @@ async fn a_long_line_arrives_in_bounded_chunks() {
         .collect();
     assert_eq!(chunks.iter().sum::<usize>(), 200_000);
     assert!(chunks.iter().all(|&n| n <= task::MAX_CHUNK), "{chunks:?}");
+}
+
+#[tokio::test]
+async fn limits_are_set_in_the_task_through_the_wrapper() {
+    let mut s = spec(&["sh", "-c", "ulimit -n; ulimit -c"]);
+    s.rlimits = vec![
+        Rlimit {
+            name: "nofile".into(),
+            value: Some(64),
+        },
+        Rlimit {
+            name: "core".into(),
+            value: Some(0),
+        },
+    ];
+    let events = run(s).await;
+    assert_eq!(output(&events, Stream::Stdout), "64\n0\n");
+}
+
+#[tokio::test]
+async fn the_wrapper_reports_start_failures_as_the_direct_spawn_does() {
+    let limited = |argv: &[&str]| {
+        let mut s = spec(argv);
+        s.rlimits = vec![Rlimit {
+            name: "nofile".into(),
+            value: Some(256),
+        }];
+        s
+    };
+    let (tx, _rx) = mpsc::channel(4);
+    let err = task::spawn(&limited(&["nosuchcommand-xyz"]), tx)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "nosuchcommand-xyz: No such file or directory"
+    );
+    assert_eq!(err.status.0, 32512);
+
+    // A directory that cannot be entered: /tmp, with flux's warning first.
+    let mut s = limited(&["sh", "-c", "pwd; echo after >&2"]);
+    s.cwd = Some("/no/such/dir".into());
+    let events = run(s).await;
+    assert_eq!(output(&events, Stream::Stdout), "/tmp\n");
+    assert_eq!(
+        output(&events, Stream::Stderr),
+        "Could not change dir to /no/such/dir: No such file or directory. \
+         Going to /tmp instead\nafter\n"
+    );
+
+    // A file without #! runs through /bin/sh, as execvp would; SIGPIPE is
+    // back to its default for the task although this binary ignores it.
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("plain");
+    std::fs::write(&script, "grep SigIgn /proc/self/status\n").unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let events = run(limited(&[script.to_str().unwrap()])).await;
+    let ignored = output(&events, Stream::Stdout);
+    let mask = u64::from_str_radix(ignored.trim().trim_start_matches("SigIgn:").trim(), 16)
+        .unwrap_or_else(|_| panic!("{ignored:?}"));
+    assert_eq!(mask & (1 << (13 - 1)), 0, "SIGPIPE ignored: {ignored:?}");
 }

@@ -33,8 +33,11 @@ use tokio::time::Instant;
 use super::peer::{Peer, PeerEvent};
 use super::{Control, JobChannels, response};
 use crate::event::{context, line};
+use crate::files;
+use crate::handoff::{Access, FileRequest};
 use crate::layout::{Layout, RankTasks};
 use crate::output::{self, Redirects};
+use crate::rlimit;
 use crate::run_as::RunAs;
 use crate::status::WaitStatus;
 use crate::task::{self, Stream, Task, TaskEvent, TaskSpec};
@@ -44,6 +47,8 @@ use crate::telemetry;
 const TASK_EVENT_CAPACITY: usize = 256;
 /// Responses queued from all peers of a job.
 const PEER_EVENT_CAPACITY: usize = 256;
+/// The variable a task finds its job's own credential in.
+const TOKEN_VAR: &str = "FLUXGATE_TOKEN";
 
 /// Everything needed to run a job's part on this process, checked and parsed.
 #[derive(Debug)]
@@ -154,7 +159,7 @@ pub async fn run(l: Launch, ch: JobChannels) {
     }
 
     let (task_tx, mut task_rx) = mpsc::channel(TASK_EVENT_CAPACITY);
-    let failures = d.launch_local(&l, &task_tx);
+    let failures = d.launch_local(&l, &task_tx).await;
     drop(task_tx);
 
     let (peer_tx, mut peer_rx) = mpsc::channel(PEER_EVENT_CAPACITY);
@@ -311,42 +316,49 @@ impl Driver {
         self.finish().await;
     }
 
+    /// Open the job's output files as its owner, relative to its cwd, and
+    /// say where each stream goes; the exception note when one cannot be.
     async fn open_redirects(&mut self, l: &Launch) -> Result<(), String> {
+        let (paths, index) = l.redirects.distinct();
+        if paths.is_empty() {
+            return Ok(());
+        }
+        let stream_of = |j: usize| {
+            if index[0] == Some(j) {
+                Stream::Stdout
+            } else {
+                Stream::Stderr
+            }
+        };
+        let note = |j: usize, e: &str| {
+            format!("cannot open {} for {}: {e}", paths[j], stream_of(j).name())
+        };
+        let requests = paths
+            .iter()
+            .map(|p| FileRequest {
+                path: p.into(),
+                access: Access::Write,
+            })
+            .collect();
+        let cwd = l.jobspec.cwd().map(std::path::PathBuf::from);
+        let opened = files::open(requests, cwd, l.run_as.clone())
+            .await
+            .map_err(|e| note(0, &e))?;
+        for (j, file) in opened.into_iter().enumerate() {
+            let file = file.map_err(|e| note(j, &e))?;
+            self.files.push(tokio::fs::File::from_std(file));
+        }
+        self.stream_file = index;
         let all_tasks = if l.layout.ntasks == 0 {
             String::new()
         } else {
             IdSet::from_range(0, l.layout.ntasks - 1).to_string()
         };
-        let mut opened: Vec<String> = Vec::new();
         for (i, stream) in [Stream::Stdout, Stream::Stderr].into_iter().enumerate() {
-            let Some(path) = l.redirects.path(stream) else {
-                continue;
-            };
-            let index = match opened.iter().position(|p| p == path) {
-                Some(j) => j,
-                None => {
-                    let file = match &l.run_as {
-                        Some(who) => output::open_as(std::path::Path::new(path), who)
-                            .map(tokio::fs::File::from_std),
-                        None => {
-                            tokio::fs::OpenOptions::new()
-                                .create(true)
-                                .write(true)
-                                .truncate(true)
-                                .open(path)
-                                .await
-                        }
-                    };
-                    let file = file
-                        .map_err(|e| format!("cannot open {} for {}: {e}", path, stream.name()))?;
-                    self.files.push(file);
-                    opened.push(path.to_string());
-                    opened.len() - 1
-                }
-            };
-            self.stream_file[i] = Some(index);
-            self.output(output::redirect(stream, &all_tasks, path))
-                .await;
+            if let Some(j) = index[i] {
+                self.output(output::redirect(stream, &all_tasks, paths[j]))
+                    .await;
+            }
         }
         Ok(())
     }
@@ -354,9 +366,14 @@ impl Driver {
     /// Spawn the tasks of the local ranks. A rank stops at its first task that
     /// cannot start, as a job shell does; the failures come back as
     /// `(shell rank, note)` with flux-core's wording.
-    fn launch_local(&mut self, l: &Launch, events: &mpsc::Sender<TaskEvent>) -> Vec<(u32, String)> {
+    async fn launch_local(
+        &mut self,
+        l: &Launch,
+        events: &mpsc::Sender<TaskEvent>,
+    ) -> Vec<(u32, String)> {
         let mut failures = Vec::new();
         let base_env = l.jobspec.environment();
+        let rlimits = rlimit::from_jobspec(&l.jobspec);
         let cwd = l.jobspec.cwd().map(std::path::PathBuf::from);
         let nnodes = l.layout.ranks.len();
         for (i, rank) in self.local.clone().iter().enumerate() {
@@ -367,7 +384,9 @@ impl Driver {
             for (local_id, task_rank) in rank.task_ranks().enumerate() {
                 let mut env: Vec<(String, String)> = base_env
                     .iter()
-                    .filter(|(k, _)| k.as_str() != "FLUX_JOB_TMPDIR")
+                    // A credential never comes from a stored jobspec: only
+                    // the one minted for this job (below) reaches its tasks.
+                    .filter(|(k, _)| k.as_str() != "FLUX_JOB_TMPDIR" && k.as_str() != TOKEN_VAR)
                     .map(|(k, v)| (k.clone(), v.clone()))
                     .collect();
                 env.push(("FLUX_JOB_ID".into(), l.id.to_string()));
@@ -375,6 +394,9 @@ impl Driver {
                 env.push(("FLUX_JOB_NNODES".into(), nnodes.to_string()));
                 env.push(("FLUX_TASK_RANK".into(), task_rank.to_string()));
                 env.push(("FLUX_TASK_LOCAL_ID".into(), local_id.to_string()));
+                if !l.credential.is_empty() {
+                    env.push((TOKEN_VAR.into(), l.credential.clone()));
+                }
                 if !rank.gpus.is_empty() {
                     let ids: Vec<String> = rank.gpus.iter().map(u32::to_string).collect();
                     env.push(("CUDA_VISIBLE_DEVICES".into(), ids.join(",")));
@@ -389,8 +411,9 @@ impl Driver {
                         .map(|c| c as usize)
                         .collect(),
                     rank: task_rank,
+                    rlimits: rlimits.clone(),
                 };
-                match task::spawn_as(&spec, l.run_as.as_ref(), events.clone()) {
+                match task::spawn_as(&spec, l.run_as.as_ref(), events.clone()).await {
                     Ok(t) => {
                         metrics::counter!(telemetry::TASKS_STARTED).increment(1);
                         self.tasks.insert(task_rank, t);

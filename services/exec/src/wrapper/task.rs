@@ -1,0 +1,91 @@
+//! `fluxgate-exec run-as`: become the job's owner, then become its task.
+
+use std::convert::Infallible;
+use std::io::{self, Write};
+use std::os::unix::net::UnixStream;
+use std::os::unix::process::CommandExt;
+use std::process::Command;
+
+use crate::handoff::{StartFailure, TaskLaunch, encode, read_frame};
+use crate::task::{reason, shell_code};
+
+/// The `run-as` mode. Returns only when the task could not be started,
+/// with the exit code a shell would give; the failure has then been sent to
+/// the service.
+pub fn main() -> u8 {
+    let mut channel = match super::take_channel() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("fluxgate-exec run-as: no channel to the exec service: {e}");
+            return 126;
+        }
+    };
+    let failure = match launch(&mut channel) {
+        Ok(never) => match never {},
+        Err(f) => f,
+    };
+    if let Ok(frame) = encode(&failure)
+        && let Err(e) = channel.write_all(&frame)
+    {
+        eprintln!(
+            "fluxgate-exec run-as: {}: {} (and the exec service is gone: {e})",
+            failure.what, failure.reason
+        );
+    }
+    failure.code
+}
+
+/// Switch, read the task, prepare it and exec it.
+fn launch(channel: &mut UnixStream) -> Result<Infallible, StartFailure> {
+    let internal = |reason: String| StartFailure {
+        what: "fluxgate-exec run-as".into(),
+        reason,
+        code: 126,
+    };
+    super::switch(channel).map_err(internal)?;
+    // From here on this process is the owner: what follows is theirs.
+    let task: TaskLaunch =
+        read_frame(channel).map_err(|e| internal(format!("cannot read the task to start: {e}")))?;
+    for warning in crate::rlimit::apply(&task.rlimits) {
+        eprintln!("{warning}");
+    }
+    match super::enter(task.cwd.as_deref()) {
+        Ok(None) => {}
+        Ok(Some(warning)) => eprint!("{warning}"),
+        Err(no) => {
+            return Err(StartFailure {
+                what: format!("chdir {}", no.dir.display()),
+                reason: reason(&no.error),
+                code: shell_code(&no.error),
+            });
+        }
+    }
+    let Some((program, args)) = task.argv.split_first() else {
+        return Err(StartFailure {
+            what: "task".into(),
+            reason: "the command is empty".into(),
+            code: 127,
+        });
+    };
+    let failed = |e: io::Error| StartFailure {
+        what: program.clone(),
+        reason: reason(&e),
+        code: shell_code(&e),
+    };
+    let path = task
+        .env
+        .iter()
+        .find(|(k, _)| k == "PATH")
+        .map(|(_, v)| v.as_str());
+    // Relative PATH entries are taken from the directory just entered.
+    let resolved = crate::lookup::program(program, path, None).map_err(failed)?;
+    // The standard library's exec: execvp (so a file without #! runs
+    // through /bin/sh, as a shell would) with default signal dispositions
+    // and an empty signal mask, where this process ignores SIGPIPE.
+    let error = Command::new(&resolved)
+        .args(args)
+        .env_clear()
+        .envs(task.env.iter().map(|(k, v)| (k, v)))
+        .exec();
+    Err(failed(error))
+}
