@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
-# Container end-to-end test: build the image with no registry, bring up the
-# compose file (a job manager and node0..node3), and from this host:
+# Container end-to-end test: build the image with no registry, make the
+# secrets (deploy/make-secrets.sh, in a temporary directory), bring up the
+# compose file with auth on (a job manager and node0..node3), and from this host:
+#   0. a client without a token, or with one from another key, is refused;
+#      with a token made from the instance key it is served;
 #   1. run a 4-node job and read the four hostnames;
 #   2. SIGKILL one exec container while a 4-node job runs: the job gets an
 #      exception and ends, the node is offline in `fluxgate resource status`;
 #   3. stop (SIGTERM) and start the job manager container while a job runs:
 #      it exits 0, every job is still there and the running one finishes;
 #   4. stop the rest: every service exits 0 on SIGTERM;
-# then take everything down (containers, network, volume), even on failure.
+# then take everything down (containers, network, volume, secrets), even on failure.
 #
 #   deploy/test-containers.sh      (needs Docker Engine + docker-compose and
 #                                   the debug binaries: cargo build --workspace)
@@ -31,8 +34,10 @@ else
 fi
 compose() { "${compose_cmd[@]}" -p "$project" -f "$here/docker-compose.yml" "$@"; }
 
+secrets_dir=$(mktemp -d)
 cleanup() {
     compose down --volumes --remove-orphans --timeout 5 >/dev/null 2>&1 || true
+    rm -rf "$secrets_dir"
 }
 trap cleanup EXIT
 
@@ -78,12 +83,33 @@ log "image $image: $((size / 1000000)) MB"
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 export FLUXGATE_IMAGE=$image FLUXGATE_PORT=$port
 export FLUXGATE_URI=http://127.0.0.1:$port
+
+log "secrets: instance key and node token (make-secrets.sh)"
+export FLUXGATE_SECRETS=$secrets_dir/secrets
+FLUXGATE_CLI=$cli "$here/make-secrets.sh" "$FLUXGATE_SECRETS" >/dev/null
+# The owner's token (uid 1000 runs the services): every client below uses it.
+owner_token=$("$cli" token create --user fluxgate --uid 1000 --ttl 2h \
+    --key "$FLUXGATE_SECRETS/instance.key")
+unset FLUXGATE_TOKEN
+# A key the instance does not know, for a token it must refuse.
+(umask 077; od -An -tx1 -N32 /dev/urandom | tr -d ' \n' >"$secrets_dir/other.key")
+forged_token=$("$cli" token create --user fluxgate --uid 1000 --key "$secrets_dir/other.key")
 # Jobs run in the submitter's directory: one that exists in the containers.
 cd /tmp
 
 log "compose up ($project, job manager on port $port)"
 compose up -d >/dev/null 2>&1 || { compose logs; exit 1; }
 check "all five services report healthy through fluxgate health" eventually 120 all_healthy
+
+log "authentication is on"
+refused() { ! "$@" >/dev/null 2>&1; }
+check "fluxgate jobs without a token is refused" refused env -u FLUXGATE_TOKEN "$cli" jobs
+check "fluxgate jobs with a token from another key is refused" \
+    refused env FLUXGATE_TOKEN="$forged_token" "$cli" jobs
+check "fluxgate health needs no token" env -u FLUXGATE_TOKEN "$cli" health -q "$FLUXGATE_URI"
+export FLUXGATE_TOKEN=$owner_token
+served() { "$@" >/dev/null; }
+check "fluxgate jobs with the owner's token is served" served "$cli" jobs
 
 log "a 4-node job prints the four hostnames"
 hosts=$(timeout 120 "$cli" run -N4 hostname | sort | tr '\n' ' ') || true

@@ -2,8 +2,12 @@
 the API schemas that kubernetes-validate ships (no cluster, no network), their
 references to each other, the compose file, and the config the images carry."""
 
+import os
 import pathlib
 import re
+import shutil
+import stat
+import subprocess
 import tomllib
 
 import kubernetes_validate
@@ -15,6 +19,10 @@ REPO = DEPLOY.parent
 K8S = DEPLOY / "k8s"
 # The oldest Kubernetes whose schemas the manifests must pass (gRPC probes are GA).
 K8S_VERSION = "1.27.0"
+# Where both the compose file and the pods mount their secrets.
+SECRETS_DIR = "/run/secrets/fluxgate"
+# What a credential looks like: a token, or a key of 16 bytes or more in hex.
+CREDENTIAL = re.compile(r"fgt1\.|\b[0-9a-fA-F]{32,}\b")
 
 
 def documents():
@@ -208,3 +216,173 @@ def test_both_dockerfiles_make_the_same_runtime_image():
 
     assert settings(DEPLOY / "Dockerfile") == settings(DEPLOY / "Dockerfile.local")
     assert "USER fluxgate" in settings(DEPLOY / "Dockerfile")
+
+
+# --- authentication: on, with the key and the node token as secrets ---------
+
+
+def configmap_config():
+    return tomllib.loads(by_kind("ConfigMap")["fluxgate-config"]["data"]["job-manager.toml"])
+
+
+def compose_config():
+    return tomllib.loads((DEPLOY / "config/job-manager.toml").read_text())
+
+
+def compose_file():
+    return yaml.safe_load((DEPLOY / "docker-compose.yml").read_text())
+
+
+@pytest.mark.parametrize("config", [configmap_config, compose_config], ids=["configmap", "compose"])
+def test_auth_is_enabled_with_the_key_from_a_secret(config):
+    c = config()
+    assert c["auth"]["enabled"] is True
+    assert c["auth"]["key_file"] == f"{SECRETS_DIR}/instance.key"
+    # The node token is signed for this owner by make-secrets.sh.
+    assert c["owner_uid"] == 1000
+
+
+def secret_volumes(pod):
+    return {v["name"]: v["secret"] for v in pod.get("volumes", []) if "secret" in v}
+
+
+def secret_files(name):
+    """Files each container of StatefulSet `name` sees from Secrets: path -> (secret, key)."""
+    pod = pod_templates()[name]["spec"]
+    secrets = secret_volumes(pod)
+    files = {}
+    for c in pod["containers"]:
+        for m in c.get("volumeMounts", []):
+            if m["name"] in secrets:
+                secret = secrets[m["name"]]
+                for item in secret["items"]:
+                    files[f"{m['mountPath']}/{item['path']}"] = (secret["secretName"], item["key"])
+    return files
+
+
+def test_secrets_are_mounted_read_only_and_owner_only():
+    seen = 0
+    for name, t in pod_templates().items():
+        pod = t["spec"]
+        secrets = secret_volumes(pod)
+        for v in secrets.values():
+            # 0400; the kubelet adds the pod group's read bit (fsGroup).
+            assert v["defaultMode"] == 0o400, name
+            assert v.get("optional") is not True, name
+        for c in pod["containers"]:
+            for m in c.get("volumeMounts", []):
+                if m["name"] in secrets:
+                    seen += 1
+                    assert m.get("readOnly") is True, f"{name}: {m}"
+        if secrets:
+            # Only then can the non-root user read a 0400 secret file.
+            assert pod["securityContext"]["fsGroup"] == pod["securityContext"]["runAsGroup"]
+        assert pod.get("automountServiceAccountToken") is False, name
+    assert seen == 2
+
+
+def test_the_job_manager_reads_the_key_from_its_secret():
+    files = secret_files("job-manager")
+    assert files == {configmap_config()["auth"]["key_file"]: ("fluxgate-instance-key", "instance.key")}
+
+
+def test_exec_nodes_get_the_node_token_file_and_never_the_key():
+    files = secret_files("node")
+    assert files == {f"{SECRETS_DIR}/node.token": ("fluxgate-node-token", "node.token")}
+    (c,) = pod_templates()["node"]["spec"]["containers"]
+    command = c["command"]
+    token_file = command[command.index("--node-token-file") + 1]
+    assert token_file in files
+
+
+def test_no_credential_in_config_maps_env_or_manifests():
+    for name, cm in by_kind("ConfigMap").items():
+        for key, text in cm.get("data", {}).items():
+            assert not CREDENTIAL.search(text), f"ConfigMap {name} {key}"
+    for name, t in pod_templates().items():
+        for c in t["spec"]["containers"]:
+            for e in c.get("env", []):
+                # No token or key as a literal, nor as a variable at all: a
+                # process's environment is inherited by what it starts.
+                assert not re.search(r"TOKEN|KEY", e["name"]), f"{name}: {e['name']}"
+                assert not CREDENTIAL.search(str(e.get("value", ""))), f"{name}: {e['name']}"
+                assert "secretKeyRef" not in e.get("valueFrom", {}), f"{name}: {e['name']}"
+    # The Secrets are made from make-secrets.sh's files, never shipped.
+    assert not by_kind("Secret")
+    for path in K8S.glob("*"):
+        assert not CREDENTIAL.search(path.read_text()), path.name
+
+
+def test_the_secrets_are_made_as_the_kustomization_and_readme_say():
+    made = {s for name in pod_templates() for s, _ in secret_files(name).values()}
+    assert made == {"fluxgate-instance-key", "fluxgate-node-token"}
+    kust = (K8S / "kustomization.yaml").read_text()
+    readme = (DEPLOY / "README.md").read_text()
+    for secret in made:
+        for text in (kust, readme):
+            assert f"kubectl create secret generic {secret} --from-file=" in text, secret
+
+
+def test_compose_mounts_the_secrets_from_files_and_passes_the_node_token_file():
+    compose = compose_file()
+    assert set(compose["secrets"]) == {"instance-key", "node-token"}
+    for name, secret in compose["secrets"].items():
+        # From files make-secrets.sh writes 0600, not from the environment.
+        assert set(secret) == {"file"}, name
+    targets = {}
+    for name, svc in compose["services"].items():
+        mounted = {s["source"]: "/run/secrets/" + s["target"] for s in svc.get("secrets", [])}
+        targets[name] = mounted
+        env = svc.get("environment", {})
+        for key, value in env.items():
+            assert not re.search(r"TOKEN|KEY", key), f"{name}: {key}"
+            assert not CREDENTIAL.search(str(value)), f"{name}: {key}"
+    assert targets["job-manager"] == {"instance-key": compose_config()["auth"]["key_file"]}
+    for node in ("node0", "node1", "node2", "node3"):
+        svc = compose["services"][node]
+        assert targets[node] == {"node-token": f"{SECRETS_DIR}/node.token"}, node
+        command = svc["command"]
+        assert command[command.index("--node-token-file") + 1] == targets[node]["node-token"]
+    # Compose mounts secrets read-only; the files must never be committed.
+    assert "/secrets/" in (DEPLOY / ".gitignore").read_text().split()
+
+
+def cli_binary():
+    bindir = pathlib.Path(os.environ.get("FLUXGATE_BIN_DIR", REPO / "target" / "debug"))
+    path = bindir / "fluxgate"
+    return path if path.is_file() else None
+
+
+def test_make_secrets_writes_owner_only_files_and_keeps_the_key(tmp_path):
+    cli = cli_binary()
+    if cli is None:
+        pytest.skip("the fluxgate CLI is not built: cargo build --workspace")
+    out = tmp_path / "secrets"
+    env = dict(os.environ, FLUXGATE_CLI=str(cli),
+               FLUXGATE_SECRETS_OWNER=f"{os.getuid()}:{os.getgid()}")
+    script = DEPLOY / "make-secrets.sh"
+
+    def make(*args):
+        r = subprocess.run([script, *args, out], env=env, capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+
+    make()
+    assert stat.S_IMODE(out.stat().st_mode) == 0o700
+    for name in ("instance.key", "node.token"):
+        assert stat.S_IMODE((out / name).stat().st_mode) == 0o600, name
+    key = (out / "instance.key").read_text().strip()
+    assert re.fullmatch(r"[0-9a-f]{64}", key)
+    token = (out / "node.token").read_text().strip()
+    assert token.startswith("fgt1.")
+    # The same token the CLI signs for the owner uid from that key.
+    again = subprocess.run([cli, "token", "create", "--node", "--uid", "1000",
+                            "--key", out / "instance.key"],
+                           check=True, capture_output=True, text=True).stdout.strip()
+    assert again == token
+    # A second run keeps the key (users' tokens stay valid); --force replaces it.
+    make()
+    assert (out / "instance.key").read_text().strip() == key
+    make("--force")
+    assert (out / "instance.key").read_text().strip() != key
+    assert not [p for p in out.iterdir() if p.name.startswith(".")]
+    shutil.rmtree(out)

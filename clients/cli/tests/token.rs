@@ -75,3 +75,22 @@ fn refusals_say_what_to_do() {
     let e = err(token(&["--user", "a", "--uid", "1"], Some(dir.path())));
     assert!(e.contains("hex"), "{e}");
 }
+
+#[test]
+fn a_node_token_is_the_one_the_job_manager_derives() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("instance.key"), key_to_text(KEY)).unwrap();
+    let out = token(&["--node", "--uid", "1000"], Some(dir.path()));
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8(out.stdout).unwrap();
+    // Exec services compare the credential byte for byte: it must be the
+    // text the job manager signs at start (issued at 0, no expiry).
+    let expected = fluxgate_shared::auth::Claims::node(1000, 0)
+        .sign(KEY)
+        .unwrap();
+    assert_eq!(text.trim(), expected);
+    let claims = verify(&text, KEY, u64::MAX).unwrap();
+    assert_eq!((claims.role, claims.uid), (TokenRole::Node, 1000));
+    let again = token(&["--node", "--uid", "1000"], Some(dir.path()));
+    assert_eq!(String::from_utf8(again.stdout).unwrap(), text);
+}

@@ -2,6 +2,11 @@
 //! print a token signed with the instance key, for the instance owner to
 //! hand to a user, who puts it in `FLUXGATE_TOKEN`.
 //!
+//! `fluxgate token create --node --uid OWNER_UID --key FILE` prints the node
+//! credential the job manager derives from the same key (its `node.token`),
+//! so that a deployment can hand it to exec services as a secret before the
+//! job manager first starts (`deploy/make-secrets.sh`).
+//!
 //! The key is the job manager's `instance.key` (`--key`, else the one in
 //! `--statedir` or `$FLUXGATE_STATEDIR`, which `fluxgate start` sets for its
 //! command). Only who can read it can make tokens: the instance owner.
@@ -31,14 +36,19 @@ enum TokenCommand {
 #[derive(Debug, clap::Args)]
 struct CreateArgs {
     /// The user's name (shown in logs and messages).
-    #[arg(long, value_name = "NAME")]
-    user: String,
-    /// The user's uid: their jobs are owned by it and run as it.
+    #[arg(long, value_name = "NAME", required_unless_present = "node")]
+    user: Option<String>,
+    /// The user's uid: their jobs are owned by it and run as it (with
+    /// `--node`: the instance owner's uid, the job manager's `owner_uid`).
     #[arg(long, value_name = "N")]
     uid: u32,
     /// How long the token is valid: e.g. 30m, 12h, 7d, or `never`.
     #[arg(long, value_name = "DURATION", default_value = "1d")]
     ttl: String,
+    /// Print the node credential of exec services instead (the job
+    /// manager's `node.token`; it never expires).
+    #[arg(long, conflicts_with_all = ["user", "ttl"])]
+    node: bool,
     /// The instance key (default: STATEDIR/instance.key).
     #[arg(long, value_name = "FILE", conflicts_with = "statedir")]
     key: Option<PathBuf>,
@@ -56,7 +66,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 }
 
 fn create(args: CreateArgs) -> anyhow::Result<ExitCode> {
-    if args.user.is_empty() {
+    let user = args.user.clone().unwrap_or_default();
+    if !args.node && user.is_empty() {
         bail!("--user must not be empty");
     }
     let ttl = match args.ttl.as_str() {
@@ -90,9 +101,14 @@ fn create(args: CreateArgs) -> anyhow::Result<ExitCode> {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0);
-    let token = Claims::user(&args.user, args.uid, now, ttl)
-        .sign(&key)
-        .map_err(|e| anyhow!("{e}"))?;
+    // The node credential is issued at time 0, as the job manager issues it,
+    // so both make the same text from the same key.
+    let claims = if args.node {
+        Claims::node(args.uid, 0)
+    } else {
+        Claims::user(&user, args.uid, now, ttl)
+    };
+    let token = claims.sign(&key).map_err(|e| anyhow!("{e}"))?;
     println!("{token}");
     Ok(ExitCode::SUCCESS)
 }
