@@ -813,3 +813,60 @@ proptest! {
         let _ = jj_counts(&v);
     }
 }
+
+/// The alias-heavy seeds of the jobspec fuzz target.
+fn fuzz_seeds() -> Vec<(String, String)> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/seeds/jobspec");
+    let mut seeds: Vec<(String, String)> = fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.unwrap().path())
+        .map(|p| {
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            (name, read(&p))
+        })
+        .collect();
+    seeds.sort();
+    seeds
+}
+
+#[test]
+fn alias_bomb_seeds_fail_with_the_alias_error() {
+    let bombs: Vec<_> = fuzz_seeds()
+        .into_iter()
+        .filter(|(name, _)| name.starts_with("bomb-"))
+        .collect();
+    assert!(
+        bombs.len() >= 10,
+        "expected the bomb seeds, found {}",
+        bombs.len()
+    );
+    for (name, text) in bombs {
+        match Jobspec::parse(&text) {
+            Err(JobspecError::AliasExpansion { size, .. }) => assert_eq!(size, text.len()),
+            other => panic!("{name}: expected an alias expansion error, got {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn a_jobspec_with_a_few_anchors_parses() {
+    let yaml = fuzz_seeds()
+        .into_iter()
+        .find(|(name, _)| name == "anchors-real.yaml")
+        .map(|(_, text)| text)
+        .expect("anchors-real.yaml seed");
+    let js = Jobspec::parse(&yaml).unwrap();
+    assert_eq!(js.command(), ["hostname"]);
+    assert_eq!(
+        js.environment().get("PATH").map(String::as_str),
+        Some("/usr/bin")
+    );
+    let user = &js.as_value()["attributes"]["user"];
+    assert_eq!(user["copy"]["HOME"], "/root");
+    assert_eq!(
+        user["again"],
+        json!({"cpu-affinity": "per-task", "verbose": 2})
+    );
+    // The same document as JSON, with every alias written out, is the same jobspec.
+    assert_eq!(Jobspec::from_json(&js.to_json()).unwrap(), js);
+}

@@ -20,6 +20,18 @@ pub enum JobspecError {
         /// The limit in force.
         limit: usize,
     },
+    /// The YAML's anchors and aliases expand past
+    /// [`alias_budget`](super::alias_budget) for its size (an alias bomb).
+    #[error(
+        "jobspec YAML expands aliases past {limit} nodes or bytes, the bound for a \
+         {size}-byte document: write repeated parts out instead of aliasing them"
+    )]
+    AliasExpansion {
+        /// The replay bound in force.
+        limit: usize,
+        /// Size of the input in bytes.
+        size: usize,
+    },
     /// The text is not YAML (or is YAML that has no JSON form).
     #[error("jobspec is not valid YAML: {0}")]
     Yaml(String),

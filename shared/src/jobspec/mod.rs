@@ -13,6 +13,7 @@
 
 mod attributes;
 mod builder;
+mod credentials;
 mod dependency;
 mod error;
 mod input;
@@ -26,9 +27,10 @@ use serde_json::{Map, Value};
 
 pub use attributes::{DurationError, ExecTest, SystemAttributes, parse_fsd};
 pub use builder::{BuildError, JobspecBuilder};
+pub use credentials::{CREDENTIAL_VARIABLES, strip_credentials};
 pub use dependency::{Dependency, DependencyError, DependencyScheme};
 pub use error::JobspecError;
-pub use input::{Limits, check_depth, json_to_value, text_to_value, yaml_to_value};
+pub use input::{Limits, alias_budget, check_depth, json_to_value, text_to_value, yaml_to_value};
 pub use jj::{JjCounts, JjError, jj_counts};
 pub use resources::{Count, CountOperator, CountRange, ResourceType, Vertex};
 pub use tasks::{Task, TaskCount};

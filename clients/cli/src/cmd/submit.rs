@@ -15,7 +15,7 @@ use anyhow::{Context, anyhow, bail};
 use fluxgate_proto::v1 as pb;
 use fluxgate_shared::IdSet;
 use fluxgate_shared::JobId;
-use fluxgate_shared::jobspec::{Dependency, JobspecBuilder};
+use fluxgate_shared::jobspec::{CREDENTIAL_VARIABLES, Dependency, JobspecBuilder};
 use serde_json::{Value, json};
 
 use crate::client::{self, Instance};
@@ -289,12 +289,16 @@ impl JobOpts {
 /// each `--env-remove` pattern, then each `--env` rule in order: `-PATTERN`
 /// removes, `VAR=VAL` sets (with `$VAR` expanded), a glob PATTERN or a VAR
 /// name copies the matching variables from the submitting environment.
+/// Unlike flux, credentials (`FLUXGATE_TOKEN`) are never copied: the
+/// jobspec is stored, and a job gets its own credential when it starts.
 pub fn filtered_environment(
     environ: impl Iterator<Item = (String, String)>,
     removes: &[String],
     rules: &[String],
 ) -> BTreeMap<String, String> {
-    let source: BTreeMap<String, String> = environ.collect();
+    let is_credential = |k: &str| CREDENTIAL_VARIABLES.contains(&k);
+    // Dropped from the source too, so that no rule copies or expands them.
+    let source: BTreeMap<String, String> = environ.filter(|(k, _)| !is_credential(k)).collect();
     let mut env = source.clone();
     let all = removes
         .iter()
@@ -312,6 +316,7 @@ pub fn filtered_environment(
             }
         }
     }
+    env.retain(|k, _| !is_credential(k));
     env
 }
 
@@ -466,7 +471,9 @@ pub fn run_submit(args: SubmitArgs) -> anyhow::Result<ExitCode> {
                             print_id(&args, &bar, id);
                         }
                         Some(pb::submit_result::Result::Error(e)) => {
-                            bar.suspend(|| eprintln!("fluxgate-submit: {e}"));
+                            bar.suspend(|| {
+                                eprintln!("fluxgate-submit: {}", crate::output::printable(&e))
+                            });
                             failed = true;
                         }
                         None => failed = true,
@@ -556,6 +563,25 @@ mod tests {
         assert_eq!(no_foo.keys().collect::<Vec<_>>(), ["HOME", "PATH"]);
         let set = filtered_environment(env(&base), &[], &["X=$HOME/x".into()]);
         assert_eq!(set["X"], "/h/x");
+    }
+
+    #[test]
+    fn the_token_is_never_copied() {
+        let base = [("HOME", "/h"), ("FLUXGATE_TOKEN", "secret")];
+        let all = filtered_environment(env(&base), &[], &[]);
+        assert_eq!(all.keys().collect::<Vec<_>>(), ["HOME"]);
+        // Not by name, by glob, by setting it, nor by expanding it.
+        let rules = [
+            "-*".to_string(),
+            "FLUXGATE_*".into(),
+            "FLUXGATE_TOKEN".into(),
+            "COPY=$FLUXGATE_TOKEN".into(),
+            "FLUXGATE_TOKEN=x".into(),
+        ];
+        let picked = filtered_environment(env(&base), &[], &rules);
+        assert_eq!(picked.get("COPY").map(String::as_str), Some(""));
+        assert!(picked.values().all(|v| !v.contains("secret")));
+        assert!(!picked.contains_key("FLUXGATE_TOKEN"));
     }
 
     #[test]

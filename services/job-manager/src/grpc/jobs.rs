@@ -5,9 +5,9 @@ use std::sync::Arc;
 
 use fluxgate_proto::v1 as pb;
 use fluxgate_proto::v1::job_manager_server::JobManager;
+use fluxgate_shared::JobId;
 use fluxgate_shared::auth::{Action, Caller};
 use fluxgate_shared::job::{JobResult, StateMask};
-use fluxgate_shared::{JobId, Jobspec};
 use serde_json::{Map, Value};
 use tokio::sync::{broadcast, mpsc};
 use tokio_stream::Stream;
@@ -15,10 +15,11 @@ use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status};
 
+use super::submit_parse::ParseGate;
 use super::{allow, ask};
 use crate::auth::caller;
 use crate::config::Config;
-use crate::core::{self, ListFilter, Msg, QueueAction, SubmitArgs};
+use crate::core::{self, ListFilter, Msg, QueueAction, SubmitArgs, bounds};
 use crate::error::Error;
 use crate::hub::{Hub, Published};
 use crate::store::{Log, LogPos, SqliteStore, Store};
@@ -29,6 +30,12 @@ const WATCH_BUFFER: usize = 256;
 /// Lines a watcher reads from the store at a time.
 const PAGE_LINES: usize = 256;
 
+/// Most bytes of jobs or log lines in one `Info` or `List` reply: under
+/// gRPC's default 4 MiB message limit with room for the framing, so every
+/// client with default settings reads every page (one reply of 220 MB once
+/// raised the service's memory by 860 MB and failed every such client).
+const REPLY_MAX: usize = (4 << 20) - (64 << 10);
+
 /// The JobManager service.
 #[derive(Debug, Clone)]
 pub struct JobManagerService {
@@ -37,6 +44,8 @@ pub struct JobManagerService {
     hub: Hub,
     config: Arc<Config>,
     cancel: CancellationToken,
+    /// Submitted jobspecs are read behind it, off the async workers.
+    parse_gate: Arc<ParseGate>,
 }
 
 impl JobManagerService {
@@ -54,6 +63,7 @@ impl JobManagerService {
             hub,
             config,
             cancel,
+            parse_gate: Arc::new(ParseGate::per_core()),
         }
     }
 
@@ -77,45 +87,6 @@ impl JobManagerService {
             Some(self.owner_of(id).await?)
         };
         Ok(allow(caller, action, owner)?)
-    }
-
-    /// Parse and authorize one submission; the job is the caller's.
-    fn parse_submit(&self, req: pb::SubmitRequest, caller: &Caller) -> Result<SubmitArgs, Error> {
-        let max = self.config.limits.max_jobspec_bytes;
-        if req.jobspec.len() > max {
-            return Err(Error::Invalid(format!(
-                "jobspec is {} bytes, over the limit of {max} bytes",
-                req.jobspec.len()
-            )));
-        }
-        let jobspec =
-            Jobspec::parse(&req.jobspec).map_err(|e| Error::Invalid(format!("jobspec: {e}")))?;
-        let urgency = req.urgency.unwrap_or(16);
-        let urgency = u8::try_from(urgency)
-            .ok()
-            .filter(|u| *u <= 31)
-            .ok_or_else(|| Error::Invalid(format!("urgency {urgency} is out of range 0-31")))?;
-        const KNOWN: u32 = 2 | 4 | 8;
-        if req.flags & !KNOWN != 0 {
-            return Err(Error::Invalid(format!(
-                "unknown submit flags {:#x}",
-                req.flags & !KNOWN
-            )));
-        }
-        let action = Action::Submit {
-            urgency,
-            waitable: req.flags & pb::SubmitFlag::Waitable as u32 != 0,
-            novalidate: req.flags & pb::SubmitFlag::Novalidate as u32 != 0,
-        };
-        allow(caller, action, None)?;
-        Ok(SubmitArgs {
-            jobspec_json: jobspec.to_json(),
-            jobspec: Arc::new(jobspec),
-            urgency,
-            flags: i64::from(req.flags),
-            // The verified identity, never a userid from the request.
-            userid: caller.uid,
-        })
     }
 
     async fn raise(
@@ -152,7 +123,11 @@ impl JobManager for JobManagerService {
         request: Request<pb::SubmitRequest>,
     ) -> Result<Response<pb::SubmitResponse>, Status> {
         let caller = caller(&request)?;
-        let args = self.parse_submit(request.into_inner(), &caller)?;
+        let max = self.config.limits.max_jobspec_bytes;
+        let args = self
+            .parse_gate
+            .parse_one(request.into_inner(), &caller, max)
+            .await?;
         let mut results = ask(&self.inbox, |reply| Msg::Submit {
             jobs: vec![args],
             reply,
@@ -177,11 +152,11 @@ impl JobManager for JobManagerService {
                 jobs.len()
             )));
         }
-        // Parse every jobspec here, off the core; bad ones are answered alone.
-        let parsed: Vec<Result<SubmitArgs, Error>> = jobs
-            .into_iter()
-            .map(|j| self.parse_submit(j, &caller))
-            .collect();
+        // Parse every jobspec here, off the core and off the async workers;
+        // bad ones are answered alone.
+        let max_bytes = self.config.limits.max_jobspec_bytes;
+        let parsed: Vec<Result<SubmitArgs, Error>> =
+            self.parse_gate.parse_many(jobs, &caller, max_bytes).await?;
         let good: Vec<SubmitArgs> = parsed
             .iter()
             .filter_map(|r| r.as_ref().ok().cloned())
@@ -218,6 +193,7 @@ impl JobManager for JobManagerService {
     ) -> Result<Response<pb::CancelResponse>, Status> {
         let caller = caller(&request)?;
         let req = request.into_inner();
+        bounds::check_note("cancel note", &req.note)?;
         self.authorize(&caller, Action::Cancel, req.id).await?;
         self.raise(&caller, req.id, "cancel", 0, req.note).await?;
         Ok(Response::new(pb::CancelResponse {}))
@@ -229,6 +205,7 @@ impl JobManager for JobManagerService {
     ) -> Result<Response<pb::RaiseExceptionResponse>, Status> {
         let caller = caller(&request)?;
         let req = request.into_inner();
+        bounds::check_note("exception note", &req.note)?;
         self.authorize(&caller, Action::RaiseException, req.id)
             .await?;
         self.raise(&caller, req.id, &req.r#type, req.severity, req.note)
@@ -311,6 +288,7 @@ impl JobManager for JobManagerService {
         let caller = caller(&request)?;
         let req = request.into_inner();
         self.authorize(&caller, Action::Memo, req.id).await?;
+        bounds::check_memo_request(&req.memo)?;
         let memo: Map<String, Value> = match serde_json::from_str(&req.memo) {
             Ok(Value::Object(m)) => m,
             _ => {
@@ -336,10 +314,12 @@ impl JobManager for JobManagerService {
         let req = request.into_inner();
         let id = JobId::from(req.id);
         let store = Arc::clone(&self.store);
-        let values = tokio::task::spawn_blocking(move || -> Result<_, Error> {
+        let reply = tokio::task::spawn_blocking(move || -> Result<_, Error> {
             let job = store.read_job(id.into())?.ok_or(Error::UnknownJob(id))?;
             allow(&caller, Action::ReadJob, Some(job.userid))?;
-            let mut values = std::collections::HashMap::new();
+            let asked = usize::try_from(req.max_bytes).unwrap_or(usize::MAX);
+            let mut budget = if asked == 0 { REPLY_MAX } else { asked.min(REPLY_MAX) };
+            let mut reply = pb::InfoResponse::default();
             for key in req.keys {
                 let value = match key.as_str() {
                     "jobspec" => job.jobspec.clone(),
@@ -352,21 +332,25 @@ impl JobManager for JobManagerService {
                                 "unknown key {other:?}: expected jobspec, R, eventlog, exec.eventlog or output"
                             ))
                         })?;
-                        let lines = store.read_log(id.into(), log)?.ok_or_else(|| {
-                            Error::WrongState(format!("job {id} has no {other}"))
-                        })?;
-                        let mut text = lines.join("\n");
-                        text.push('\n');
-                        text
+                        let page = read_log_bytes(&store, id, log, req.offset, budget)?;
+                        if page.text.is_empty() && req.offset == 0 {
+                            return Err(Error::WrongState(format!("job {id} has no {other}")));
+                        }
+                        if let Some(next) = page.next {
+                            reply.next_offset.insert(key.clone(), next);
+                            reply.more = true;
+                        }
+                        page.text
                     }
                 };
-                values.insert(key, value);
+                budget = budget.saturating_sub(value.len());
+                reply.values.insert(key, value);
             }
-            Ok(values)
+            Ok(reply)
         })
         .await
         .map_err(|e| Status::internal(e.to_string()))??;
-        Ok(Response::new(pb::InfoResponse { values }))
+        Ok(Response::new(reply))
     }
 
     async fn list(
@@ -399,47 +383,46 @@ impl JobManager for JobManagerService {
             since: req.since,
             results,
             max: req.max_entries as usize,
+            before: (req.before != 0).then(|| JobId::from(req.before)),
+            max_bytes: REPLY_MAX,
         };
-        let (max, wants_inactive) = (filter.max, filter.wants_inactive());
+        let wants_inactive = filter.wants_inactive();
         let query = filter.clone();
-        let mut jobs = ask(&self.inbox, |reply| Msg::List { filter, reply }).await?;
-        if wants_inactive {
+        let active = ask(&self.inbox, |reply| Msg::List { filter, reply }).await?;
+        let stored = if wants_inactive {
             let store = Arc::clone(&self.store);
-            let stored =
-                tokio::task::spawn_blocking(move || core::stored_inactive(&*store, &query))
-                    .await
-                    .map_err(|e| Status::internal(format!("listing failed: {e}")))?
-                    .map_err(Error::from)?;
-            jobs = core::merge_listings(jobs, stored, max);
+            let q = query.clone();
+            tokio::task::spawn_blocking(move || core::stored_inactive(&*store, &q))
+                .await
+                .map_err(|e| Status::internal(format!("listing failed: {e}")))?
+                .map_err(Error::from)?
+        } else {
+            Vec::new()
+        };
+        let (rows, cut) = core::merge_listings(active, stored, &query);
+        let mut jobs = Vec::with_capacity(rows.len());
+        let mut bytes = 0;
+        let mut more = cut;
+        for j in rows {
+            let summary = summary_of(j);
+            // Tag and length prefix of a repeated field: at most 6 bytes.
+            let size = prost::Message::encoded_len(&summary) + 6;
+            if !jobs.is_empty() && bytes + size > REPLY_MAX {
+                more = true;
+                break;
+            }
+            bytes += size;
+            jobs.push(summary);
         }
-        let jobs = jobs
-            .into_iter()
-            .map(|j| pb::JobSummary {
-                id: j.id.into(),
-                userid: j.userid,
-                name: j.name,
-                queue: String::new(),
-                state: j.state.name().to_string(),
-                result: j.result.map(|r| r.name().to_string()).unwrap_or_default(),
-                urgency: u32::from(j.urgency),
-                priority: u64::from(j.priority.unwrap_or(0)),
-                ntasks: j.ntasks,
-                nnodes: j.nnodes,
-                nodelist: j.nodelist,
-                t_submit: j.t_submit,
-                t_run: j.t_run.unwrap_or_default(),
-                t_inactive: j.t_inactive.unwrap_or_default(),
-                waitstatus: j.waitstatus,
-                exception_type: j
-                    .exception
-                    .as_ref()
-                    .map(|e| e.0.clone())
-                    .unwrap_or_default(),
-                exception_note: j.exception.map(|e| e.1).unwrap_or_default(),
-                annotations: j.annotations.unwrap_or_default(),
-            })
-            .collect();
-        Ok(Response::new(pb::ListResponse { jobs }))
+        // A listing that reached the caller's max_entries is complete.
+        if query.max > 0 && jobs.len() >= query.max {
+            more = false;
+        }
+        let next = match jobs.last() {
+            Some(last) if more => last.id,
+            _ => 0,
+        };
+        Ok(Response::new(pb::ListResponse { jobs, next }))
     }
 
     async fn wait(
@@ -540,6 +523,7 @@ impl JobManager for JobManagerService {
     ) -> Result<Response<pb::QueueResponse>, Status> {
         let caller = caller(&request)?;
         let req = request.into_inner();
+        bounds::check_note("queue stop reason", &req.reason)?;
         let action = match pb::QueueAction::try_from(req.action) {
             Ok(pb::QueueAction::Stop) => QueueAction::Stop,
             Ok(pb::QueueAction::Start) => QueueAction::Start,
@@ -566,6 +550,73 @@ impl JobManager for JobManagerService {
             started: status.started,
             reason: status.reason,
         }))
+    }
+}
+
+/// The wire form of a listing row.
+fn summary_of(j: core::JobInfo) -> pb::JobSummary {
+    pb::JobSummary {
+        id: j.id.into(),
+        userid: j.userid,
+        name: j.name,
+        queue: String::new(),
+        state: j.state.name().to_string(),
+        result: j.result.map(|r| r.name().to_string()).unwrap_or_default(),
+        urgency: u32::from(j.urgency),
+        priority: u64::from(j.priority.unwrap_or(0)),
+        ntasks: j.ntasks,
+        nnodes: j.nnodes,
+        nodelist: j.nodelist,
+        t_submit: j.t_submit,
+        t_run: j.t_run.unwrap_or_default(),
+        t_inactive: j.t_inactive.unwrap_or_default(),
+        waitstatus: j.waitstatus,
+        exception_type: j
+            .exception
+            .as_ref()
+            .map(|e| e.0.clone())
+            .unwrap_or_default(),
+        exception_note: j.exception.map(|e| e.1).unwrap_or_default(),
+        annotations: j.annotations.unwrap_or_default(),
+    }
+}
+
+/// One page of a log for `Info`: its text, and the line to read next when
+/// lines are left.
+struct LogBytes {
+    text: String,
+    next: Option<u64>,
+}
+
+/// Whole lines of a stored log from line `offset` on, each ending in a
+/// newline, while they fit in `budget` bytes (at least one, so a reader
+/// always moves on), read a store page at a time.
+fn read_log_bytes(
+    store: &SqliteStore,
+    id: JobId,
+    log: Log,
+    offset: u64,
+    budget: usize,
+) -> Result<LogBytes, Error> {
+    let mut text = String::new();
+    let mut pos = LogPos::line(offset);
+    loop {
+        let (lines, next) = store.read_log_page(id.into(), log, pos, PAGE_LINES)?;
+        let full_page = lines.len() == PAGE_LINES;
+        for (i, line) in lines.iter().enumerate() {
+            if !text.is_empty() && text.len() + line.len() + 1 > budget {
+                return Ok(LogBytes {
+                    text,
+                    next: Some(pos.line + i as u64),
+                });
+            }
+            text.push_str(line);
+            text.push('\n');
+        }
+        if !full_page {
+            return Ok(LogBytes { text, next: None });
+        }
+        pos = next;
     }
 }
 

@@ -3,6 +3,7 @@
 pub mod jobs;
 pub mod node;
 pub mod resource;
+pub mod submit_parse;
 
 use fluxgate_shared::auth::{Action, Caller, policy};
 use tokio::sync::{mpsc, oneshot};
