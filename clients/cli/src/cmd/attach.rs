@@ -18,6 +18,7 @@ use fluxgate_proto::v1 as pb;
 use fluxgate_shared::{Event, JobId};
 
 use crate::client::{self, Instance};
+use crate::output::printable;
 
 /// How a finished job ended, as a command reports it.
 #[derive(Debug, Clone, Default)]
@@ -71,9 +72,10 @@ impl Tracker {
             "finish" => self.status = ev.ctx_i64("status").ok().map(|s| s as i32),
             "clean" => self.clean = true,
             "exception" => {
-                let ty = ev.ctx_str("type").unwrap_or("");
+                // Type and note are chosen by whoever raised the exception.
+                let ty = printable(ev.ctx_str("type").unwrap_or(""));
                 let sev = ev.ctx_i64("severity").unwrap_or(0);
-                let note = ev.ctx_str("note").unwrap_or("");
+                let note = printable(ev.ctx_str("note").unwrap_or(""));
                 let line = format!(
                     "{:.3}s: job.exception type={ty} severity={sev} {note}",
                     ev.timestamp - t0

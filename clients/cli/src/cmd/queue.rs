@@ -9,6 +9,7 @@ use fluxgate_shared::job::StateMask;
 use fluxgate_shared::jobspec::parse_fsd;
 
 use crate::client::{self, Instance};
+use crate::output::printable;
 
 /// Arguments of `fluxgate queue`.
 #[derive(Debug, clap::Args)]
@@ -68,7 +69,7 @@ fn print_status(r: &pb::QueueResponse) {
     } else if r.reason.is_empty() {
         println!("Scheduling is stopped");
     } else {
-        println!("Scheduling is stopped: {}", r.reason);
+        println!("Scheduling is stopped: {}", printable(&r.reason));
     }
 }
 
@@ -133,17 +134,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             Command::Idle { timeout, quiet } => {
                 with_timeout(&timeout, wait_empty(&mut inst, StateMask::RUNNING)).await?;
                 if !quiet {
-                    let pending = inst
-                        .jobs
-                        .list(pb::ListRequest {
-                            states: StateMask::PENDING.bits(),
-                            ..Default::default()
-                        })
-                        .await
-                        .map_err(client::status_error)?
-                        .into_inner()
-                        .jobs
-                        .len();
+                    let request = pb::ListRequest {
+                        states: StateMask::PENDING.bits(),
+                        ..Default::default()
+                    };
+                    // Every page: a listing reply is bounded in bytes.
+                    let pending = crate::cmd::jobs::list_all(&mut inst, request).await?.len();
                     println!("{pending} pending jobs");
                 }
             }

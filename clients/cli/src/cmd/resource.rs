@@ -14,7 +14,7 @@ use serde_json::Value;
 
 use crate::client::{self, Instance};
 use crate::cmd::job::eventlog::{Formatter, civil};
-use crate::output::{self, Mode, Render, pad};
+use crate::output::{self, Mode, Render, pad, printable};
 
 /// Arguments of `fluxgate resource`.
 #[derive(Debug, clap::Args)]
@@ -174,7 +174,7 @@ impl Render for ListView {
                 pad(&r.nnodes().to_string(), 6, None, true),
                 pad(&r.ncores().to_string(), 6, None, true),
                 pad(&r.ngpus().to_string(), 5, None, true),
-                nodelist(r)
+                printable(&nodelist(r))
             )?;
         }
         Ok(())
@@ -209,7 +209,7 @@ impl Render for StatusView {
                 pad(state, 12, None, true),
                 pad(if *up { "✔" } else { "✗" }, 2, None, true),
                 pad(&ranks.count().to_string(), 6, None, true),
-                hosts
+                printable(hosts)
             )?;
         }
         Ok(())
@@ -362,12 +362,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                         };
                         let reason = d.get("reason").and_then(Value::as_str).unwrap_or("");
                         let hosts = d.get("nodelist").and_then(Value::as_str).unwrap_or("");
+                        // Reasons are typed by admins and hostnames sent by
+                        // nodes: neither may drive the terminal.
                         println!(
                             "{} {} {} {}",
                             pad(&time, 12, None, false),
                             pad(state, 8, Some(8), false),
-                            pad(reason, 30, Some(30), false),
-                            hosts
+                            pad(&printable(reason), 30, Some(30), false),
+                            printable(hosts)
                         );
                     }
                 }

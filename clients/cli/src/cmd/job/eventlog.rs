@@ -18,6 +18,7 @@ use fluxgate_shared::jobspec::parse_fsd;
 use serde_json::Value;
 
 use crate::client::{self, Instance};
+use crate::output::printable;
 
 /// Formatting options shared by both commands.
 #[derive(Debug, Clone, clap::Args)]
@@ -151,11 +152,18 @@ impl Formatter {
         self.t0.get_or_insert(ts);
     }
 
-    /// One output line (without newline) for a stored line.
+    /// One output line (without newline) for a stored line. Text lines go
+    /// through [`printable`]: event names, memo keys and string values are
+    /// chosen by users, and JSON escapes neither DEL, C1 nor bidi overrides.
+    /// `--format=json` keeps the stored bytes.
     pub fn format(&mut self, raw: &str, ev: &Event) -> String {
         if self.json {
             return raw.to_string();
         }
+        printable(&self.text(ev)).into_owned()
+    }
+
+    fn text(&mut self, ev: &Event) -> String {
         self.see(ev.timestamp);
         let mut s = self.timestamp(ev.timestamp);
         s.push(' ');
@@ -307,7 +315,10 @@ pub fn run_eventlog(args: EventlogArgs) -> anyhow::Result<ExitCode> {
                         break;
                     }
                 }
-                Err(e) => eprintln!("fluxgate-job: failed to print eventlog entry: {e}"),
+                Err(e) => eprintln!(
+                    "fluxgate-job: failed to print eventlog entry: {}",
+                    printable(&e.to_string())
+                ),
             }
         }
         Ok(ExitCode::SUCCESS)
