@@ -214,6 +214,7 @@ async fn cancel_while_pending_and_while_running() {
         .info(pb::InfoRequest {
             id: held.into(),
             keys: vec!["exec.eventlog".into()],
+            ..Default::default()
         })
         .await
         .unwrap_err();

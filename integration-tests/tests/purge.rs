@@ -57,6 +57,7 @@ async fn purge_removes_the_oldest_inactive_jobs_for_good() {
         .info(pb::InfoRequest {
             id: ids[0].into(),
             keys: vec!["eventlog".into()],
+            ..Default::default()
         })
         .await
         .unwrap_err();

@@ -208,12 +208,29 @@ class Client:
             raise _error(err) from None
 
     def info(self, jobid, keys=("jobspec", "R", "eventlog"), *, timeout=30):
-        """A job's stored keys (jobspec, R, eventlog, exec.eventlog, output) as text."""
-        try:
-            r = self.jobs.Info(pb.InfoRequest(id=jobid, keys=list(keys)), timeout=timeout)
-        except grpc.RpcError as err:
-            raise _error(err) from None
-        return dict(r.values)
+        """A job's stored keys (jobspec, R, eventlog, exec.eventlog, output) as text.
+
+        A long log comes in pages (each reply stays under gRPC's default
+        message size); they are read one after another and joined.
+        """
+        values = {}
+        for key in keys:
+            parts, offset = [], 0
+            while True:
+                try:
+                    r = self.jobs.Info(
+                        pb.InfoRequest(id=jobid, keys=[key], offset=offset),
+                        timeout=timeout,
+                    )
+                except grpc.RpcError as err:
+                    raise _error(err) from None
+                parts.append(r.values[key])
+                nxt = r.next_offset.get(key, 0)
+                if not r.more or nxt <= offset:
+                    break
+                offset = nxt
+            values[key] = "".join(parts)
+        return values
 
 
 __all__ = [

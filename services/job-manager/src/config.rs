@@ -35,6 +35,118 @@ pub struct Config {
     pub auth: AuthConfig,
     /// TLS of the gRPC server.
     pub tls: TlsConfig,
+    /// Job output kept in the store.
+    pub output: OutputConfig,
+    /// Site policy: per-user limits.
+    pub policy: PolicyConfig,
+}
+
+/// `[output]`: what is kept of each job's output.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct OutputConfig {
+    /// Most bytes of output data (stdout and stderr together) stored per job;
+    /// further data is dropped and the job gets a non-fatal `output`
+    /// exception. A job's shell option `output.limit` may lower it. 0: no
+    /// limit. In the file either bytes or a size such as `"512M"`.
+    #[serde(deserialize_with = "size_or_bytes")]
+    pub limit: u64,
+}
+
+impl Default for OutputConfig {
+    fn default() -> Self {
+        OutputConfig { limit: 1 << 30 }
+    }
+}
+
+/// `[policy]`: site policy.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PolicyConfig {
+    /// `[policy.limits]`: per-user limits.
+    pub limits: PolicyLimits,
+}
+
+/// `[policy.limits]`: how much one user may hold at once.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PolicyLimits {
+    /// Most active (not yet inactive) jobs of one user other than the
+    /// instance owner; a submit past it is refused. 0: no limit.
+    pub max_active_jobs: u64,
+    /// The same for the instance owner. 0 (the default): no limit.
+    pub owner_max_active_jobs: u64,
+}
+
+impl Default for PolicyLimits {
+    fn default() -> Self {
+        PolicyLimits {
+            max_active_jobs: 10_000,
+            owner_max_active_jobs: 0,
+        }
+    }
+}
+
+impl PolicyLimits {
+    /// The active-job limit of `userid` (`None`: unlimited).
+    pub fn max_active_jobs(&self, userid: u32, owner_uid: u32) -> Option<u64> {
+        let limit = if userid == owner_uid {
+            self.owner_max_active_jobs
+        } else {
+            self.max_active_jobs
+        };
+        (limit > 0).then_some(limit)
+    }
+}
+
+/// A size as flux's `parse_size` reads it: a number with an optional
+/// suffix `k`/`K`, `M`, `G`, `T`, `P` or `E` (powers of 1024), e.g. `10M`,
+/// `1.5G`, `4096`.
+pub fn parse_size(text: &str) -> Option<u64> {
+    let text = text.trim();
+    let (number, scale) = match text.char_indices().last() {
+        Some((i, c)) if c.is_ascii_alphabetic() => {
+            let shift = match c {
+                'k' | 'K' => 10,
+                'M' => 20,
+                'G' => 30,
+                'T' => 40,
+                'P' => 50,
+                'E' => 60,
+                _ => return None,
+            };
+            (&text[..i], (1u64 << shift) as f64)
+        }
+        _ => (text, 1.0),
+    };
+    if number.is_empty() || !number.chars().all(|c| c.is_ascii_digit() || c == '.') {
+        return None;
+    }
+    if let Ok(n) = number.parse::<u64>()
+        && scale == 1.0
+    {
+        return Some(n);
+    }
+    let value = number.parse::<f64>().ok()? * scale;
+    (value.is_finite() && value >= 0.0 && value < u64::MAX as f64).then_some(value as u64)
+}
+
+/// A size in the file: whole bytes, or text [`parse_size`] reads.
+fn size_or_bytes<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Size {
+        Bytes(u64),
+        Text(String),
+    }
+    match Size::deserialize(d)? {
+        Size::Bytes(n) => Ok(n),
+        Size::Text(t) => parse_size(&t).ok_or_else(|| {
+            serde::de::Error::custom(format!(
+                "size {t:?}: expected bytes or a number with k, M, G or T"
+            ))
+        }),
+    }
 }
 
 /// `[auth]`: authentication of callers (docs/SECURITY.md).
@@ -50,6 +162,21 @@ pub struct AuthConfig {
     /// Uids of client certificate user names (the subject's CN), for names
     /// the system's account database does not know or maps otherwise.
     pub users: BTreeMap<String, u32>,
+    /// Seconds a job's credential (its tasks' `FLUXGATE_TOKEN`) lives when the
+    /// job has no expiration (default [`DEFAULT_JOB_CREDENTIAL_TTL`]); with one,
+    /// it expires with the job. Either way it is refused once the job ends.
+    pub job_credential_ttl: Option<u64>,
+}
+
+/// A week: how long a job's credential lives when the job has no expiration.
+pub const DEFAULT_JOB_CREDENTIAL_TTL: u64 = 7 * 86_400;
+
+impl AuthConfig {
+    /// Seconds a job's credential lives when the job has no expiration.
+    pub fn job_credential_ttl(&self) -> u64 {
+        self.job_credential_ttl
+            .unwrap_or(DEFAULT_JOB_CREDENTIAL_TTL)
+    }
 }
 
 /// `[tls]`: the server's certificate and the CA of client certificates.
@@ -162,6 +289,8 @@ impl Default for Config {
             metrics: MetricsConfig::default(),
             auth: AuthConfig::default(),
             tls: TlsConfig::default(),
+            output: OutputConfig::default(),
+            policy: PolicyConfig::default(),
         }
     }
 }
@@ -309,9 +438,18 @@ impl Config {
                 }
             }
             "auth.key_file" => self.auth.key_file = Some(PathBuf::from(value)),
+            "auth.job_credential_ttl" => self.auth.job_credential_ttl = Some(count(value)?),
             "tls.cert" => self.tls.cert = Some(PathBuf::from(value)),
             "tls.key" => self.tls.key = Some(PathBuf::from(value)),
             "tls.client_ca" => self.tls.client_ca = Some(PathBuf::from(value)),
+            "output.limit" => {
+                self.output.limit =
+                    parse_size(value).ok_or_else(|| bad("a size such as 1G, 512M or bytes"))?
+            }
+            "policy.limits.max_active_jobs" => self.policy.limits.max_active_jobs = count(value)?,
+            "policy.limits.owner_max_active_jobs" => {
+                self.policy.limits.owner_max_active_jobs = count(value)?
+            }
             _ => match key.strip_prefix("auth.users.") {
                 Some(user) if !user.is_empty() => {
                     let uid = value.parse().map_err(|_| bad("a uid"))?;
@@ -349,9 +487,13 @@ pub const KEYS: &[&str] = &[
     "metrics.listen",
     "auth.enabled",
     "auth.key_file",
+    "auth.job_credential_ttl",
     "tls.cert",
     "tls.key",
     "tls.client_ca",
+    "output.limit",
+    "policy.limits.max_active_jobs",
+    "policy.limits.owner_max_active_jobs",
 ];
 
 /// The environment variable of a dotted key: `FLUXGATE_RESOURCE_SIZE` for `resource.size`.
@@ -402,6 +544,42 @@ mod tests {
                 .contains("exec.rejoin_timeout expects a number"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn sizes_read_as_flux_reads_them() {
+        for (text, bytes) in [
+            ("4096", Some(4096)),
+            ("10k", Some(10 << 10)),
+            ("10K", Some(10 << 10)),
+            ("10M", Some(10 << 20)),
+            ("1G", Some(1 << 30)),
+            ("1.5G", Some(3 << 29)),
+            ("2T", Some(2 << 40)),
+            ("", None),
+            ("G", None),
+            ("10X", None),
+            ("-1", None),
+            ("1 G", None),
+        ] {
+            assert_eq!(parse_size(text), bytes, "{text:?}");
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("jm.toml");
+        std::fs::write(
+            &path,
+            "[output]\nlimit = \"10M\"\n[policy.limits]\nmax_active_jobs = 3\n",
+        )
+        .unwrap();
+        let mut c = Config::load(Some(&path)).unwrap();
+        assert_eq!(c.output.limit, 10 << 20);
+        assert_eq!(c.policy.limits.max_active_jobs(4242, 0), Some(3));
+        assert_eq!(c.policy.limits.max_active_jobs(0, 0), None);
+        c.set("output.limit", "2k").unwrap();
+        assert_eq!(c.output.limit, 2048);
+        assert!(c.set("output.limit", "lots").is_err());
+        std::fs::write(&path, "[output]\nlimit = 4096\n").unwrap();
+        assert_eq!(Config::load(Some(&path)).unwrap().output.limit, 4096);
     }
 
     #[test]

@@ -22,6 +22,9 @@ pub enum Error {
     /// The instance cannot take the request now (shutting down, queue stopped).
     #[error("{0}")]
     Unavailable(String),
+    /// The caller has reached a limit (e.g. active jobs per user).
+    #[error("{0}")]
+    Exhausted(String),
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -42,6 +45,7 @@ impl From<Error> for tonic::Status {
             Error::WrongState(_) => tonic::Status::failed_precondition(msg),
             Error::Denied(_) => tonic::Status::permission_denied(msg),
             Error::Unavailable(_) => tonic::Status::unavailable(msg),
+            Error::Exhausted(_) => tonic::Status::resource_exhausted(msg),
             Error::Store(StoreError::Closed) => tonic::Status::unavailable(msg),
             Error::Store(_) => tonic::Status::internal(msg),
         }

@@ -77,16 +77,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 })?),
                 None => Some(client::my_uid()),
             };
-            inst.jobs
-                .list(pb::ListRequest {
-                    states: mask.bits(),
-                    userid,
-                    ..Default::default()
-                })
-                .await
-                .map_err(client::status_error)?
-                .into_inner()
-                .jobs
+            let request = pb::ListRequest {
+                states: mask.bits(),
+                userid,
+                ..Default::default()
+            };
+            // Every page: a listing reply is bounded in bytes.
+            crate::cmd::jobs::list_all(&mut inst, request)
+                .await?
                 .iter()
                 .map(|j| JobId::from(j.id))
                 .collect()
@@ -114,7 +112,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 .await
             {
                 errors += 1;
-                eprintln!("fluxgate-cancel: {}: {}", client::f58(*id), e.message());
+                eprintln!(
+                    "fluxgate-cancel: {}: {}",
+                    client::f58(*id),
+                    crate::output::printable(e.message())
+                );
             }
         }
         if args.all && !args.quiet {

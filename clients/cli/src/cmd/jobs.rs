@@ -17,7 +17,7 @@ use fluxgate_shared::{JobId, JobState};
 use serde_json::{Value, json};
 
 use crate::client;
-use crate::output::{self, Mode, Render, fsd, pad, pad_plus};
+use crate::output::{self, Mode, Render, fsd, pad, pad_plus, printable};
 
 /// Arguments of `fluxgate jobs`.
 #[derive(Debug, clap::Args)]
@@ -181,16 +181,18 @@ impl Render for JobTable {
         }
         for j in &self.jobs {
             let user = self.users.get(&j.userid).cloned().unwrap_or_default();
+            // Names, queues and node lists come from other users and nodes:
+            // escaped before padding, so the columns count what is shown.
             let line = row(
                 &client::f58(JobId::from(j.id)),
-                &j.queue,
-                &user,
-                &pad_plus(&j.name, 10),
+                &printable(&j.queue),
+                &printable(&user),
+                &pad_plus(&printable(&j.name), 10),
                 &status_abbrev(j),
                 &j.ntasks.to_string(),
                 &or_dash(j.nnodes.to_string()),
                 &or_dash(fsd(self.contextual_time(j))),
-                &JobTable::contextual_info(j),
+                &printable(&JobTable::contextual_info(j)),
             );
             writeln!(out, "{line}")?;
         }
@@ -321,20 +323,17 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .collect::<anyhow::Result<Vec<_>>>()?;
     let mut jobs = client::block_on(async {
         let mut inst = client::connect().await?;
-        let resp = inst
-            .jobs
-            .list(pb::ListRequest {
-                // Specific ids are listed whatever their state.
-                states: if ids.is_empty() { mask.bits() } else { 0x7f },
-                userid: if ids.is_empty() { userid } else { None },
-                name: args.name.clone(),
-                since,
-                max_entries: if ids.is_empty() { args.count } else { 0 },
-                results: results.clone(),
-            })
-            .await
-            .map_err(client::status_error)?;
-        anyhow::Ok(resp.into_inner().jobs)
+        let request = pb::ListRequest {
+            // Specific ids are listed whatever their state.
+            states: if ids.is_empty() { mask.bits() } else { 0x7f },
+            userid: if ids.is_empty() { userid } else { None },
+            name: args.name.clone(),
+            since,
+            max_entries: if ids.is_empty() { args.count } else { 0 },
+            results: results.clone(),
+            before: 0,
+        };
+        list_all(&mut inst, request).await
     })??;
     if !ids.is_empty() {
         jobs.retain(|j| ids.contains(&j.id));
@@ -369,4 +368,34 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
     output::emit(Mode::from_flags(args.json, false), &table)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Every job `request` matches, following the listing's pages (each reply
+/// is bounded in bytes and says where the next one starts).
+pub async fn list_all(
+    inst: &mut client::Instance,
+    mut request: pb::ListRequest,
+) -> anyhow::Result<Vec<pb::JobSummary>> {
+    let mut jobs = Vec::new();
+    loop {
+        let page = inst
+            .jobs
+            .list(request.clone())
+            .await
+            .map_err(client::status_error)?
+            .into_inner();
+        let got = u32::try_from(page.jobs.len()).unwrap_or(u32::MAX);
+        jobs.extend(page.jobs);
+        // A server that does not page answers 0; so does the last page.
+        if page.next == 0 || (request.before != 0 && page.next >= request.before) {
+            return Ok(jobs);
+        }
+        if request.max_entries > 0 {
+            if got >= request.max_entries {
+                return Ok(jobs);
+            }
+            request.max_entries -= got;
+        }
+        request.before = page.next;
+    }
 }

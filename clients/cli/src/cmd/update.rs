@@ -52,6 +52,7 @@ async fn current_duration(inst: &mut Instance, id: JobId) -> anyhow::Result<f64>
         .info(pb::InfoRequest {
             id: id.as_u64(),
             keys: vec!["jobspec".into(), "eventlog".into()],
+            ..Default::default()
         })
         .await
         .map_err(client::status_error)?

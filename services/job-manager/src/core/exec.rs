@@ -131,6 +131,8 @@ impl Core {
         let Some(leader_addr) = peers.get(&leader).cloned() else {
             return;
         };
+        // The job's credential holds from its start request until it ends.
+        self.job_credentials.activate(id);
         let job = StartJob {
             id,
             userid: active.job.userid(),
@@ -139,6 +141,8 @@ impl Core {
             reattach,
             leader: leader_addr,
             peers,
+            expiration: r.expiration(),
+            credentials: self.job_credentials.clone(),
         };
         let inbox = self.self_tx.clone();
         let store = Arc::clone(&self.store);
@@ -262,6 +266,8 @@ impl Core {
                 severity,
                 note,
             } => {
+                // Exec's text may carry what a job wrote: cut, never refused.
+                let note = super::bounds::cut_note(note);
                 if severity == 0 {
                     self.raise_quiet(id, &kind, &note);
                 } else {
@@ -292,6 +298,7 @@ impl Core {
     /// A line made by an exec service: stored only if it is one valid RFC 18 event.
     fn foreign_line(&mut self, id: JobId, log: Log, line: String) {
         match Event::parse_json(&line) {
+            Ok(event) if log == Log::Output => self.append_output(id, &event, line),
             Ok(_) => self.append_line(id, log, line),
             Err(e) => {
                 tracing::warn!(job = %id, log = log.key(), error = %e, "dropping a malformed line from exec");

@@ -1,5 +1,11 @@
 //! Listing jobs (`flux jobs`): filters over active jobs, held by the core, and
 //! inactive summaries, read from the store.
+//!
+//! A listing is read in pages, newest first: each part (the core's and the
+//! store's) gives the rows below the page's `before` id until their
+//! estimated size passes the page's byte budget, and [`merge`] keeps only
+//! what both parts are sure of, so that every job is listed once across
+//! pages however the parts were cut.
 
 use fluxgate_shared::JobId;
 use fluxgate_shared::job::{JobResult, JobState, StateMask};
@@ -22,6 +28,10 @@ pub struct ListFilter {
     pub results: Vec<JobResult>,
     /// At most this many; 0 is no limit.
     pub max: usize,
+    /// Only jobs with a smaller id (the previous page's last).
+    pub before: Option<JobId>,
+    /// Each part stops once its rows' estimated size passes this; 0 is no bound.
+    pub max_bytes: usize,
 }
 
 /// One row of a listing.
@@ -46,6 +56,18 @@ pub struct JobInfo {
 }
 
 impl JobInfo {
+    /// About how many bytes the row takes on the wire (never much less).
+    pub fn size_estimate(&self) -> usize {
+        let strings = self.name.len()
+            + self.nodelist.len()
+            + self.annotations.as_ref().map_or(0, String::len)
+            + self
+                .exception
+                .as_ref()
+                .map_or(0, |(k, n)| k.len() + n.len());
+        strings + 128
+    }
+
     /// The row of an inactive job.
     fn inactive(id: JobId, j: &Inactive) -> JobInfo {
         JobInfo {
@@ -77,6 +99,16 @@ impl ListFilter {
             .contains(JobState::Inactive)
     }
 
+    /// Is `id` on this page's side of `before`?
+    fn below(&self, id: JobId) -> bool {
+        self.before.is_none_or(|b| id < b)
+    }
+
+    /// Has a part of `rows` rows of `bytes` estimated bytes reached a bound?
+    fn full(&self, rows: usize, bytes: usize) -> bool {
+        (self.max > 0 && rows >= self.max) || (self.max_bytes > 0 && bytes > self.max_bytes)
+    }
+
     /// Does inactive job `j` pass?
     fn passes(&self, j: &Inactive) -> bool {
         !(self.userid.is_some_and(|u| u != j.userid)
@@ -94,43 +126,74 @@ impl Core {
         let mut out = Vec::new();
         if f.wants_inactive() {
             for (id, j) in self.inactive.damaged_jobs() {
-                if f.passes(j) {
+                if f.below(*id) && f.passes(j) {
                     out.push(JobInfo::inactive(*id, j));
                 }
             }
         }
-        for (id, a) in &self.jobs {
-            let job = &a.job;
-            if !states.contains(job.state())
-                || f.userid.is_some_and(|u| u != job.userid())
-                || f.name.as_deref().is_some_and(|n| n != &*a.spec.name)
-            {
-                continue;
+        // Ids first, rows only for what the page takes: a page of a long
+        // queue copies one page of rows, not the queue.
+        let mut ids: Vec<JobId> = self
+            .jobs
+            .iter()
+            .filter(|(id, a)| {
+                f.below(**id)
+                    && states.contains(a.job.state())
+                    && f.userid.is_none_or(|u| u == a.job.userid())
+                    && f.name.as_deref().is_none_or(|n| n == &*a.spec.name)
+            })
+            .map(|(id, _)| *id)
+            .collect();
+        ids.sort_unstable_by(|a, b| b.cmp(a));
+        let mut bytes: usize = out.iter().map(JobInfo::size_estimate).sum();
+        for id in ids {
+            if f.full(out.len(), bytes) {
+                break;
             }
-            out.push(JobInfo {
-                id: *id,
-                userid: job.userid(),
-                name: a.spec.name.to_string(),
-                state: job.state(),
-                result: None,
-                urgency: job.urgency(),
-                priority: job.priority(),
-                ntasks: a.spec.ntasks,
-                nnodes: a.alloc_nnodes.unwrap_or(a.spec.nnodes),
-                nodelist: a.nodelist.clone(),
-                t_submit: job.t_submit().unwrap_or_default(),
-                t_run: a.t_run,
-                t_inactive: None,
-                waitstatus: job.wait_status().map(|w| w.0),
-                exception: job
-                    .fatal_exception()
-                    .map(|e| (e.kind.clone(), e.note.clone())),
-                annotations: job
-                    .annotations()
-                    .map(|m| serde_json::Value::Object(m.clone()).to_string()),
-            });
+            let Some(a) = self.jobs.get(&id) else {
+                continue;
+            };
+            let row = active_row(id, a);
+            bytes += row.size_estimate();
+            out.push(row);
         }
         newest_first(out, f.max)
+    }
+}
+
+/// The row of an active job; its memo is shown as flux shows it, under
+/// `user` in the annotations.
+fn active_row(id: JobId, a: &super::Active) -> JobInfo {
+    let job = &a.job;
+    let annotations = match (job.annotations(), job.memo()) {
+        (None, memo) if memo.is_empty() => None,
+        (sched, memo) => {
+            let mut all = sched.cloned().unwrap_or_default();
+            if !memo.is_empty() {
+                all.insert("user".into(), serde_json::Value::Object(memo.clone()));
+            }
+            Some(serde_json::Value::Object(all).to_string())
+        }
+    };
+    JobInfo {
+        id,
+        userid: job.userid(),
+        name: a.spec.name.to_string(),
+        state: job.state(),
+        result: None,
+        urgency: job.urgency(),
+        priority: job.priority(),
+        ntasks: a.spec.ntasks,
+        nnodes: a.alloc_nnodes.unwrap_or(a.spec.nnodes),
+        nodelist: a.nodelist.clone(),
+        t_submit: job.t_submit().unwrap_or_default(),
+        t_run: a.t_run,
+        t_inactive: None,
+        waitstatus: job.wait_status().map(|w| w.0),
+        exception: job
+            .fatal_exception()
+            .map(|e| (e.kind.clone(), e.note.clone())),
+        annotations,
     }
 }
 
@@ -141,10 +204,13 @@ impl Core {
 pub fn stored_inactive(store: &impl Store, f: &ListFilter) -> Result<Vec<JobInfo>, StoreError> {
     let mut found: Vec<(JobId, Result<Inactive, String>)> = Vec::new();
     let mut kept = 0;
-    store.scan_inactive(f.userid, f.since, &mut |id, text| {
+    let mut bytes = 0;
+    let before = f.before.map(u64::from);
+    store.scan_inactive_below(f.userid, f.since, before, &mut |id, text| {
         let id = JobId::from(id);
         match Inactive::from_summary(text) {
             Ok(j) if f.passes(&j) => {
+                bytes += JobInfo::inactive(id, &j).size_estimate();
                 found.push((id, Ok(j)));
                 kept += 1;
             }
@@ -152,11 +218,12 @@ pub fn stored_inactive(store: &impl Store, f: &ListFilter) -> Result<Vec<JobInfo
             // Rebuilt after the scan, which holds the store's reader; counted
             // as kept, so a damaged summary may leave the listing short.
             Err(_) => {
+                bytes += text.len() + 128;
                 found.push((id, Err(text.to_string())));
                 kept += 1;
             }
         }
-        f.max == 0 || kept < f.max
+        !f.full(kept, bytes)
     })?;
     let mut out = Vec::with_capacity(found.len());
     for (id, j) in found {
@@ -171,13 +238,27 @@ pub fn stored_inactive(store: &impl Store, f: &ListFilter) -> Result<Vec<JobInfo
     Ok(out)
 }
 
-/// One listing from the core's and the store's parts: a job in both (it
-/// ended between the two reads) is shown as the store has it, inactive.
-pub fn merge(core: Vec<JobInfo>, stored: Vec<JobInfo>, max: usize) -> Vec<JobInfo> {
+/// One page from the core's and the store's parts (`f` the filter both
+/// were read with): a job in both (it ended between the two reads) is shown
+/// as the store has it, inactive. A part that stopped at the page's byte
+/// budget may have left out jobs older than its last row, so nothing older
+/// than that row is taken from the other part either; the page then says it
+/// is cut (true), and the next page starts below its last row.
+pub fn merge(core: Vec<JobInfo>, stored: Vec<JobInfo>, f: &ListFilter) -> (Vec<JobInfo>, bool) {
+    let cut_at = |part: &[JobInfo]| {
+        let bytes: usize = part.iter().map(JobInfo::size_estimate).sum();
+        (f.max_bytes > 0 && bytes > f.max_bytes)
+            .then(|| part.iter().map(|j| j.id).min())
+            .flatten()
+    };
+    let floor = cut_at(&core).max(cut_at(&stored));
     let ended: std::collections::HashSet<JobId> = stored.iter().map(|j| j.id).collect();
     let mut out = stored;
     out.extend(core.into_iter().filter(|j| !ended.contains(&j.id)));
-    newest_first(out, max)
+    if let Some(floor) = floor {
+        out.retain(|j| j.id >= floor);
+    }
+    (newest_first(out, f.max), floor.is_some())
 }
 
 /// Newest first, as `flux jobs` shows them; at most `max` (0: all).

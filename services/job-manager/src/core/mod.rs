@@ -10,6 +10,7 @@
 //! the committer runs those effects, in order, once the batch is on disk. So a
 //! client or an exec service never sees an event that a crash could lose.
 
+pub mod bounds;
 mod commit;
 mod depend;
 mod exec;
@@ -17,6 +18,7 @@ mod gauges;
 mod inactive;
 mod list;
 mod nodes;
+pub mod output;
 mod perilog;
 mod pipeline;
 mod purge;
@@ -195,6 +197,8 @@ pub struct Active {
     pub epilog_done: bool,
     /// Nodes allocated, once allocated (kept after free, for listing).
     pub alloc_nnodes: Option<u32>,
+    /// Its output so far against its limit.
+    pub output: output::OutputBudget,
 }
 
 /// What the pipeline keeps of a job's jobspec while the job is active; the
@@ -279,6 +283,8 @@ pub struct Links {
     pub self_tx: mpsc::Sender<Msg>,
     /// How exec services are reached: node credential and TLS.
     pub exec_access: crate::exec_client::ExecAccess,
+    /// Mints each started job's credential and revokes it when the job ends.
+    pub job_credentials: crate::auth::JobCredentials,
 }
 
 /// The job pipeline's state; owned by one task.
@@ -312,6 +318,10 @@ pub struct Core {
     self_tx: mpsc::Sender<Msg>,
     /// How exec services are reached: node credential and TLS.
     exec_access: crate::exec_client::ExecAccess,
+    /// Mints each started job's credential and revokes it when the job ends.
+    job_credentials: crate::auth::JobCredentials,
+    /// Active jobs per user, for `[policy.limits] max_active_jobs`.
+    user_jobs: bounds::ActiveCounts,
 }
 
 impl std::fmt::Debug for Core {
@@ -337,6 +347,7 @@ impl Core {
             journal,
             self_tx,
             exec_access,
+            job_credentials,
         } = links;
         let ids = FluidGenerator::new(0, 0)
             .map_err(|e| Error::Invalid(format!("job id generator: {e}")))?;
@@ -380,6 +391,8 @@ impl Core {
             deferred: Default::default(),
             self_tx,
             exec_access,
+            job_credentials,
+            user_jobs: Default::default(),
         };
         core.epoch_ms = core.fluid_epoch()?;
         let found = core.recover()?;
@@ -516,6 +529,10 @@ impl Core {
                 reason,
                 reply,
             } => {
+                if let Err(e) = bounds::check_note("queue stop reason", &reason) {
+                    let _ = reply.send(Err(e));
+                    return;
+                }
                 match action {
                     QueueAction::Status => {}
                     QueueAction::Stop => {
@@ -669,6 +686,13 @@ impl Core {
                 "exception severity {severity} is out of range 0-7"
             )));
         }
+        bounds::check_note("exception note", note)?;
+        if kind.len() > 64 {
+            return Err(Error::Invalid(format!(
+                "exception type is {} bytes, over the limit of 64 bytes",
+                kind.len()
+            )));
+        }
         // In CLEANUP a further exception is recorded only, as flux-core does.
         let state = self.active(id)?.job.state();
         let running = state == JobState::Run;
@@ -743,10 +767,11 @@ impl Core {
     }
 
     fn memo(&mut self, id: JobId, memo: Map<String, Value>) -> Result<(), Error> {
-        self.active(id)?;
+        let active = self.active(id)?;
         if memo.is_empty() {
             return Err(Error::Invalid("memo must have at least one key".into()));
         }
+        bounds::check_memo_total(active.job.memo(), &memo)?;
         self.post(id, "memo", Some(memo));
         Ok(())
     }
@@ -798,9 +823,13 @@ impl Core {
 
     /// A job reached INACTIVE: keep its summary, answer waiters, tell watchers.
     fn retire(&mut self, id: JobId) {
+        self.close_output(id);
+        // The job's credential ends with it, before anyone hears it ended.
+        self.job_credentials.revoke(id);
         let Some(active) = self.jobs.remove(&id) else {
             return;
         };
+        self.user_jobs.removed(active.job.userid());
         self.sched.forget(id);
         self.timers.cancel(id);
         self.deferred.remove(&id);

@@ -270,10 +270,14 @@ impl Core {
                 mode,
                 reply,
             } => {
-                let r = self
-                    .res
-                    .plan_drain(&targets, reason.as_deref(), mode, &IdSet::new())
-                    .map_err(|e| Error::Invalid(e.to_string()))
+                let r = reason
+                    .as_deref()
+                    .map_or(Ok(()), |r| super::bounds::check_note("drain reason", r))
+                    .and_then(|()| {
+                        self.res
+                            .plan_drain(&targets, reason.as_deref(), mode, &IdSet::new())
+                            .map_err(|e| Error::Invalid(e.to_string()))
+                    })
                     .map(|ev| self.post_resource(ev));
                 self.after_commit(move || {
                     let _ = reply.send(r);
@@ -285,10 +289,14 @@ impl Core {
                 force,
                 reply,
             } => {
-                let r = self
-                    .res
-                    .plan_undrain(&targets, reason.as_deref(), force)
-                    .map_err(|e| Error::Invalid(e.to_string()))
+                let r = reason
+                    .as_deref()
+                    .map_or(Ok(()), |r| super::bounds::check_note("undrain reason", r))
+                    .and_then(|()| {
+                        self.res
+                            .plan_undrain(&targets, reason.as_deref(), force)
+                            .map_err(|e| Error::Invalid(e.to_string()))
+                    })
                     .map(|ev| {
                         if let Some(ev) = ev {
                             self.post_resource(ev);

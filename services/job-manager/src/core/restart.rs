@@ -15,6 +15,7 @@ use fluxgate_shared::{Event, JobId, Jobspec, ResourceSet};
 
 use super::depend::Scheme;
 use super::inactive::InactiveJobs;
+use super::output::OutputBudget;
 use super::timers::Timer;
 use super::{Active, Core, Inactive, Spec};
 use crate::clock;
@@ -177,6 +178,16 @@ impl Core {
         {
             spec.duration = d;
         }
+        let mut output = OutputBudget::for_job(self.config.output.limit, &jobspec);
+        if job.has_started()
+            && let Err(e) = self.recount_output(id, &mut output, &events)
+        {
+            tracing::warn!(job = %id, error = %e, "output count not rebuilt; counting from here");
+        }
+        self.user_jobs.added(job.userid());
+        // Its tasks may be running with the credential minted before the
+        // restart: it holds again from here, until the job ends.
+        self.job_credentials.activate(id);
         self.jobs.insert(
             id,
             Box::new(Active {
@@ -189,6 +200,7 @@ impl Core {
                 prolog_done,
                 epilog_done,
                 alloc_nnodes,
+                output,
             }),
         );
         self.post(id, "flux-restart", None);

@@ -8,6 +8,7 @@ use fluxgate_shared::rset::job_expiration;
 use fluxgate_shared::{JobId, Jobspec};
 use serde_json::Value;
 
+use super::output::OutputBudget;
 use super::{Active, Core, Spec};
 use crate::clock;
 use crate::error::Error;
@@ -40,6 +41,16 @@ impl Core {
                 "job submission is disabled{why}"
             )));
         }
+        // Counted in memory as jobs enter and leave, so this costs O(1).
+        let limit = self
+            .config
+            .policy
+            .limits
+            .max_active_jobs(args.userid, self.config.owner_uid);
+        self.user_jobs.admit(args.userid, limit)?;
+        // flux's shell refuses a bad `output.limit` when the job starts;
+        // here it is refused before anything is stored.
+        super::output::job_limit(&args.jobspec)?;
         if args.urgency > 31 {
             return Err(Error::Invalid(format!(
                 "urgency {} is out of range 0-31",
@@ -80,8 +91,10 @@ impl Core {
                 prolog_done: false,
                 epilog_done: false,
                 alloc_nnodes: None,
+                output: OutputBudget::for_job(self.config.output.limit, &args.jobspec),
             }),
         );
+        self.user_jobs.added(args.userid);
         self.post(
             id,
             "submit",

@@ -235,6 +235,17 @@ pub trait Store: Send + Sync + 'static {
         userid: Option<u32>,
         since: Option<f64>,
         visit: &mut dyn FnMut(u64, &str) -> bool,
+    ) -> Result<(), StoreError> {
+        self.scan_inactive_below(userid, since, None, visit)
+    }
+    /// As [`Store::scan_inactive`], starting below id `before` when given:
+    /// a listing's later pages seek there instead of visiting every newer job.
+    fn scan_inactive_below(
+        &self,
+        userid: Option<u32>,
+        since: Option<f64>,
+        before: Option<u64>,
+        visit: &mut dyn FnMut(u64, &str) -> bool,
     ) -> Result<(), StoreError>;
     /// The persistent resource eventlog, in order.
     fn resource_eventlog(&self) -> Result<Vec<String>, StoreError>;

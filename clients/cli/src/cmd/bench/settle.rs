@@ -59,17 +59,13 @@ pub async fn wait_inactive(
 ) -> anyhow::Result<Vec<pb::JobSummary>> {
     attach::outcome(inst, JobId::from(last)).await?;
     wait_none_in(inst, name, ACTIVE).await?;
-    let jobs = inst
-        .jobs
-        .list(pb::ListRequest {
-            states: INACTIVE,
-            name: Some(name.to_string()),
-            ..Default::default()
-        })
-        .await
-        .map_err(client::status_error)?
-        .into_inner()
-        .jobs;
+    let request = pb::ListRequest {
+        states: INACTIVE,
+        name: Some(name.to_string()),
+        ..Default::default()
+    };
+    // Every page: a listing reply is bounded in bytes.
+    let jobs = crate::cmd::jobs::list_all(inst, request).await?;
     if jobs.len() != count {
         bail!(
             "{} jobs named {name} are inactive, {count} were submitted",

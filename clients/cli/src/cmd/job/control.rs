@@ -1,6 +1,7 @@
 //! `fluxgate job` commands that act on one job: attach, info, urgency,
 //! raise, kill, wait, last (flux-core `src/cmd/job/*.c`).
 
+use std::io::Write;
 use std::process::ExitCode;
 
 use anyhow::{anyhow, bail};
@@ -10,6 +11,7 @@ use fluxgate_shared::JobId;
 use crate::client;
 use crate::cmd::attach;
 use crate::cmd::submit::parse_urgency;
+use crate::output::printable;
 
 /// Arguments of `fluxgate job attach`.
 #[derive(Debug, clap::Args)]
@@ -51,26 +53,42 @@ pub fn run_info(args: InfoArgs) -> anyhow::Result<ExitCode> {
         .collect();
     client::block_on(async {
         let mut inst = client::connect().await?;
-        let resp = inst
-            .jobs
-            .info(pb::InfoRequest {
-                id: id.as_u64(),
-                keys: keys.clone(),
-            })
-            .await
-            .map_err(client::status_error)?
-            .into_inner();
+        let mut out = std::io::stdout().lock();
+        // One key at a time, a log page by page: a long output never has
+        // to fit in one reply, nor in memory here.
         for k in &keys {
-            let v = resp
-                .values
-                .get(k)
-                .ok_or_else(|| anyhow!("job {}: no key {k}", args.id))?;
-            if v.ends_with('\n') {
-                print!("{v}");
-            } else {
-                println!("{v}");
+            let mut offset = 0;
+            loop {
+                let mut resp = inst
+                    .jobs
+                    .info(pb::InfoRequest {
+                        id: id.as_u64(),
+                        keys: vec![k.clone()],
+                        offset,
+                        max_bytes: 0,
+                    })
+                    .await
+                    .map_err(client::status_error)?
+                    .into_inner();
+                let v = resp
+                    .values
+                    .remove(k)
+                    .ok_or_else(|| anyhow!("job {}: no key {k}", args.id))?;
+                // The stored texts are printed as they are: the jobspec, R
+                // and eventlogs are JSON (control characters escaped by
+                // their writer) and the output log is the job's own data,
+                // as flux passes it through.
+                out.write_all(v.as_bytes())?;
+                if !v.ends_with('\n') {
+                    out.write_all(b"\n")?;
+                }
+                match resp.next_offset.get(k) {
+                    Some(next) if resp.more && *next > offset => offset = *next,
+                    _ => break,
+                }
             }
         }
+        out.flush()?;
         Ok(ExitCode::SUCCESS)
     })?
 }
@@ -173,7 +191,11 @@ pub fn run_raise(args: RaiseArgs) -> anyhow::Result<ExitCode> {
                 })
                 .await
             {
-                eprintln!("fluxgate-job: raise {}: {}", client::f58(id), e.message());
+                eprintln!(
+                    "fluxgate-job: raise {}: {}",
+                    client::f58(id),
+                    printable(e.message())
+                );
                 code = ExitCode::FAILURE;
             }
         }
@@ -231,7 +253,11 @@ pub fn run_kill(args: KillArgs) -> anyhow::Result<ExitCode> {
                 })
                 .await
             {
-                eprintln!("fluxgate-job: kill {}: {}", client::f58(id), e.message());
+                eprintln!(
+                    "fluxgate-job: kill {}: {}",
+                    client::f58(id),
+                    printable(e.message())
+                );
                 code = ExitCode::FAILURE;
             }
         }
@@ -269,7 +295,7 @@ pub fn run_wait(args: WaitArgs) -> anyhow::Result<ExitCode> {
                         let jid = client::f58(JobId::from(r.id));
                         if !r.success {
                             failed = true;
-                            eprintln!("{jid}: {}", r.error);
+                            eprintln!("{jid}: {}", printable(&r.error));
                         } else if args.verbose {
                             eprintln!("{jid}: job completed successfully");
                         }
@@ -339,17 +365,12 @@ pub fn run_last(args: LastArgs) -> anyhow::Result<ExitCode> {
     };
     client::block_on(async {
         let mut inst = client::connect().await?;
-        let mut jobs = inst
-            .jobs
-            .list(pb::ListRequest {
-                states: 0x7f,
-                userid: Some(nix::unistd::getuid().as_raw()),
-                ..Default::default()
-            })
-            .await
-            .map_err(client::status_error)?
-            .into_inner()
-            .jobs;
+        let request = pb::ListRequest {
+            states: 0x7f,
+            userid: Some(nix::unistd::getuid().as_raw()),
+            ..Default::default()
+        };
+        let mut jobs = crate::cmd::jobs::list_all(&mut inst, request).await?;
         if jobs.is_empty() {
             bail!("job history is empty");
         }
