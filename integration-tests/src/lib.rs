@@ -273,17 +273,26 @@ impl Instance {
     /// Jobs in the states of `mask` (RFC 21 state bits; 127 = all), with room
     /// for listings past gRPC's default 4 MiB, as the CLI has.
     pub async fn list(&self, mask: u32) -> Vec<pb::JobSummary> {
-        self.jobs()
-            .await
-            .max_decoding_message_size(256 << 20)
-            .list(pb::ListRequest {
-                states: mask,
-                ..Default::default()
-            })
-            .await
-            .expect("list")
-            .into_inner()
-            .jobs
+        let mut client = self.jobs().await.max_decoding_message_size(256 << 20);
+        let mut jobs = Vec::new();
+        let mut before = 0;
+        loop {
+            let page = client
+                .list(pb::ListRequest {
+                    states: mask,
+                    before,
+                    ..Default::default()
+                })
+                .await
+                .expect("list")
+                .into_inner();
+            jobs.extend(page.jobs);
+            if page.next == 0 {
+                return jobs;
+            }
+            assert!(before == 0 || page.next < before, "listing did not move on");
+            before = page.next;
+        }
     }
 
     /// A client of the Resource service, as the owner.
@@ -429,6 +438,7 @@ impl Instance {
             .info(pb::InfoRequest {
                 id: id.into(),
                 keys: vec!["R".into()],
+                ..Default::default()
             })
             .await
             .expect("info R")
@@ -552,20 +562,39 @@ impl Drop for Instance {
 /// One job's stored log (`eventlog`, `exec.eventlog` or `output`) over an
 /// open client, read strictly: a line that is not RFC 18 fails the test.
 pub async fn stored_log(jobs: &mut JobManagerClient<Authed>, id: JobId, log: &str) -> Vec<Event> {
-    let mut values = jobs
-        .info(pb::InfoRequest {
-            id: id.into(),
-            keys: vec![log.into()],
-        })
-        .await
-        .unwrap_or_else(|e| panic!("info {log} of {id}: {e}"))
-        .into_inner()
-        .values;
-    let text = values
-        .remove(log)
-        .unwrap_or_else(|| panic!("info of {id} has no {log}"));
+    let text = stored_text(jobs, id, log).await;
     fluxgate_shared::eventlog::parse_eventlog(&text)
         .unwrap_or_else(|e| panic!("{log} of {id} does not parse: {e}"))
+}
+
+/// One job's stored log as text, read page by page as `Info` serves it.
+pub async fn stored_text(jobs: &mut JobManagerClient<Authed>, id: JobId, log: &str) -> String {
+    let mut text = String::new();
+    let mut offset = 0;
+    loop {
+        let mut reply = jobs
+            .info(pb::InfoRequest {
+                id: id.into(),
+                keys: vec![log.into()],
+                offset,
+                max_bytes: 0,
+            })
+            .await
+            .unwrap_or_else(|e| panic!("info {log} of {id}: {e}"))
+            .into_inner();
+        let page = reply
+            .values
+            .remove(log)
+            .unwrap_or_else(|| panic!("info of {id} has no {log}"));
+        text.push_str(&page);
+        match reply.next_offset.get(log) {
+            Some(next) if reply.more => {
+                assert!(*next > offset, "info of {id} {log} did not move on");
+                offset = *next;
+            }
+            _ => return text,
+        }
+    }
 }
 
 /// The `data` of each output event that has one, in order.
@@ -600,4 +629,80 @@ pub fn keys(events: &[Event], name: &str) -> Vec<String> {
         .unwrap_or_default();
     k.sort();
     k
+}
+
+/// The owner token an instance inside a job (`fluxgate batch`/`alloc`) keeps
+/// for its user, when that user is this process's: how tests reach a child
+/// instance, as `fluxgate proxy` does. None for any other instance.
+pub fn instance_token(uri: &str) -> Option<String> {
+    let uid = nix::unistd::getuid().as_raw();
+    std::fs::read_to_string(fluxgate_os::private::instance_token_path(uid, uri))
+        .ok()
+        .map(|t| t.trim().to_string())
+        .filter(|t| !t.is_empty())
+}
+
+/// A real unprivileged account made for one test with `useradd`, removed
+/// with `userdel` when dropped, so attacks run as a user who is not root.
+#[derive(Debug)]
+pub struct GuestUser {
+    /// Its login name (unique per test process and tag).
+    pub name: String,
+    /// Its uid.
+    pub uid: u32,
+}
+
+impl GuestUser {
+    /// A new account `fg<tag><pid>`; None (with a message) when not root.
+    pub fn create(tag: &str) -> Option<GuestUser> {
+        if !nix::unistd::geteuid().is_root() {
+            println!("skipped: creating a guest account needs root");
+            return None;
+        }
+        let name = format!("fg{tag}{}", std::process::id());
+        let _ = Command::new("userdel").arg("-r").arg(&name).output();
+        let out = Command::new("useradd")
+            .args(["-M", "-N", "-s", "/bin/sh"])
+            .arg(&name)
+            .output()
+            .expect("run useradd");
+        assert!(
+            out.status.success(),
+            "useradd {name}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let uid = nix::unistd::User::from_name(&name)
+            .expect("passwd")
+            .expect("the new account exists")
+            .uid
+            .as_raw();
+        Some(GuestUser { name, uid })
+    }
+
+    /// `sh -c SCRIPT` run as this user (runuser), with `env` set.
+    pub fn shell(&self, script: &str, env: &[(&str, &str)]) -> std::process::Output {
+        let mut cmd = Command::new("runuser");
+        cmd.args(["-u", &self.name, "--", "sh", "-c", script])
+            .env_remove("FLUXGATE_TOKEN")
+            .current_dir("/")
+            .stdin(Stdio::null());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        cmd.output().expect("run runuser")
+    }
+}
+
+impl Drop for GuestUser {
+    fn drop(&mut self) {
+        // The test waited for the account's processes; should one linger,
+        // the account goes anyway (-f) rather than outlive the test.
+        let removed = Command::new("userdel")
+            .arg(&self.name)
+            .status()
+            .is_ok_and(|s| s.success());
+        if !removed {
+            let _ = Command::new("userdel").arg("-f").arg(&self.name).status();
+        }
+    }
 }

@@ -144,6 +144,7 @@ async fn a_guest_is_denied_what_is_not_theirs() {
             jobs.info(pb::InfoRequest {
                 id,
                 keys: vec![key.into()],
+                ..Default::default()
             })
             .await,
             &format!("read {key} of another's job"),
@@ -298,6 +299,7 @@ async fn a_guest_lists_others_jobs_in_summary_and_acts_on_their_own() {
         .info(pb::InfoRequest {
             id: mine.into(),
             keys: vec!["jobspec".into(), "eventlog".into()],
+            ..Default::default()
         })
         .await
         .expect("guest reads own job")
@@ -344,6 +346,7 @@ async fn a_guest_lists_others_jobs_in_summary_and_acts_on_their_own() {
     boss.info(pb::InfoRequest {
         id: other.into(),
         keys: vec!["jobspec".into()],
+        ..Default::default()
     })
     .await
     .expect("owner reads a guest's jobspec");
@@ -952,4 +955,210 @@ async fn exec_services_serve_tls_to_the_job_manager_and_to_each_other() {
     let _ = child.kill();
     let _ = child.wait();
     assert!(!answered, "the exec service answered in clear text");
+}
+
+/// Every entry under `dir` (itself included): directories 0700, files 0600.
+fn assert_private_tree(dir: &std::path::Path) {
+    use std::os::unix::fs::PermissionsExt;
+    let meta = std::fs::symlink_metadata(dir).expect("stat");
+    let mode = meta.permissions().mode() & 0o777;
+    if meta.is_dir() {
+        assert_eq!(mode, 0o700, "{} is {mode:o}", dir.display());
+        for entry in std::fs::read_dir(dir).expect("read_dir") {
+            assert_private_tree(&entry.expect("entry").path());
+        }
+    } else {
+        assert_eq!(mode, 0o600, "{} is {mode:o}", dir.display());
+    }
+}
+
+#[test]
+fn fluxgate_start_keeps_its_state_private_and_admits_only_its_owner() {
+    use std::os::unix::fs::PermissionsExt;
+    let Some(guest) = fluxgate_integration_tests::GuestUser::create("st") else {
+        return;
+    };
+    // A parent others may enter, so only the state directory's own mode
+    // keeps the guest out; the state directory starts loose, as an old one.
+    let top = tempfile::tempdir().expect("tempdir");
+    std::fs::set_permissions(top.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let statedir = top.path().join("state");
+    std::fs::create_dir(&statedir).expect("mkdir");
+    std::fs::set_permissions(&statedir, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    // Run as root with no --auth: CMD has the owner's token, the guest
+    // (a real other user on this machine) has only the address.
+    let script = r#"
+        set -e
+        test -n "$FLUXGATE_TOKEN"
+        $F run true
+        as_guest() { runuser -u "$GUEST" -- env -u FLUXGATE_TOKEN FLUXGATE_URI="$FLUXGATE_URI" "$@"; }
+        if as_guest $F jobs -a 2>err; then exit 10; fi
+        grep -q 'requires credentials' err
+        if as_guest $F submit true 2>err; then exit 11; fi
+        grep -q 'requires credentials' err
+        if as_guest cat "$FLUXGATE_STATEDIR/fluxgate.db" >/dev/null 2>&1; then exit 12; fi
+        if as_guest cat "$FLUXGATE_STATEDIR/owner.token" >/dev/null 2>&1; then exit 13; fi
+        echo ok
+    "#;
+    let out = Command::new(binary("fluxgate"))
+        .args(["start", "--size", "1", "--kill-timeout", "1"])
+        .arg("--statedir")
+        .arg(&statedir)
+        .args(["--", "sh", "-c", script])
+        .env("F", binary("fluxgate"))
+        .env("GUEST", &guest.name)
+        .env_remove("FLUXGATE_TOKEN")
+        .current_dir(top.path())
+        .stdin(Stdio::null())
+        .output()
+        .expect("fluxgate start");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.trim() == "ok",
+        "status {:?}\nstdout: {stdout}\nstderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The store, its -wal and -shm, the logs, the key, the tokens, the URI.
+    for name in [
+        "fluxgate.db",
+        "job-manager.log",
+        "exec-0.log",
+        "owner.token",
+        "uri",
+    ] {
+        assert!(statedir.join(name).exists(), "no {name}");
+    }
+    assert_private_tree(&statedir);
+    let refused = guest.shell(&format!("cat {}/fluxgate.db", statedir.display()), &[]);
+    assert!(!refused.status.success(), "the guest read the store");
+}
+
+#[test]
+fn a_state_directory_of_another_user_is_refused() {
+    let Some(guest) = fluxgate_integration_tests::GuestUser::create("sd") else {
+        return;
+    };
+    let top = tempfile::tempdir().expect("tempdir");
+    let statedir = top.path().join("theirs");
+    std::fs::create_dir(&statedir).expect("mkdir");
+    nix::unistd::chown(&statedir, Some(nix::unistd::Uid::from_raw(guest.uid)), None)
+        .expect("chown");
+    let out = Command::new(binary("fluxgate-job-manager"))
+        .args(["--listen", "127.0.0.1:0", "--size", "1"])
+        .arg("--statedir")
+        .arg(&statedir)
+        .stdin(Stdio::null())
+        .output()
+        .expect("job manager");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!("belongs to uid {}", guest.uid)),
+        "{err}"
+    );
+    assert_eq!(std::fs::read_dir(&statedir).expect("read").count(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_jobs_credential_acts_for_its_owner_only_while_the_job_runs() {
+    use std::os::unix::fs::PermissionsExt;
+    let Some(guest) = fluxgate_integration_tests::GuestUser::create("jc") else {
+        return;
+    };
+    let inst = Instance::start_auth(1, 2).await;
+    let owner = inst.owner_token.clone().expect("owner token");
+    let others = submit_held(&inst, &owner).await;
+    // Where the guest's task leaves its credential for the test.
+    let drop_dir = tempfile::tempdir().expect("tempdir");
+    std::fs::set_permissions(drop_dir.path(), std::fs::Permissions::from_mode(0o777))
+        .expect("chmod");
+    let kept = drop_dir.path().join("token");
+    let script = format!(
+        "set -e\n\
+         export FLUXGATE_URI={uri}\n\
+         F={f}\n\
+         test -n \"$FLUXGATE_TOKEN\"\n\
+         $F jobs -a >/dev/null && echo jobs-ok\n\
+         $F job info $FLUX_JOB_ID R >/dev/null && echo info-ok\n\
+         if $F job info {others} eventlog 2>err; then echo read-others; fi\n\
+         grep -q 'may not' err && echo others-denied\n\
+         if $F cancel {others} 2>/dev/null; then echo cancelled-others; fi\n\
+         echo \"$FLUXGATE_TOKEN\" > {kept}\n",
+        uri = inst.uri,
+        f = binary("fluxgate").display(),
+        others = others,
+        kept = kept.display(),
+    );
+    let guest_token = inst.token(&guest.name, guest.uid, Some(600));
+    let spec = JobspecBuilder::new(["sh", "-c", script.as_str()])
+        .cwd("/tmp")
+        .build()
+        .expect("jobspec")
+        .to_json();
+    let id = JobId::from(
+        inst.jobs_as(Some(&guest_token))
+            .await
+            .submit(pb::SubmitRequest {
+                jobspec: spec,
+                urgency: None,
+                flags: 0,
+            })
+            .await
+            .expect("the guest submits")
+            .into_inner()
+            .id,
+    );
+    let ev = inst.wait_clean(id).await;
+    let out = output_data(&inst.log(id, "output").await).concat();
+    assert_eq!(context_u64(&ev, "finish", "status"), 0, "{out}");
+    assert!(out.contains("jobs-ok") && out.contains("info-ok"), "{out}");
+    assert!(out.contains("others-denied"), "{out}");
+    assert!(
+        !out.contains("read-others") && !out.contains("cancelled-others"),
+        "{out}"
+    );
+    // The owner's job is untouched.
+    let theirs = main_log(&inst, others).await;
+    assert!(
+        !names(&theirs).contains(&"exception"),
+        "{:?}",
+        names(&theirs)
+    );
+
+    // The credential named the guest and the job, and it ended with the job.
+    let token = std::fs::read_to_string(&kept).expect("the task kept its token");
+    let claims = fluxgate_shared::auth::token::peek(&token).expect("a token");
+    assert_eq!((claims.uid, claims.job), (guest.uid, Some(id.as_u64())));
+    let e = unauthenticated(
+        inst.jobs_as(Some(token.trim()))
+            .await
+            .list(pb::ListRequest::default())
+            .await,
+        "a job's credential after the job",
+    );
+    assert!(
+        e.contains(&format!(
+            "the credential of job {id} is no longer valid: the job has ended"
+        )),
+        "{e}"
+    );
+    // Nor does it enter what is stored of the job.
+    let stored = inst
+        .jobs()
+        .await
+        .info(pb::InfoRequest {
+            id: id.into(),
+            keys: vec!["jobspec".into(), "eventlog".into()],
+            ..Default::default()
+        })
+        .await
+        .expect("info")
+        .into_inner();
+    for (key, text) in &stored.values {
+        assert!(
+            !text.contains(token.trim()),
+            "the credential is in the {key}"
+        );
+    }
 }

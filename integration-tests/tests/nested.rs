@@ -10,7 +10,9 @@ use std::time::{Duration, Instant};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
-use fluxgate_integration_tests::{Authed, Bearer, Instance, binary, names, output_data};
+use fluxgate_integration_tests::{
+    Authed, Bearer, GuestUser, Instance, binary, instance_token, names, output_data,
+};
 use fluxgate_proto::v1 as pb;
 use fluxgate_proto::v1::job_manager_client::JobManagerClient;
 use fluxgate_proto::v1::resource_client::ResourceClient;
@@ -34,7 +36,31 @@ fn fluxgate_command(uri: &str, dir: &Path, args: &[&str]) -> Command {
         .env("PATH", path)
         .current_dir(dir)
         .stdin(Stdio::null());
+    // An instance inside a job admits its owner only: the token it keeps
+    // for its user (this test's) is the credential to use there.
+    match instance_token(uri) {
+        Some(t) => cmd.env("FLUXGATE_TOKEN", t),
+        None => cmd.env_remove("FLUXGATE_TOKEN"),
+    };
     cmd
+}
+
+/// A channel to the instance at `uri` and the credential to use there (the
+/// token a child instance keeps for this test's user, none for the
+/// enclosing instance, which runs open).
+async fn connect(uri: &str) -> (tonic::transport::Channel, Bearer) {
+    let channel = tonic::transport::Endpoint::from_shared(uri.to_string())
+        .expect("uri")
+        .connect()
+        .await
+        .expect("connect");
+    (channel, Bearer::new(instance_token(uri).as_deref()))
+}
+
+/// A JobManager client of the instance at `uri`, with its credential.
+async fn jobs_at(uri: &str) -> JobManagerClient<Authed> {
+    let (channel, bearer) = connect(uri).await;
+    JobManagerClient::with_interceptor(channel, bearer)
 }
 
 /// Run `fluxgate ARGS` against `uri` in `dir`; its output, whatever its status.
@@ -110,9 +136,8 @@ async fn job_in(uri: &str, what: &str, pred: impl Fn(&pb::JobSummary) -> bool) -
 
 /// Follow the eventlog of job `id` of the (open) instance at `uri`.
 async fn follow_eventlog(uri: &str, id: JobId) -> tonic::Streaming<pb::EventlogLine> {
-    JobManagerClient::connect(uri.to_string())
+    jobs_at(uri)
         .await
-        .expect("connect")
         .watch_eventlog(pb::WatchEventlogRequest {
             id: id.into(),
             name: "eventlog".into(),
@@ -143,13 +168,7 @@ async fn until_clean(watch: &mut tonic::Streaming<pb::EventlogLine>) -> Vec<Even
 /// The one job of the instance at `level1`, and the URI of the instance it runs.
 async fn inner_instance(level1: &str) -> (JobId, String) {
     let inner = job_in(level1, "a job", |_| true).await;
-    // The child instance runs open: a client with no credentials.
-    let channel = tonic::transport::Endpoint::from_shared(level1.to_string())
-        .expect("uri")
-        .connect()
-        .await
-        .expect("connect");
-    let mut jobs = JobManagerClient::with_interceptor(channel, Bearer::new(None));
+    let mut jobs = jobs_at(level1).await;
     (inner, memo_uri(&mut jobs, inner).await)
 }
 
@@ -160,6 +179,7 @@ async fn memo_uri(jobs: &mut JobManagerClient<Authed>, id: JobId) -> String {
             .info(pb::InfoRequest {
                 id: id.into(),
                 keys: vec!["eventlog".into()],
+                ..Default::default()
             })
             .await
             .expect("info")
@@ -182,9 +202,8 @@ async fn memo_uri(jobs: &mut JobManagerClient<Authed>, id: JobId) -> String {
 
 /// The stored resource eventlog of the instance at `uri`.
 async fn resource_eventlog(uri: &str) -> Vec<Event> {
-    let mut r = ResourceClient::connect(uri.to_string())
-        .await
-        .expect("connect");
+    let (channel, bearer) = connect(uri).await;
+    let mut r = ResourceClient::with_interceptor(channel, bearer);
     let mut s = r
         .eventlog(pb::ResourceEventlogRequest { follow: false })
         .await
@@ -222,9 +241,8 @@ async fn wait_resource_update(uri: &str, expiration: f64) {
 
 /// Active jobs of the instance at `uri`.
 async fn active(uri: &str) -> Vec<pb::JobSummary> {
-    JobManagerClient::connect(uri.to_string())
+    jobs_at(uri)
         .await
-        .expect("connect")
         .list(pb::ListRequest::default())
         .await
         .expect("list")
@@ -421,13 +439,12 @@ struct JobManagerClientExt;
 
 impl JobManagerClientExt {
     async fn r(uri: &str, id: JobId) -> fluxgate_shared::ResourceSet {
-        let mut jobs = JobManagerClient::connect(uri.to_string())
-            .await
-            .expect("connect");
+        let mut jobs = jobs_at(uri).await;
         let v = jobs
             .info(pb::InfoRequest {
                 id: id.into(),
                 keys: vec!["R".into()],
+                ..Default::default()
             })
             .await
             .expect("info")
@@ -878,4 +895,88 @@ async fn alloc_ends_when_its_job_is_cancelled() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
     assert!(!status.success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_child_instance_admits_only_its_owner() {
+    let guest = GuestUser::create("ch");
+    // The enclosing instance requires credentials: the job's tasks get its
+    // per-job credential, from which every node derives the child's key.
+    let inst = Instance::start_auth(2, 2).await;
+    let owner = inst.owner_token.clone().expect("owner token");
+    let dir = tempfile::tempdir().expect("tempdir");
+    script(
+        dir.path(),
+        "hold.sh",
+        "#!/bin/sh\n\
+         test -n \"$FLUXGATE_TOKEN\" || exit 4\n\
+         fluxgate run -N2 true || exit 5\n\
+         fluxgate jobs -a >/dev/null || exit 6\n\
+         fluxgate submit sleep 300 >/dev/null || exit 7\n\
+         sleep 300\n",
+    );
+    let out = fluxgate_command(&inst.uri, dir.path(), &["batch", "-N2", "hold.sh"])
+        .env("FLUXGATE_TOKEN", &owner)
+        .output()
+        .expect("batch");
+    assert!(
+        out.status.success(),
+        "batch: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let id = JobId::parse(String::from_utf8_lossy(&out.stdout).trim()).expect("job id");
+    let mut jobs = inst.jobs().await;
+    let child = memo_uri(&mut jobs, id).await;
+    job_in(&child, "the script's sleep running", |j| {
+        j.state == "RUN" && j.name == "sleep"
+    })
+    .await;
+
+    // Without a credential the child refuses everyone.
+    let bare = JobManagerClient::connect(child.clone())
+        .await
+        .expect("connect")
+        .list(pb::ListRequest::default())
+        .await
+        .expect_err("a caller without a token was served");
+    assert_eq!(bare.code(), tonic::Code::Unauthenticated, "{bare:?}");
+    // The owner reaches it through proxy, which finds the kept token.
+    let out = fluxgate_command(
+        &inst.uri,
+        dir.path(),
+        &[
+            "proxy",
+            &id.to_string(),
+            "sh",
+            "-c",
+            "fluxgate jobs --no-header",
+        ],
+    )
+    .env("FLUXGATE_TOKEN", &owner)
+    .output()
+    .expect("proxy");
+    assert!(
+        out.status.success(),
+        "proxy: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let listed = String::from_utf8_lossy(&out.stdout);
+    assert!(listed.contains("sleep"), "{listed}");
+    let kept = fluxgate_os::private::instance_token_path(nix::unistd::getuid().as_raw(), &child);
+    assert!(kept.exists(), "{} missing", kept.display());
+    // Another user on this machine can neither call it nor read its token.
+    if let Some(guest) = &guest {
+        let f = binary("fluxgate");
+        let out = guest.shell(
+            &format!("{} jobs -a", f.display()),
+            &[("FLUXGATE_URI", child.as_str())],
+        );
+        assert!(!out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("requires credentials"), "{err}");
+        let out = guest.shell(&format!("cat {}", kept.display()), &[]);
+        assert!(!out.status.success(), "the guest read the child's token");
+    }
+    end_job(&inst, id).await;
+    assert!(!kept.exists(), "{} outlived the instance", kept.display());
 }

@@ -64,8 +64,28 @@ enum Command {
     Bench(cmd::bench::Args),
 }
 
+impl Command {
+    /// Does it start services (job manager, exec services) on this machine?
+    fn starts_services(&self) -> bool {
+        matches!(
+            self,
+            Command::Start(_) | Command::Instance(_) | Command::Bench(_)
+        )
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // Before a runtime or any service is started (parsing opens nothing):
+    // descriptors the calling shell left open must not reach the services,
+    // nor through them anyone's job. Other commands keep them, so that a
+    // path such as bash's `<(...)` (/dev/fd/63) still reads. A failure
+    // leaves them open, which is no worse than before; say so.
+    if cli.command.starts_services()
+        && let Err(e) = fluxgate_os::fds::close_inherited()
+    {
+        eprintln!("fluxgate: cannot close inherited descriptors: {e}");
+    }
     let (name, result) = match cli.command {
         Command::Idset(args) => ("idset", cmd::idset::run(args)),
         Command::Hostlist(args) => ("hostlist", cmd::hostlist::run(args)),
@@ -92,7 +112,11 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(err) => {
             // One line a person can act on, as flux's tools print it.
-            eprintln!("fluxgate-{name}: {err:#}");
+            // Messages may echo names and notes other users chose.
+            eprintln!(
+                "fluxgate-{name}: {}",
+                output::printable(&format!("{err:#}"))
+            );
             ExitCode::FAILURE
         }
     }

@@ -173,10 +173,10 @@ pub fn command_or_shell(command: &[String]) -> (String, Vec<String>) {
     }
 }
 
-/// Create (truncate) the log file `name` in `dir` for a service's stderr.
+/// Create (truncate) the log file `name` in `dir` for a service's stderr:
+/// 0600, as everything in a state directory (jobs' names and errors are in it).
 pub fn log_file(dir: &Path, name: &str) -> anyhow::Result<File> {
-    let path = dir.join(name);
-    File::create(&path).with_context(|| format!("cannot create {}", path.display()))
+    Ok(fluxgate_os::private::create_file(&dir.join(name))?)
 }
 
 /// The last lines of a log, to explain a failed start.

@@ -14,6 +14,7 @@ use tokio::sync::mpsc;
 use tonic::metadata::AsciiMetadataValue;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
 
+use crate::auth::JobCredentials;
 use crate::core::{ExecMsg, Msg};
 use crate::store::{SqliteStore, Store};
 use crate::telemetry;
@@ -29,6 +30,10 @@ pub struct StartJob {
     pub reattach: bool,
     pub leader: String,
     pub peers: BTreeMap<u32, String>,
+    /// R's expiration, when the job has one: its credential's too.
+    pub expiration: Option<f64>,
+    /// Mints the job's credential for its tasks.
+    pub credentials: JobCredentials,
 }
 
 /// How the job manager reaches exec services: the node credential sent on
@@ -141,15 +146,38 @@ async fn jobspec(store: Arc<SqliteStore>, job: &StartJob) -> Result<String, Stri
     Ok(value.to_string())
 }
 
+/// The credential the job's tasks get as `FLUXGATE_TOKEN` (empty when the
+/// instance runs open): minted off the runtime, since naming the owner reads
+/// the account database.
+async fn job_credential(job: &StartJob) -> String {
+    let (credentials, id, uid, expiration) =
+        (job.credentials.clone(), job.id, job.userid, job.expiration);
+    let now = crate::clock::now().max(0.0) as u64;
+    let minted =
+        tokio::task::spawn_blocking(move || credentials.mint(id, uid, expiration, now)).await;
+    match minted {
+        Ok(Ok(token)) => token,
+        Ok(Err(e)) => {
+            tracing::error!(job = %id, error = %e, "cannot sign the job's credential");
+            String::new()
+        }
+        Err(e) => {
+            tracing::error!(job = %id, error = %e, "cannot sign the job's credential");
+            String::new()
+        }
+    }
+}
+
 async fn run_start(
     job: StartJob,
     store: Arc<SqliteStore>,
     inbox: &mpsc::Sender<Msg>,
-    credential: &ExecAccess,
+    access: &ExecAccess,
 ) -> Result<(), String> {
     let id = job.id;
     let jobspec = jobspec(store, &job).await?;
-    let mut client = ExecClient::new(channel(&job.leader, credential)?);
+    let credential = job_credential(&job).await;
+    let mut client = ExecClient::new(channel(&job.leader, access)?);
     let req = pb::StartRequest {
         id: job.id.into(),
         userid: job.userid,
@@ -158,10 +186,10 @@ async fn run_start(
         reattach: job.reattach,
         ranks: String::new(),
         peers: job.peers.into_iter().collect(),
-        credential: String::new(),
+        credential,
     };
     let mut stream = client
-        .start(credential.request(req))
+        .start(access.request(req))
         .await
         .map_err(|s| format!("{}: {}", job.leader, s.message()))?
         .into_inner();

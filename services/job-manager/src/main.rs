@@ -68,8 +68,17 @@ fn init_logging(format: LogFormat) {
 }
 
 fn main() -> anyhow::Result<()> {
+    // Before anything opens descriptors of its own (the runtime, the store):
+    // what the starting shell left open must not reach anyone.
+    let inherited = fluxgate_os::fds::close_inherited();
+    // Every file the job manager makes (the store and its -wal and -shm,
+    // keys, tokens, the URI file) is its owner's alone; it runs no user code.
+    fluxgate_os::private::restrict_umask();
     let args = Args::parse();
     init_logging(args.log_format);
+    if let Err(e) = inherited {
+        tracing::warn!(error = %e, "cannot close inherited descriptors");
+    }
     let mut config = Config::load(args.config.as_deref())?;
     config.apply_env(std::env::vars())?;
     if let Some(v) = args.listen {
@@ -110,10 +119,8 @@ fn main() -> anyhow::Result<()> {
         let uri_file = server::uri_path(&statedir);
         server::serve(config, shutdown_signal(), move |addr| {
             // Written atomically: readers see no URI or the whole URI.
-            let tmp = uri_file.with_extension("tmp");
             let uri = format!("{scheme}://{addr}\n");
-            if let Err(e) = std::fs::write(&tmp, uri).and_then(|_| std::fs::rename(&tmp, &uri_file))
-            {
+            if let Err(e) = fluxgate_os::private::write_file(&uri_file, uri.as_bytes()) {
                 tracing::error!(error = %e, "cannot write the URI file");
             }
             println!("{scheme}://{addr}");

@@ -15,7 +15,7 @@ use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 use tonic::transport::server::TcpIncoming;
 
-use crate::auth::{Authenticator, keys};
+use crate::auth::{ActiveJobs, Authenticator, JobCredentials, keys};
 use crate::config::Config;
 use crate::core::{self, Committer, Core, Links, Nodes};
 use crate::grpc::jobs::JobManagerService;
@@ -106,10 +106,10 @@ pub async fn serve(
     ready: impl FnOnce(SocketAddr) + Send,
 ) -> Result<(), ServeError> {
     let config = Arc::new(config);
-    std::fs::create_dir_all(&config.statedir).map_err(|source| ServeError::Io {
-        what: format!("cannot create statedir {}", config.statedir.display()),
-        source,
-    })?;
+    // 0700 before anything is created in it: the store holds every user's
+    // environment and output, and beside it are the key and the tokens.
+    fluxgate_os::private::create_dir(&config.statedir)
+        .map_err(|e| ServeError::Config(format!("statedir {}: {e}", config.statedir.display())))?;
     let (inventory, nodes) = inventory(&config)?;
     let tls = crate::auth::tls::server_config(&config.tls).map_err(ServeError::Config)?;
     let exec_ca = match &config.exec.tls_ca {
@@ -119,7 +119,7 @@ pub async fn serve(
         })?),
         None => None,
     };
-    let (authenticator, node_token) = if config.auth.enabled {
+    let (authenticator, node_token, job_credentials) = if config.auth.enabled {
         let keys = keys::load_or_create(&config).map_err(ServeError::Config)?;
         tracing::info!(
             owner_token = %config.statedir.join(keys::OWNER_TOKEN_FILE).display(),
@@ -134,8 +134,19 @@ pub async fn serve(
                 "tokens travel in clear text: serve TLS (tls.cert, tls.key) off loopback"
             );
         }
-        let auth = Authenticator::required(config.owner_uid, keys.key, config.auth.users.clone());
-        (auth, Some(keys.node_token))
+        let active = ActiveJobs::default();
+        let credentials = JobCredentials::new(
+            keys.key.clone(),
+            config.auth.job_credential_ttl(),
+            active.clone(),
+        );
+        let auth = Authenticator::required(
+            config.owner_uid,
+            keys.key,
+            config.auth.users.clone(),
+            active,
+        );
+        (auth, Some(keys.node_token), credentials)
     } else {
         if config.tls.client_ca.is_some() {
             tracing::warn!(
@@ -148,7 +159,11 @@ pub async fn serve(
             "running open: no credentials are checked and every client acts as the \
              instance owner (set auth.enabled = true to require them)"
         );
-        (Authenticator::open(config.owner_uid), None)
+        (
+            Authenticator::open(config.owner_uid),
+            None,
+            JobCredentials::disabled(),
+        )
     };
     let exec_access =
         crate::exec_client::ExecAccess::new(node_token.as_deref(), exec_ca.as_deref())
@@ -162,6 +177,7 @@ pub async fn serve(
         journal: journal.clone(),
         self_tx: inbox_tx.clone(),
         exec_access,
+        job_credentials,
     };
     let core = Core::new(
         Arc::clone(&store),

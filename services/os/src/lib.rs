@@ -2,3 +2,4 @@
 //! inherited from whoever started them, and files no other user may read.
 
 pub mod fds;
+pub mod private;

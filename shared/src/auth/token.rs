@@ -3,7 +3,8 @@
 //! ```text
 //! fgt1.<payload>.<mac>
 //!   payload = base64url(JSON {"user": NAME, "uid": N, "role": "user"|"node",
-//!                             "iat": SECS, "exp": SECS (absent: no expiry)})
+//!                             "iat": SECS, "exp": SECS (absent: no expiry),
+//!                             "job": ID (absent: not a job's credential)})
 //!   mac     = base64url(HMAC-SHA256(instance key, "fgt1." + payload))
 //! ```
 //!
@@ -11,6 +12,11 @@
 //! token of another format cannot be replayed as this one. Verification
 //! checks the MAC in constant time before it reads the payload, then the
 //! expiry against the clock value it is given.
+//!
+//! A job's credential (`job` set) is what the job manager hands a job's tasks
+//! at start: its holder acts as the job's owner, and the job manager accepts it
+//! only while that job is active, so it is revoked when the job ends. Tokens
+//! without the claim serialize as before, so existing tokens stay valid.
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -49,6 +55,10 @@ pub struct Claims {
     /// When it stops being valid, seconds since the epoch; none: never.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exp: Option<u64>,
+    /// The job whose tasks hold this credential (a job id, RFC 19); valid only
+    /// while that job is active.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job: Option<u64>,
 }
 
 /// Why a token was not accepted.
@@ -102,6 +112,20 @@ impl Claims {
             role: TokenRole::User,
             iat: now,
             exp: ttl.map(|t| now.saturating_add(t)),
+            job: None,
+        }
+    }
+
+    /// The credential of job `job`'s tasks, owned by `user` (`uid`), issued
+    /// at `now` and expiring at `exp` (seconds since the epoch).
+    pub fn job(user: &str, uid: u32, job: u64, now: u64, exp: u64) -> Claims {
+        Claims {
+            user: user.to_string(),
+            uid,
+            role: TokenRole::User,
+            iat: now,
+            exp: Some(exp),
+            job: Some(job),
         }
     }
 
@@ -113,6 +137,7 @@ impl Claims {
             role: TokenRole::Node,
             iat: now,
             exp: None,
+            job: None,
         }
     }
 
@@ -124,6 +149,19 @@ impl Claims {
         let tag = mac(key, &signed)?.finalize().into_bytes();
         Ok(format!("{signed}.{}", URL_SAFE_NO_PAD.encode(tag)))
     }
+}
+
+/// A key derived from a secret and a label: HMAC-SHA256(secret, label).
+/// Whoever holds `secret` computes the same key and no one else can; an
+/// instance inside a job keys itself with its job's credential this way, so
+/// that the job's tasks on every node sign the same node credential without
+/// sending a secret anywhere.
+pub fn derive_key(secret: &[u8], label: &str) -> Vec<u8> {
+    // HMAC takes a key of any length, including an empty one.
+    let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(secret)
+        .unwrap_or_else(|_| <Hmac<Sha256> as Mac>::new_from_slice(&[0u8; 32]).expect("fixed key"));
+    mac.update(label.as_bytes());
+    mac.finalize().into_bytes().to_vec()
 }
 
 /// Check `token` against `key` at time `now` (seconds since the epoch).
@@ -282,6 +320,38 @@ mod tests {
         let t = c.sign(KEY).unwrap();
         assert_eq!(verify(&t, b"short", 0), Err(TokenError::WeakKey(5)));
         assert_eq!(verify(&t, KEY, 0).unwrap().role, TokenRole::Node);
+    }
+
+    #[test]
+    fn a_job_credential_names_its_job_and_others_do_not() {
+        let c = Claims::job("alice", 1001, 77, 1000, 1060);
+        let t = c.sign(KEY).unwrap();
+        let back = verify(&t, KEY, 1030).unwrap();
+        assert_eq!(
+            (back.job, back.exp, back.role),
+            (Some(77), Some(1060), TokenRole::User)
+        );
+        assert!(matches!(
+            verify(&t, KEY, 1060),
+            Err(TokenError::Expired { .. })
+        ));
+        // Without the claim the payload is what it was before the claim
+        // existed, so tokens made then verify the same.
+        let old = Claims::user("alice", 1001, 5, None).sign(KEY).unwrap();
+        let (payload, _) = old[PREFIX.len()..].split_once('.').unwrap();
+        let json = String::from_utf8(URL_SAFE_NO_PAD.decode(payload).unwrap()).unwrap();
+        assert!(!json.contains("job"), "{json}");
+        assert_eq!(verify(&old, KEY, 6).unwrap().job, None);
+    }
+
+    #[test]
+    fn derived_keys_depend_on_secret_and_label() {
+        let a = derive_key(b"secret", "child");
+        assert_eq!(a.len(), 32);
+        assert_eq!(a, derive_key(b"secret", "child"));
+        assert_ne!(a, derive_key(b"secret!", "child"));
+        assert_ne!(a, derive_key(b"secret", "other"));
+        assert!(Claims::node(1, 0).sign(&a).is_ok());
     }
 
     #[test]

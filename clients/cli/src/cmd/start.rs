@@ -10,10 +10,15 @@
 //! SIGKILL after `--kill-timeout`; it also runs on every error path (the
 //! guard's `Drop`), so no service outlives the command.
 //!
-//! Without `--auth` the instance runs open (every client is its owner). With
-//! it the job manager requires credentials: CMD gets the owner's token
-//! (`STATEDIR/owner.token`) as `FLUXGATE_TOKEN`, and the exec services the
-//! node credential (`STATEDIR/node.token`).
+//! The instance admits only its owner, as flux's local connector does: the
+//! job manager always requires credentials, and the owner's token
+//! (`STATEDIR/owner.token`, 0600) goes to CMD alone, as `FLUXGATE_TOKEN`;
+//! the exec services get the node credential (`STATEDIR/node.token`). Any
+//! other local user reaches the loopback port but is refused
+//! (UNAUTHENTICATED) without a token the owner made (`fluxgate token
+//! create`). `--auth` is kept for scripts that pass it; it only has the
+//! owner's token file named on standard error. The state directory is 0700
+//! and every file in it (store, logs, key, tokens) 0600, created so.
 
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
@@ -51,8 +56,9 @@ pub struct Args {
     /// Print the services' addresses and log locations on standard error.
     #[arg(short, long)]
     verbose: bool,
-    /// Require credentials: the owner's token is written to STATEDIR/owner.token
-    /// and given to CMD as FLUXGATE_TOKEN; others need `fluxgate token create`.
+    /// Say where the owner's token is. Credentials are always required: the
+    /// owner's token (STATEDIR/owner.token) is given to CMD as FLUXGATE_TOKEN;
+    /// other users need one from `fluxgate token create`.
     #[arg(long)]
     auth: bool,
     /// Command to run inside the instance (default: $SHELL).
@@ -84,11 +90,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     let (statedir, tmpdir) = match &args.statedir {
         Some(d) => {
-            std::fs::create_dir_all(d)
-                .with_context(|| format!("cannot create statedir {}", d.display()))?;
+            fluxgate_os::private::create_dir(d).context("the state directory")?;
             (d.clone(), None)
         }
         None => {
+            // tempfile makes the directory 0700.
             let t = tempfile::Builder::new()
                 .prefix("fluxgate-")
                 .tempdir()
@@ -114,16 +120,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 
     let jm_log = statedir.join("job-manager.log");
     let mut jm = Command::new(service_binary("fluxgate-job-manager"));
-    if args.auth {
-        jm.arg("--set").arg("auth.enabled=true");
-    } else if args.verbose || std::io::IsTerminal::is_terminal(&std::io::stderr()) {
-        // Said to a person; scripts read CMD's own output on our stderr.
-        eprintln!(
-            "fluxgate-start: the instance runs open: no credentials are checked and every \
-             client acts as the instance owner (--auth requires them)"
-        );
-    }
-    jm.arg("--listen")
+    jm.arg("--set")
+        .arg("auth.enabled=true")
+        .arg("--listen")
         .arg("127.0.0.1:0")
         .arg("--statedir")
         .arg(&statedir)
@@ -150,18 +149,19 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         );
     }
     // The job manager wrote the owner's token before it printed its URI.
-    let owner_token = if args.auth {
-        let path = statedir.join("owner.token");
-        let token = std::fs::read_to_string(&path)
-            .with_context(|| format!("cannot read the owner's token {}", path.display()))?;
-        Some(token.trim().to_string())
-    } else {
-        None
-    };
-    let creds = match &owner_token {
-        Some(t) => client::Credentials::default().with_token(t)?,
-        None => client::Credentials::default(),
-    };
+    let token_path = statedir.join("owner.token");
+    let owner_token = std::fs::read_to_string(&token_path)
+        .with_context(|| format!("cannot read the owner's token {}", token_path.display()))?
+        .trim()
+        .to_string();
+    if args.auth {
+        eprintln!(
+            "fluxgate-start: the owner's token is in {} (and CMD's FLUXGATE_TOKEN); \
+             other users need one from `fluxgate token create`",
+            token_path.display()
+        );
+    }
+    let creds = client::Credentials::default().with_token(&owner_token)?;
     // Root starting an instance owns it: its jobs are the owner's.
     let root = nix::unistd::geteuid().is_root();
 
@@ -179,9 +179,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         if let Some(c) = args.cores_per_node {
             ex.arg("--cores-count").arg(c.to_string());
         }
-        if args.auth {
-            ex.arg("--node-token-file").arg(statedir.join("node.token"));
-        }
+        ex.arg("--node-token-file").arg(statedir.join("node.token"));
         if root {
             ex.arg("--allow-root-jobs");
         }
@@ -202,7 +200,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         &args.command,
         &uri,
         &statedir,
-        owner_token.as_deref(),
+        &owner_token,
         &mut signals,
     ))?;
     services.teardown();
@@ -215,7 +213,7 @@ async fn run_command(
     command: &[String],
     uri: &str,
     statedir: &Path,
-    token: Option<&str>,
+    token: &str,
     signals: &mut Signals,
 ) -> anyhow::Result<ExitCode> {
     let (prog, rest) = command_or_shell(command);
@@ -223,10 +221,8 @@ async fn run_command(
     command
         .args(&rest)
         .env(client::URI_ENV, uri)
-        .env("FLUXGATE_STATEDIR", statedir);
-    if let Some(token) = token {
-        command.env(client::TOKEN_ENV, token);
-    }
+        .env("FLUXGATE_STATEDIR", statedir)
+        .env(client::TOKEN_ENV, token);
     let mut child = command
         .spawn()
         .with_context(|| format!("cannot run {prog}"))?;

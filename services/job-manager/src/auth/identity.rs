@@ -4,11 +4,13 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
+use fluxgate_shared::JobId;
 use fluxgate_shared::auth::Caller;
 use fluxgate_shared::auth::token::{self, TokenError};
 use tonic::service::Interceptor;
 use tonic::{Request, Status};
 
+use super::job::ActiveJobs;
 use crate::clock;
 
 /// Why a request's credentials were not accepted (UNAUTHENTICATED).
@@ -29,6 +31,9 @@ pub enum AuthError {
     /// The client certificate names no usable user.
     #[error("{0}")]
     Certificate(String),
+    /// A job's credential presented after the job ended.
+    #[error("the credential of job {} is no longer valid: the job has ended", JobId::from(*.0))]
+    JobEnded(u64),
 }
 
 impl From<AuthError> for Status {
@@ -45,6 +50,8 @@ enum Mode {
     Required {
         key: Vec<u8>,
         users: BTreeMap<String, u32>,
+        /// The jobs whose credentials hold (the core keeps it).
+        jobs: ActiveJobs,
     },
 }
 
@@ -84,12 +91,18 @@ impl Authenticator {
     }
 
     /// Callers must present a token signed with `key` or a client certificate
-    /// whose CN is in `users` or the account database.
-    pub fn required(owner_uid: u32, key: Vec<u8>, users: BTreeMap<String, u32>) -> Self {
+    /// whose CN is in `users` or the account database; a job's credential
+    /// holds while its job is in `jobs`.
+    pub fn required(
+        owner_uid: u32,
+        key: Vec<u8>,
+        users: BTreeMap<String, u32>,
+        jobs: ActiveJobs,
+    ) -> Self {
         Authenticator {
             inner: Arc::new(Inner {
                 owner_uid,
-                mode: Mode::Required { key, users },
+                mode: Mode::Required { key, users, jobs },
             }),
         }
     }
@@ -97,7 +110,7 @@ impl Authenticator {
     /// Who is calling, from the request's metadata and TLS peer certificates.
     pub fn identify<T>(&self, request: &Request<T>) -> Result<Caller, AuthError> {
         let owner_uid = self.inner.owner_uid;
-        let Mode::Required { key, users } = &self.inner.mode else {
+        let Mode::Required { key, users, jobs } = &self.inner.mode else {
             return Ok(Caller::owner(owner_uid));
         };
         if let Some(value) = request.metadata().get("authorization") {
@@ -105,6 +118,11 @@ impl Authenticator {
             let token = text.strip_prefix("Bearer ").ok_or(AuthError::BadHeader)?;
             let now = clock::now().max(0.0) as u64;
             let claims = token::verify(token, key, now)?;
+            if let Some(job) = claims.job
+                && !jobs.contains(job)
+            {
+                return Err(AuthError::JobEnded(job));
+            }
             return Ok(Caller::from_claims(&claims, owner_uid));
         }
         let certs = request.peer_certs().ok_or(AuthError::Missing)?;
@@ -156,7 +174,7 @@ mod tests {
     }
 
     fn required() -> Authenticator {
-        Authenticator::required(100, KEY.to_vec(), BTreeMap::new())
+        Authenticator::required(100, KEY.to_vec(), BTreeMap::new(), ActiveJobs::default())
     }
 
     #[test]
@@ -205,6 +223,36 @@ mod tests {
         assert_eq!(e, AuthError::Token(TokenError::BadSignature));
         let status = Status::from(e);
         assert_eq!(status.code(), tonic::Code::Unauthenticated);
+    }
+
+    #[test]
+    fn a_job_credential_holds_only_while_its_job_is_active() {
+        let jobs = ActiveJobs::default();
+        let a = Authenticator::required(100, KEY.to_vec(), BTreeMap::new(), jobs.clone());
+        let now = clock::now() as u64;
+        let id = JobId::from(1234u64);
+        let t = Claims::job("g", 7, id.as_u64(), now, now + 60)
+            .sign(KEY)
+            .unwrap();
+        let request = || with_header(&format!("Bearer {t}"));
+        // Before its start is sent, a job's credential is not live either.
+        assert_eq!(a.identify(&request()), Err(AuthError::JobEnded(1234)));
+        jobs.insert(id);
+        let c = a.identify(&request()).unwrap();
+        assert_eq!((c.uid, c.role), (7, Role::Guest));
+        // The owner's job credential makes the owner, as the owner's token does.
+        let o = Claims::job("o", 100, id.as_u64(), now, now + 60)
+            .sign(KEY)
+            .unwrap();
+        let c = a.identify(&with_header(&format!("Bearer {o}"))).unwrap();
+        assert_eq!(c.role, Role::Owner);
+        jobs.remove(id);
+        let e = a.identify(&request()).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!("the credential of job {id} is no longer valid: the job has ended")
+        );
+        assert_eq!(Status::from(e).code(), tonic::Code::Unauthenticated);
     }
 
     #[test]

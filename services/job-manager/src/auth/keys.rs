@@ -11,8 +11,7 @@
 //! manager restart. Replacing the key invalidates every token.
 
 use std::fmt;
-use std::io::Write;
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use fluxgate_shared::auth::Claims;
@@ -117,16 +116,7 @@ fn warn_if_readable_by_others(path: &Path) {
 
 /// Write `text` to `path` readable by its owner only, replacing it whole.
 fn write_private(path: &Path, text: &str) -> Result<(), String> {
-    let tmp = path.with_extension("tmp");
-    let _ = std::fs::remove_file(&tmp);
-    let result = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&tmp)
-        .and_then(|mut f| f.write_all(text.as_bytes()).and_then(|_| f.sync_all()))
-        .and_then(|_| std::fs::rename(&tmp, path));
-    result.map_err(|e| format!("cannot write {}: {e}", path.display()))
+    fluxgate_os::private::write_file(path, text.as_bytes()).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

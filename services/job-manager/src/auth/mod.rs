@@ -11,10 +11,14 @@
 //!                                  or the system's account database
 //! ```
 //!
+//! A token with a `job` claim is a job's credential ([`job`]): accepted only
+//! while that job is active.
+//!
 //! Without `auth.enabled` the instance runs open: every caller is its owner.
 
 pub mod cert;
 pub mod identity;
+pub mod job;
 pub mod keys;
 pub mod tls;
 
@@ -22,6 +26,7 @@ use fluxgate_shared::auth::Caller;
 use tonic::{Request, Status};
 
 pub use identity::Authenticator;
+pub use job::{ActiveJobs, JobCredentials};
 pub use keys::InstanceKeys;
 
 /// The verified caller of a request that passed the [`Authenticator`].

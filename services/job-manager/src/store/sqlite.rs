@@ -34,6 +34,20 @@ pub struct SqliteStore {
     check_owed: bool,
 }
 
+/// Create the store file 0600 if it is missing. SQLite gives its `-wal`
+/// and `-shm` files the mode of the database file, so all three are private
+/// whatever the process umask.
+fn create_private(path: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .open(path)
+        .map(drop)
+}
+
 impl SqliteStore {
     /// Open (or create) the store at `path`; a damaged or foreign file is an
     /// error, never reset. Every page is checked first, unless the store is
@@ -50,6 +64,7 @@ impl SqliteStore {
             path: path.display().to_string(),
             reason,
         };
+        create_private(path).map_err(|e| fail(e.to_string()))?;
         let conn = Connection::open(path).map_err(|e| fail(e.to_string()))?;
         super::schema::configure(&conn).map_err(|e| fail(e.to_string()))?;
         let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(u64::MAX);
@@ -408,20 +423,23 @@ impl Store for SqliteStore {
         })
     }
 
-    fn scan_inactive(
+    fn scan_inactive_below(
         &self,
         userid: Option<u32>,
         since: Option<f64>,
+        before: Option<u64>,
         visit: &mut dyn FnMut(u64, &str) -> bool,
     ) -> Result<(), StoreError> {
+        let before = before.map(to_sql_id);
         self.read(|c| {
             let mut stmt = c.prepare_cached(
                 "SELECT id, coalesce(summary, '') FROM jobs \
                  WHERE t_inactive IS NOT NULL \
                  AND (?1 IS NULL OR userid = ?1) AND (?2 IS NULL OR t_inactive >= ?2) \
+                 AND (?3 IS NULL OR id < ?3) \
                  ORDER BY id DESC",
             )?;
-            let mut rows = stmt.query(params![userid, since])?;
+            let mut rows = stmt.query(params![userid, since, before])?;
             while let Some(row) = rows.next()? {
                 let id = from_sql_id(row.get(0)?);
                 let summary = row.get_ref(1)?.as_str().unwrap_or("");

@@ -64,26 +64,26 @@ pub fn run_alloc(args: AllocArgs) -> anyhow::Result<ExitCode> {
         let mut watcher = inst.clone();
         let started = async {
             let uri = wait_uri(&mut watcher, id).await?;
+            // The instance's owner token, kept for this user before the memo.
+            let token = access::read_owner_token(&uri, &access::lookup_uids(None))
+                .with_context(|| format!("no credential for the instance at {uri}"))?;
+            let creds = client::Credentials::default().with_token(&token)?;
             // The shell gets the instance once all its nodes are up.
             let size = job_r(&mut watcher, id).await?.nnodes() as u64;
             let deadline = Instant::now() + START_TIMEOUT;
-            while up_count(&uri, &client::Credentials::default())
-                .await
-                .unwrap_or(0)
-                < size
-            {
+            while up_count(&uri, &creds).await.unwrap_or(0) < size {
                 if Instant::now() > deadline {
                     bail!("its nodes did not come up within {START_TIMEOUT:?}");
                 }
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
-            Ok(uri)
+            Ok((uri, token))
         };
         let child = tokio::select! {
             r = started => r,
             why = ended => Err(anyhow!("the job ended: {why}")),
         };
-        let child = match child {
+        let (child, token) = match child {
             Ok(u) => u,
             Err(e) => {
                 let outcome = attach::outcome(&mut inst, id).await.ok();
@@ -97,7 +97,14 @@ pub fn run_alloc(args: AllocArgs) -> anyhow::Result<ExitCode> {
         // Should the job end first (cancel, time limit), CMD hears a hangup,
         // as a shell inside the job would.
         let ended = Box::pin(job_ended(inst.clone(), id));
-        let code = run_with_uri(&args.command, &child, &mut signals, Some(ended)).await?;
+        let code = run_with_uri(
+            &args.command,
+            &child,
+            Some(&token),
+            &mut signals,
+            Some(ended),
+        )
+        .await?;
         // The instance's tasks end cleanly on SIGTERM: the job completes.
         let _ = inst
             .jobs
@@ -122,74 +129,113 @@ pub fn run_proxy(args: ProxyArgs) -> anyhow::Result<ExitCode> {
         Signals::new()?
     };
     rt.block_on(async {
-        let uri = resolve(&client::uri()?, &args.jobid).await?;
-        run_with_uri(&args.command, &uri, &mut signals, None).await
+        let (uri, token) = resolve(&client::uri()?, &args.jobid).await?;
+        if token.is_none() {
+            eprintln!(
+                "fluxgate-proxy: no credential for the instance at {uri} was found; \
+                 {} is left unset",
+                client::TOKEN_ENV
+            );
+        }
+        run_with_uri(&args.command, &uri, token.as_deref(), &mut signals, None).await
     })
 }
 
 /// Run `fluxgate uri ID`: print the URI of the instance job ID runs.
 pub fn run_uri(args: UriArgs) -> anyhow::Result<ExitCode> {
     client::block_on(async {
-        println!("{}", resolve(&client::uri()?, &args.jobid).await?);
+        // The URI is a memo the job wrote: never raw to a terminal.
+        let uri = resolve(&client::uri()?, &args.jobid).await?.0;
+        println!("{}", crate::output::printable(&uri));
         Ok(ExitCode::SUCCESS)
     })?
 }
 
 /// The URI of the instance that job `path` runs, from the instance at
 /// `uri`; `ID/ID2/...` descends into nested instances, as flux's resolver.
-pub async fn resolve(uri: &str, path: &str) -> anyhow::Result<String> {
+/// With it, the owner token of that instance when this user (or root) has
+/// it ([`access`]); none for an empty path (the instance at `uri` itself).
+pub async fn resolve(uri: &str, path: &str) -> anyhow::Result<(String, Option<String>)> {
     let mut cur = uri.to_string();
+    // The first instance is reached with the caller's own credentials; each
+    // one below with the token its instance job keeps for its user.
+    let mut creds = client::Credentials::from_env()?;
+    let mut token = None;
     for part in path.split('/').filter(|p| !p.is_empty()) {
         let id = client::parse_jobid(part)?;
-        let mut inst = client::connect_to(&cur).await?;
-        cur = memo_uri(&mut inst, id).await?.ok_or_else(|| {
+        let mut inst = client::connect_with(&cur, &creds).await?;
+        let (next, owner) = memo_uri(&mut inst, id).await?;
+        cur = next.ok_or_else(|| {
             anyhow!(
                 "job {} is not an instance (it has no uri memo)",
                 client::f58(id)
             )
         })?;
+        token = access::read_owner_token(&cur, &access::lookup_uids(owner));
+        creds = match &token {
+            Some(t) => client::Credentials::default().with_token(t)?,
+            None => client::Credentials::default(),
+        };
     }
-    Ok(cur)
+    Ok((cur, token))
 }
 
-/// The `uri` memo of job `id`, as its eventlog holds it now.
-pub async fn memo_uri(inst: &mut Instance, id: JobId) -> anyhow::Result<Option<String>> {
+/// The `uri` memo of job `id`, as its eventlog holds it now, and the job's
+/// owner (its `submit` event's userid).
+pub async fn memo_uri(
+    inst: &mut Instance,
+    id: JobId,
+) -> anyhow::Result<(Option<String>, Option<u32>)> {
     let info = inst
         .jobs
         .info(pb::InfoRequest {
             id: id.as_u64(),
             keys: vec!["eventlog".into()],
+            ..Default::default()
         })
         .await
         .map_err(client::status_error)?
         .into_inner();
     let text = info.values.get("eventlog").cloned().unwrap_or_default();
     let mut uri = None;
+    let mut owner = None;
     for line in text.lines().filter(|l| !l.trim().is_empty()) {
-        if let Ok(ev) = client::parse_event(line)
-            && ev.name == "memo"
+        let Ok(ev) = client::parse_event(line) else {
+            continue;
+        };
+        if ev.name == "submit" {
+            owner = ev
+                .ctx_i64("userid")
+                .ok()
+                .and_then(|u| u32::try_from(u).ok());
+        } else if ev.name == "memo"
             && let Some(v) = ev.ctx("uri")
         {
             uri = v.as_str().map(str::to_string);
         }
     }
-    Ok(uri)
+    Ok((uri, owner))
 }
 
-/// Run `command` (default $SHELL) with FLUXGATE_URI set; SIGTERM and SIGHUP
-/// are passed on, SIGINT is left to it (the terminal sent it there too).
+/// Run `command` (default $SHELL) with FLUXGATE_URI set, and FLUXGATE_TOKEN
+/// to `token` (unset without one: the caller's is for another instance);
+/// SIGTERM and SIGHUP are passed on, SIGINT is left to it (the terminal
+/// sent it there too).
 async fn run_with_uri(
     command: &[String],
     uri: &str,
+    token: Option<&str>,
     signals: &mut Signals,
     mut ended: Option<Pin<Box<dyn Future<Output = String>>>>,
 ) -> anyhow::Result<ExitCode> {
     let (prog, rest) = command_or_shell(command);
-    let mut child = tokio::process::Command::new(&prog)
-        .args(&rest)
-        .env(client::URI_ENV, uri)
-        .spawn()
-        .with_context(|| format!("cannot run {prog}"))?;
+    let mut cmd = tokio::process::Command::new(&prog);
+    cmd.args(&rest).env(client::URI_ENV, uri);
+    match token {
+        Some(t) => cmd.env(client::TOKEN_ENV, t),
+        None => cmd.env_remove(client::TOKEN_ENV),
+    };
+    let mut child = cmd.spawn().with_context(|| format!("cannot run {prog}"))?;
     let pid = child.id().map(|p| Pid::from_raw(p as i32));
     let status = loop {
         let job_end = async {
@@ -201,7 +247,10 @@ async fn run_with_uri(
         tokio::select! {
             s = child.wait() => break s?,
             why = job_end => {
-                eprintln!("fluxgate: the instance's job ended: {why}");
+                eprintln!(
+                    "fluxgate: the instance's job ended: {}",
+                    crate::output::printable(&why)
+                );
                 ended = None;
                 forward(pid, Signal::SIGHUP);
             }

@@ -21,9 +21,12 @@
 //! fits in the parent exec service's kill timeout. The services run in a
 //! process group of their own, so a signal to the task's group reaches the
 //! task and its script, never the services behind their teardown.
+//!
+//! A child instance requires credentials like any other: its owner's token
+//! goes only to the script (or alloc's command) and to a file only the job's
+//! user can read, where `proxy`, `uri` and `alloc` find it ([`access`]).
 
 use std::future::Future;
-use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
@@ -44,8 +47,11 @@ use crate::services::{
     Services, Signals, command_or_shell, log_file, read_uri, service_binary, up_count, wait_ready,
 };
 
+mod access;
 mod jobs;
 mod task;
+
+use access::ChildKey;
 
 pub use jobs::{run_alloc, run_batch, run_proxy, run_uri};
 pub use task::run_instance;
@@ -169,6 +175,7 @@ async fn job_r(parent: &mut Instance, id: JobId) -> anyhow::Result<ResourceSet> 
         .info(pb::InfoRequest {
             id: id.as_u64(),
             keys: vec!["R".into()],
+            ..Default::default()
         })
         .await
         .map_err(client::status_error)?

@@ -52,6 +52,7 @@ pub fn run_instance(args: InstanceArgs) -> anyhow::Result<ExitCode> {
         let _guard = rt.enter();
         TaskSignals::new()?
     };
+    let key = ChildKey::from_env();
     rt.block_on(async {
         let mut parent = client::connect_to(&parent_uri).await?;
         let r = job_r(&mut parent, id).await?;
@@ -79,6 +80,7 @@ pub fn run_instance(args: InstanceArgs) -> anyhow::Result<ExitCode> {
                 &mut parent,
                 id,
                 &child_r,
+                &key,
                 &statedir,
                 &mut services,
                 &mut signals,
@@ -104,6 +106,7 @@ pub fn run_instance(args: InstanceArgs) -> anyhow::Result<ExitCode> {
                 id,
                 rank,
                 &child_r,
+                &key,
                 &statedir,
                 &mut services,
                 &mut signals,
@@ -167,13 +170,15 @@ fn service_command(name: &str) -> Command {
     cmd
 }
 
-/// Start the exec service of child rank `rank`, joining `uri`.
+/// Start the exec service of child rank `rank`, joining `uri` with the
+/// node credential in `node_token`.
 fn spawn_exec(
     services: &mut Services,
     uri: &str,
     r: &ResourceSet,
     rank: u32,
     statedir: &Path,
+    node_token: &Path,
 ) -> anyhow::Result<()> {
     let node = r
         .node(rank)
@@ -185,10 +190,17 @@ fn spawn_exec(
         .arg("127.0.0.1:0")
         .arg("--kill-timeout")
         .arg("1")
+        .arg("--node-token-file")
+        .arg(node_token)
         .stdout(Stdio::null())
         .stderr(log_file(statedir, &format!("exec-{rank}.log"))?);
     if let Some(h) = node.hostname() {
         ex.arg("--hostname").arg(h);
+    }
+    // A job of root's makes an instance owned by root, whose jobs are root's
+    // (as `fluxgate start` run by root).
+    if nix::unistd::geteuid().is_root() {
+        ex.arg("--allow-root-jobs");
     }
     if !node.cores().is_empty() {
         ex.arg("--cores").arg(node.cores().to_string());
@@ -204,18 +216,20 @@ fn spawn_exec(
 
 /// Rank 0: the child job manager, the URI memo, rank 0's exec service, the
 /// script, the expiration follower, and the teardown.
+#[allow(clippy::too_many_arguments)]
 async fn leader(
     args: &InstanceArgs,
     parent: &mut Instance,
     id: JobId,
     r: &ResourceSet,
+    key: &ChildKey,
     statedir: &Path,
     services: &mut Services,
     signals: &mut TaskSignals,
 ) -> anyhow::Result<ExitCode> {
     let r_path = statedir.join("R.json");
-    std::fs::write(&r_path, r.to_json_string())
-        .with_context(|| format!("cannot write {}", r_path.display()))?;
+    fluxgate_os::private::write_file(&r_path, r.to_json_string().as_bytes())?;
+    key.install(statedir)?;
     let jm_log = statedir.join("job-manager.log");
     let mut jm = service_command("fluxgate-job-manager");
     jm.arg("--listen")
@@ -226,6 +240,8 @@ async fn leader(
         .arg(&r_path)
         .arg("--set")
         .arg("resource.method=job-info")
+        .arg("--set")
+        .arg("auth.enabled=true")
         .stdout(Stdio::piped())
         .stderr(log_file(statedir, "job-manager.log")?);
     let child = services
@@ -241,6 +257,32 @@ async fn leader(
             return Ok(ended_by(s, args.script.is_some()));
         }
     };
+    // Before the memo: whoever finds the URI there finds the credential too.
+    let published = access::publish(key, &uri, statedir)?;
+    let code = serve_child(args, parent, id, r, &uri, statedir, services, signals).await;
+    access::unpublish(&published);
+    code
+}
+
+/// Rank 0 once the child serves: the URI memo, rank 0's exec service, the
+/// script (or alloc's wait), the expiration follower, and the teardown.
+#[allow(clippy::too_many_arguments)]
+async fn serve_child(
+    args: &InstanceArgs,
+    parent: &mut Instance,
+    id: JobId,
+    r: &ResourceSet,
+    uri: &str,
+    statedir: &Path,
+    services: &mut Services,
+    signals: &mut TaskSignals,
+) -> anyhow::Result<ExitCode> {
+    let uri = uri.to_string();
+    let owner_token = std::fs::read_to_string(statedir.join("owner.token"))
+        .context("cannot read the instance's owner token")?
+        .trim()
+        .to_string();
+    let creds = client::Credentials::default().with_token(&owner_token)?;
     parent
         .jobs
         .memo(pb::MemoRequest {
@@ -251,21 +293,24 @@ async fn leader(
         .await
         .map_err(client::status_error)
         .context("cannot record the instance's uri on its job")?;
-    spawn_exec(services, &uri, r, 0, statedir)?;
+    spawn_exec(services, &uri, r, 0, statedir, &statedir.join("node.token"))?;
     let size = r.nnodes() as u32;
-    // The child instance runs open: its clients need no credentials.
-    let open = client::Credentials::default();
     tokio::select! {
-        r = wait_ready(&uri, &open, size, START_TIMEOUT, services) => r?,
+        r = wait_ready(&uri, &creds, size, START_TIMEOUT, services) => r?,
         s = signals.any() => {
-            drain_child(&uri).await;
+            drain_child(&uri, &creds).await;
             services.shutdown().await;
             return Ok(ended_by(s, args.script.is_some()));
         }
     }
-    let follow = tokio::spawn(follow_expiration(parent.clone(), id, uri.clone()));
+    let follow = tokio::spawn(follow_expiration(
+        parent.clone(),
+        id,
+        uri.clone(),
+        creds.clone(),
+    ));
     let code = match &args.script {
-        Some(text) => run_script(text, args, &uri, statedir, signals).await?,
+        Some(text) => run_script(text, args, &uri, &owner_token, statedir, signals).await?,
         None => {
             // alloc: the instance lives until its job is told to end.
             signals.any().await;
@@ -273,7 +318,7 @@ async fn leader(
         }
     };
     follow.abort();
-    drain_child(&uri).await;
+    drain_child(&uri, &creds).await;
     services.shutdown().await;
     Ok(code)
 }
@@ -293,28 +338,29 @@ fn ended_by(name: &str, batch: bool) -> ExitCode {
     ExitCode::from(128 + signal as u8)
 }
 
-/// Run the batch script with the child's URI; SIGTERM (parent cancel) or
-/// SIGALRM (time limit) ends it, and answers 128+signal as a shell would.
+/// Run the batch script with the child's URI and its owner's token (in
+/// place of the job's credential, which is for the enclosing instance);
+/// SIGTERM (parent cancel) or SIGALRM (time limit) ends it, and answers
+/// 128+signal as a shell would.
 async fn run_script(
     text: &str,
     args: &InstanceArgs,
     uri: &str,
+    token: &str,
     statedir: &Path,
     signals: &mut TaskSignals,
 ) -> anyhow::Result<ExitCode> {
     // In a directory of its own, under its own name when that is a plain
     // file name, so that $0 reads as the user wrote it.
     let dir = statedir.join("script");
-    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    fluxgate_os::private::create_dir(&dir)?;
     let path: PathBuf = dir.join(&args.script_name);
     let path = if path.parent() == Some(dir.as_path()) {
         path
     } else {
         dir.join("script")
     };
-    std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))?;
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o700))
-        .with_context(|| format!("cannot make {} executable", path.display()))?;
+    fluxgate_os::private::write_file_mode(&path, text.as_bytes(), 0o700)?;
     let mut cmd = if text.starts_with("#!") {
         tokio::process::Command::new(&path)
     } else {
@@ -325,6 +371,7 @@ async fn run_script(
     let mut child = cmd
         .args(&args.args)
         .env(client::URI_ENV, uri)
+        .env(client::TOKEN_ENV, token)
         .spawn()
         .with_context(|| format!("cannot run the batch script {}", args.script_name))?;
     let pid = child.id().map(|p| Pid::from_raw(p as i32));
@@ -343,9 +390,14 @@ async fn run_script(
 /// Follow the parent job's eventlog: each `resource-update` there becomes
 /// the child's own `resource-update` (RFC 44), which the child's scheduler
 /// and acquirer hear as the new `expiration` (RFC 28).
-async fn follow_expiration(mut parent: Instance, id: JobId, uri: String) {
+async fn follow_expiration(
+    mut parent: Instance,
+    id: JobId,
+    uri: String,
+    creds: client::Credentials,
+) {
     let result: anyhow::Result<()> = async {
-        let mut child = client::connect_to(&uri).await?;
+        let mut child = client::connect_with(&uri, &creds).await?;
         let mut stream = attach::watch(&mut parent, id, "eventlog", true, false).await?;
         while let Some(line) = stream.message().await.map_err(client::status_error)? {
             let Ok(ev) = client::parse_event(&line.line) else {
@@ -373,8 +425,8 @@ async fn follow_expiration(mut parent: Instance, id: JobId, uri: String) {
 
 /// Cancel every job still active in the child, so each ends with an
 /// exception, and wait a little for them to become inactive.
-async fn drain_child(uri: &str) {
-    let Ok(mut child) = client::connect_to(uri).await else {
+async fn drain_child(uri: &str, creds: &client::Credentials) {
+    let Ok(mut child) = client::connect_with(uri, creds).await else {
         return;
     };
     let active = |child: &mut Instance| {
@@ -409,11 +461,13 @@ async fn drain_child(uri: &str) {
 
 /// Ranks > 0: find the child's URI in the parent job's memo, start this
 /// node's exec service, and keep it until the child goes away or SIGTERM.
+#[allow(clippy::too_many_arguments)]
 async fn follower(
     parent: &mut Instance,
     id: JobId,
     rank: u32,
     r: &ResourceSet,
+    key: &ChildKey,
     statedir: &Path,
     services: &mut Services,
     signals: &mut TaskSignals,
@@ -422,7 +476,9 @@ async fn follower(
         u = wait_uri(parent, id) => u?,
         _ = signals.any() => return Ok(ExitCode::SUCCESS),
     };
-    spawn_exec(services, &uri, r, rank, statedir)?;
+    let node_token = key.node_token_file(&uri, statedir)?;
+    let creds = client::Credentials::default().with_token(&key.owner_token(&uri)?)?;
+    spawn_exec(services, &uri, r, rank, statedir, &node_token)?;
     // The child job manager's end (rank 0 stopped it) ends this node too.
     let mut misses = 0;
     loop {
@@ -432,7 +488,7 @@ async fn follower(
                 if services.exited().is_some() {
                     break;
                 }
-                match up_count(&uri, &client::Credentials::default()).await {
+                match up_count(&uri, &creds).await {
                     Ok(_) => misses = 0,
                     Err(_) => misses += 1,
                 }

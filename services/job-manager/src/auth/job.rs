@@ -1,0 +1,175 @@
+//! Per-job credentials: what a job's tasks present to reach their instance.
+//!
+//! ```text
+//! Exec.Start{credential}   fgt1 token {user, uid, role: user, job: ID, exp}
+//!                          signed with the instance key; the exec service
+//!                          puts it in every task's environment (FLUXGATE_TOKEN)
+//! accepted                 while job ID is active (not INACTIVE), until exp
+//! ```
+//!
+//! The job's owner is the user the submit was verified as; the token makes
+//! its holder that user (the instance owner only if the job is the owner's),
+//! never more. It expires at the job's expiration (R's `expiration`), or
+//! `auth.job_credential_ttl` after the start for a job without one, and it is
+//! revoked when the job ends: the core keeps the set of jobs whose tokens are
+//! live ([`ActiveJobs`]), adds a job when it sends its start (and every job
+//! it recovers at a restart, so reattached tasks keep working), removes it
+//! when the job becomes inactive, and the authenticator refuses a token whose
+//! job is not in the set. Nothing of it is stored: a credential never enters a
+//! jobspec or an eventlog.
+
+use std::collections::HashSet;
+use std::fmt;
+use std::sync::{Arc, PoisonError, RwLock};
+
+use fluxgate_shared::JobId;
+use fluxgate_shared::auth::Claims;
+use fluxgate_shared::auth::token::TokenError;
+
+/// The jobs whose credentials are accepted now, shared between the core
+/// (which alone changes it) and the authenticator (which reads it per request).
+#[derive(Debug, Clone, Default)]
+pub struct ActiveJobs(Arc<RwLock<HashSet<u64>>>);
+
+impl ActiveJobs {
+    /// Job `id`'s credential is accepted from now on.
+    pub fn insert(&self, id: JobId) {
+        self.0
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(id.as_u64());
+    }
+
+    /// Job `id` ended: its credential is refused from now on.
+    pub fn remove(&self, id: JobId) {
+        self.0
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&id.as_u64());
+    }
+
+    /// Is the credential of job `id` accepted?
+    pub fn contains(&self, id: u64) -> bool {
+        self.0
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .contains(&id)
+    }
+}
+
+/// Mints job credentials and keeps the set of jobs whose credentials hold.
+/// Disabled (an instance that runs open) it mints nothing and keeps no set.
+#[derive(Clone, Default)]
+pub struct JobCredentials {
+    key: Option<Arc<[u8]>>,
+    default_ttl: u64,
+    active: ActiveJobs,
+}
+
+impl fmt::Debug for JobCredentials {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Never the key itself.
+        f.debug_struct("JobCredentials")
+            .field("enabled", &self.key.is_some())
+            .field("default_ttl", &self.default_ttl)
+            .finish_non_exhaustive()
+    }
+}
+
+impl JobCredentials {
+    /// No credentials: the instance runs open.
+    pub fn disabled() -> Self {
+        Self::default()
+    }
+
+    /// Credentials signed with `key`, living `default_ttl` seconds for a job
+    /// without an expiration; `active` is the set the authenticator reads.
+    pub fn new(key: Vec<u8>, default_ttl: u64, active: ActiveJobs) -> Self {
+        JobCredentials {
+            key: Some(key.into()),
+            default_ttl,
+            active,
+        }
+    }
+
+    /// Job `id` is about to start (or was found running at a restart).
+    pub fn activate(&self, id: JobId) {
+        if self.key.is_some() {
+            self.active.insert(id);
+        }
+    }
+
+    /// Job `id` is inactive: its credential is refused from now on.
+    pub fn revoke(&self, id: JobId) {
+        if self.key.is_some() {
+            self.active.remove(id);
+        }
+    }
+
+    /// The credential of job `id` owned by `uid`, at time `now`, expiring at
+    /// `expiration` if the job has one; empty when the instance runs open.
+    pub fn mint(
+        &self,
+        id: JobId,
+        uid: u32,
+        expiration: Option<f64>,
+        now: u64,
+    ) -> Result<String, TokenError> {
+        let Some(key) = &self.key else {
+            return Ok(String::new());
+        };
+        let exp = match expiration.filter(|e| e.is_finite() && *e > 0.0) {
+            Some(e) => e.ceil() as u64,
+            None => now.saturating_add(self.default_ttl),
+        };
+        Claims::job(&user_name(uid), uid, id.as_u64(), now, exp).sign(key)
+    }
+}
+
+/// The login name of `uid`, for messages; `uid{N}` when the system has none.
+fn user_name(uid: u32) -> String {
+    nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
+        .ok()
+        .flatten()
+        .map(|u| u.name)
+        .unwrap_or_else(|| format!("uid{uid}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fluxgate_shared::auth::token::verify;
+
+    const KEY: &[u8] = b"0123456789abcdef0123456789abcdef";
+
+    #[test]
+    fn a_job_credential_names_the_job_and_expires_with_it() {
+        let creds = JobCredentials::new(KEY.to_vec(), 3600, ActiveJobs::default());
+        let id = JobId::from(42u64);
+        let t = creds.mint(id, 1001, Some(2000.4), 1000).unwrap();
+        let c = verify(&t, KEY, 1500).unwrap();
+        assert_eq!((c.uid, c.job, c.exp), (1001, Some(42), Some(2001)));
+        let t = creds.mint(id, 1001, None, 1000).unwrap();
+        assert_eq!(verify(&t, KEY, 1500).unwrap().exp, Some(4600));
+    }
+
+    #[test]
+    fn activation_and_revocation_change_the_shared_set() {
+        let active = ActiveJobs::default();
+        let creds = JobCredentials::new(KEY.to_vec(), 60, active.clone());
+        let id = JobId::from(7u64);
+        assert!(!active.contains(7));
+        creds.activate(id);
+        assert!(active.contains(7));
+        creds.revoke(id);
+        assert!(!active.contains(7));
+    }
+
+    #[test]
+    fn an_open_instance_mints_nothing() {
+        let creds = JobCredentials::disabled();
+        creds.activate(JobId::from(1u64));
+        assert_eq!(creds.mint(JobId::from(1u64), 0, None, 0).unwrap(), "");
+        assert!(!creds.active.contains(1));
+    }
+}
