@@ -1,7 +1,7 @@
-//! `fluxgate jobs`: list jobs as `flux jobs` does, with its default format
-//! `{id.f58:>12} ?:{queue:<8.8} {username:<8.8} {name:<10.10+}
+//! `fluxgate jobs`: list jobs as `flux jobs` does, by default with flux's
+//! format `{id.f58:>12} ?:{queue:<8.8} +:{username:<8} {name:<10.10+}
 //! {status_abbrev:>2.2} {ntasks:>6} {nnodes:>6h} {contextual_time!F:>8h}
-//! {contextual_info}` (the QUEUE column only when some job has a queue).
+//! {contextual_info}`; every `-o` format is rendered by `crate::jobfmt`.
 //! Pending jobs come first (highest priority first), then running, then
 //! inactive, most recent first.
 
