@@ -2,6 +2,7 @@
 
 mod client;
 mod cmd;
+mod jobfmt;
 mod output;
 mod services;
 

@@ -1,7 +1,7 @@
-//! `fluxgate jobs`: list jobs as `flux jobs` does, with its default format
-//! `{id.f58:>12} ?:{queue:<8.8} {username:<8.8} {name:<10.10+}
+//! `fluxgate jobs`: list jobs as `flux jobs` does, by default with flux's
+//! format `{id.f58:>12} ?:{queue:<8.8} +:{username:<8} {name:<10.10+}
 //! {status_abbrev:>2.2} {ntasks:>6} {nnodes:>6h} {contextual_time!F:>8h}
-//! {contextual_info}` (the QUEUE column only when some job has a queue).
+//! {contextual_info}`; every `-o` format is rendered by `crate::jobfmt`.
 //! Pending jobs come first (highest priority first), then running, then
 //! inactive, most recent first.
 
@@ -54,14 +54,9 @@ pub struct Args {
         value_delimiter = ','
     )]
     filter: Vec<String>,
-    /// Output format: only "default" is built in.
-    #[arg(
-        short = 'o',
-        long = "format",
-        value_name = "FORMAT",
-        default_value = "default"
-    )]
-    format: String,
+    /// -o/--format, --sort, -w, --stats and --stats-only (flux-jobs(1) formats).
+    #[command(flatten)]
+    fmt: crate::jobfmt::cli::FormatArgs,
     /// Emit the jobs as JSON.
     #[arg(long)]
     json: bool,
@@ -266,9 +261,10 @@ fn parse_user(u: &str) -> anyhow::Result<Option<u32>> {
 
 /// Run `fluxgate jobs`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    if args.format != "default" {
-        bail!("--format: No such format {}", args.format);
-    }
+    let fmt = match args.fmt.prepare(args.json, args.queue.as_deref())? {
+        crate::jobfmt::cli::Prepared::Format(f) => f,
+        crate::jobfmt::cli::Prepared::Done(code) => return Ok(code),
+    };
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs_f64())
@@ -360,6 +356,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .into_iter()
         .map(|u| (u, username(u)))
         .collect();
+    if !args.json {
+        args.fmt.print(&fmt, jobs, &users, now, args.no_header)?;
+        return Ok(ExitCode::SUCCESS);
+    }
     let table = JobTable {
         jobs,
         header: !args.no_header,
