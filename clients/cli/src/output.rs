@@ -129,17 +129,6 @@ pub fn pad(s: &str, width: usize, prec: Option<usize>, right: bool) -> String {
     if right { fill + &s } else { s + &fill }
 }
 
-/// flux's `+` truncation (`{name:<10.10+}`): a value too long ends in `+`.
-pub fn pad_plus(s: &str, width: usize) -> String {
-    if s.chars().count() > width {
-        let mut t: String = s.chars().take(width.saturating_sub(1)).collect();
-        t.push('+');
-        t
-    } else {
-        pad(s, width, None, false)
-    }
-}
-
 /// A user-supplied string made safe to show on a terminal: control characters
 /// (C0 including ESC, TAB, CR and LF, then DEL and C1) and the Unicode
 /// characters that reorder or break the text around them (bidi embeddings,
@@ -251,7 +240,5 @@ mod tests {
     fn padding() {
         assert_eq!(pad("abc", 5, None, true), "  abc");
         assert_eq!(pad("abcdef", 4, Some(4), false), "abcd");
-        assert_eq!(pad_plus("verylongname", 10), "verylongn+");
-        assert_eq!(pad_plus("short", 10), "short     ");
     }
 }

@@ -5,8 +5,6 @@
 //! Pending jobs come first (highest priority first), then running, then
 //! inactive, most recent first.
 
-use std::collections::HashMap;
-use std::io::{self, Write};
 use std::process::ExitCode;
 
 use anyhow::{anyhow, bail};
@@ -17,7 +15,6 @@ use fluxgate_shared::{JobId, JobState};
 use serde_json::{Value, json};
 
 use crate::client;
-use crate::output::{self, Mode, Render, fsd, pad, pad_plus, printable};
 
 /// Arguments of `fluxgate jobs`.
 #[derive(Debug, clap::Args)]
@@ -67,15 +64,6 @@ pub struct Args {
     ids: Vec<String>,
 }
 
-/// Jobs as `flux jobs` shows them.
-#[derive(Debug)]
-struct JobTable {
-    jobs: Vec<pb::JobSummary>,
-    header: bool,
-    now: f64,
-    users: HashMap<u32, String>,
-}
-
 fn username(uid: u32) -> String {
     match nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid)) {
         Ok(Some(u)) => u.name,
@@ -87,163 +75,55 @@ fn state_of(j: &pb::JobSummary) -> Option<JobState> {
     j.state.parse().ok()
 }
 
-fn status_abbrev(j: &pb::JobSummary) -> String {
-    match state_of(j) {
-        Some(JobState::Inactive) => j
-            .result
-            .parse::<JobResult>()
-            .map(|r| r.abbrev().to_string())
-            .unwrap_or_default(),
-        Some(s) => s.letter().to_string(),
-        None => String::new(),
-    }
-}
-
-/// `{value:h}`: flux shows an empty or zero value as `-`.
-fn or_dash(s: String) -> String {
-    if ["", "0", "0s", "0.0", "0:00:00"].contains(&s.as_str()) {
-        "-".into()
-    } else {
-        s
-    }
-}
-
-impl JobTable {
-    fn contextual_time(&self, j: &pb::JobSummary) -> f64 {
-        match state_of(j) {
-            Some(s) if s.is_pending() => 0.0,
-            Some(JobState::Inactive) if j.t_run > 0.0 => (j.t_inactive - j.t_run).max(0.0),
-            _ if j.t_run > 0.0 => (self.now - j.t_run).max(0.0),
-            _ => 0.0,
-        }
-    }
-
-    fn contextual_info(j: &pb::JobSummary) -> String {
-        match state_of(j) {
-            Some(JobState::Depend) => "depends:".into(),
-            Some(JobState::Priority) => "priority-wait".into(),
-            Some(JobState::New) | Some(JobState::Sched) => String::new(),
-            _ => j.nodelist.clone(),
-        }
-    }
-}
-
-impl Render for JobTable {
-    fn table(&self, out: &mut dyn Write) -> io::Result<()> {
-        let queue = self.jobs.iter().any(|j| !j.queue.is_empty());
-        let row = |id: &str,
-                   q: &str,
-                   user: &str,
-                   name: &str,
-                   st: &str,
-                   nt: &str,
-                   nn: &str,
-                   t: &str,
-                   info: &str| {
-            let mut s = format!("{} ", pad(id, 12, None, true));
-            if queue {
-                s.push_str(&pad(q, 8, Some(8), false));
-                s.push(' ');
-            }
-            s.push_str(&format!(
-                "{} {} {} {} {} {} {}",
-                pad(user, 8, Some(8), false),
-                name,
-                pad(st, 2, Some(2), true),
-                pad(nt, 6, None, true),
-                pad(nn, 6, None, true),
-                pad(t, 8, None, true),
-                info
-            ));
-            s
-        };
-        if self.header {
-            writeln!(
-                out,
-                "{}",
-                row(
-                    "JOBID",
-                    "QUEUE",
-                    "USER",
-                    &pad("NAME", 10, None, false),
-                    "ST",
-                    "NTASKS",
-                    "NNODES",
-                    "TIME",
-                    "INFO"
-                )
-            )?;
-        }
-        for j in &self.jobs {
-            let user = self.users.get(&j.userid).cloned().unwrap_or_default();
-            // Names, queues and node lists come from other users and nodes:
-            // escaped before padding, so the columns count what is shown.
-            let line = row(
-                &client::f58(JobId::from(j.id)),
-                &printable(&j.queue),
-                &printable(&user),
-                &pad_plus(&printable(&j.name), 10),
-                &status_abbrev(j),
-                &j.ntasks.to_string(),
-                &or_dash(j.nnodes.to_string()),
-                &or_dash(fsd(self.contextual_time(j))),
-                &printable(&JobTable::contextual_info(j)),
-            );
-            writeln!(out, "{line}")?;
-        }
-        Ok(())
-    }
-
-    fn json(&self) -> Value {
-        let jobs: Vec<Value> = self
-            .jobs
-            .iter()
-            .map(|j| {
-                let mut o = json!({
-                    "id": j.id,
-                    "userid": j.userid,
-                    "urgency": j.urgency,
-                    "priority": j.priority,
-                    "t_submit": j.t_submit,
-                    "state": j.state,
-                    "name": j.name,
-                    "ntasks": j.ntasks,
-                    "nnodes": j.nnodes,
-                    "nodelist": j.nodelist,
-                });
-                if let Some(m) = o.as_object_mut() {
-                    if !j.queue.is_empty() {
-                        m.insert("queue".into(), json!(j.queue));
-                    }
-                    if j.t_run > 0.0 {
-                        m.insert("t_run".into(), json!(j.t_run));
-                    }
-                    if j.t_inactive > 0.0 {
-                        m.insert("t_inactive".into(), json!(j.t_inactive));
-                    }
-                    if !j.result.is_empty() {
-                        m.insert("result".into(), json!(j.result));
-                        m.insert("success".into(), json!(j.result == "COMPLETED"));
-                    }
-                    if let Some(ws) = j.waitstatus {
-                        m.insert("waitstatus".into(), json!(ws));
-                    }
-                    if !j.exception_type.is_empty() {
-                        m.insert("exception_occurred".into(), json!(true));
-                        m.insert("exception_type".into(), json!(j.exception_type));
-                        m.insert("exception_note".into(), json!(j.exception_note));
-                    }
-                    if let Ok(a) = serde_json::from_str::<Value>(&j.annotations)
-                        && a.as_object().is_some_and(|a| !a.is_empty())
-                    {
-                        m.insert("annotations".into(), a);
-                    }
+/// The listing as `--json` prints it.
+fn jobs_json(jobs: &[pb::JobSummary]) -> Value {
+    let jobs: Vec<Value> = jobs
+        .iter()
+        .map(|j| {
+            let mut o = json!({
+                "id": j.id,
+                "userid": j.userid,
+                "urgency": j.urgency,
+                "priority": j.priority,
+                "t_submit": j.t_submit,
+                "state": j.state,
+                "name": j.name,
+                "ntasks": j.ntasks,
+                "nnodes": j.nnodes,
+                "nodelist": j.nodelist,
+            });
+            if let Some(m) = o.as_object_mut() {
+                if !j.queue.is_empty() {
+                    m.insert("queue".into(), json!(j.queue));
                 }
-                o
-            })
-            .collect();
-        json!({ "jobs": jobs })
-    }
+                if j.t_run > 0.0 {
+                    m.insert("t_run".into(), json!(j.t_run));
+                }
+                if j.t_inactive > 0.0 {
+                    m.insert("t_inactive".into(), json!(j.t_inactive));
+                }
+                if !j.result.is_empty() {
+                    m.insert("result".into(), json!(j.result));
+                    m.insert("success".into(), json!(j.result == "COMPLETED"));
+                }
+                if let Some(ws) = j.waitstatus {
+                    m.insert("waitstatus".into(), json!(ws));
+                }
+                if !j.exception_type.is_empty() {
+                    m.insert("exception_occurred".into(), json!(true));
+                    m.insert("exception_type".into(), json!(j.exception_type));
+                    m.insert("exception_note".into(), json!(j.exception_note));
+                }
+                if let Ok(a) = serde_json::from_str::<Value>(&j.annotations)
+                    && a.as_object().is_some_and(|a| !a.is_empty())
+                {
+                    m.insert("annotations".into(), a);
+                }
+            }
+            o
+        })
+        .collect();
+    json!({ "jobs": jobs })
 }
 
 fn parse_user(u: &str) -> anyhow::Result<Option<u32>> {
@@ -360,13 +240,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         args.fmt.print(&fmt, jobs, &users, now, args.no_header)?;
         return Ok(ExitCode::SUCCESS);
     }
-    let table = JobTable {
-        jobs,
-        header: !args.no_header,
-        now,
-        users,
-    };
-    output::emit(Mode::from_flags(args.json, false), &table)?;
+    println!("{}", jobs_json(&jobs));
     Ok(ExitCode::SUCCESS)
 }
 

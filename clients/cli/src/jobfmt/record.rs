@@ -410,7 +410,23 @@ fn time(t: f64) -> Value {
 }
 
 impl super::template::Record for JobRecord {
+    /// A field as a person sees it: user strings (names, notes, annotations)
+    /// may hold control or bidi characters, which are escaped so they cannot
+    /// drive the terminal; widths and truncation then count the escaped form.
     fn field(&self, name: &str) -> Value {
+        match self.raw_field(name) {
+            Value::Str(s) => match crate::output::printable(&s) {
+                std::borrow::Cow::Borrowed(_) => Value::Str(s),
+                std::borrow::Cow::Owned(escaped) => Value::Str(escaped),
+            },
+            other => other,
+        }
+    }
+}
+
+impl JobRecord {
+    /// A field's value as stored.
+    fn raw_field(&self, name: &str) -> Value {
         let j = &self.job;
         let s = |x: &str| Value::Str(x.to_string());
         match name {
