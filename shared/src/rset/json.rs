@@ -10,7 +10,7 @@ use std::str::FromStr;
 
 use serde_json::Value;
 
-use super::{Node, ResourceSet, RsetError, properties, range_str};
+use super::{Node, ResourceSet, RsetError, merge_nodes, properties, range_str};
 use crate::hostlist::Hostlist;
 use crate::idset::IdSet;
 
@@ -32,11 +32,16 @@ fn describe(v: &Value) -> &'static str {
     }
 }
 
-fn parse_idset(key: &str, v: &Value) -> Result<IdSet, RsetError> {
-    let s = v
-        .as_str()
-        .ok_or_else(|| invalid(key, format!("must be an idset string, not {}", describe(v))))?;
-    IdSet::parse(s).map_err(|e| invalid(key, e.to_string()))
+/// An idset string; `key` names it in an error (built only then: R has a
+/// key per entry, and formatting each one cost more than reading it).
+fn parse_idset(key: impl FnOnce() -> String, v: &Value) -> Result<IdSet, RsetError> {
+    let Some(s) = v.as_str() else {
+        return Err(invalid(
+            key(),
+            format!("must be an idset string, not {}", describe(v)),
+        ));
+    };
+    IdSet::parse(s).map_err(|e| invalid(key(), e.to_string()))
 }
 
 fn parse_time(key: &str, v: &Value) -> Result<f64, RsetError> {
@@ -113,11 +118,7 @@ impl ResourceSet {
             .get("R_lite")
             .ok_or_else(|| invalid("execution.R_lite", "missing (required)"))?;
         match r_lite {
-            Value::Array(entries) => {
-                for (i, entry) in entries.iter().enumerate() {
-                    parse_entry(&mut rs, i, entry)?;
-                }
-            }
+            Value::Array(entries) => rs.nodes = parse_r_lite(entries)?,
             // flux-core (`json_array_foreach` on a non-array) reads `{}` as an
             // empty R_lite and its tests rely on it; anything else is an error.
             Value::Object(o) if o.is_empty() => {}
@@ -252,42 +253,82 @@ impl ResourceSet {
     }
 }
 
-fn parse_entry(rs: &mut ResourceSet, i: usize, entry: &Value) -> Result<(), RsetError> {
-    let key = format!("execution.R_lite[{i}]");
-    let obj = entry
-        .as_object()
-        .ok_or_else(|| invalid(&key, format!("must be an object, not {}", describe(entry))))?;
+/// The nodes of an `R_lite` array, sorted by rank.
+///
+/// Entries may list ranks in any order (a scheduler's R is often
+/// fragmented), so the nodes are collected and merged once by
+/// [`merge_nodes`] instead of inserted one by one. Errors are those of
+/// reading entry after entry: an entry that overlaps an earlier one is
+/// reported before a malformed later entry.
+fn parse_r_lite(entries: &[Value]) -> Result<Vec<Node>, RsetError> {
+    let mut nodes = Vec::new();
+    // Entry `i` produced nodes[starts[i]..starts[i + 1]].
+    let mut starts = Vec::with_capacity(entries.len());
+    let mut malformed = None;
+    for (i, entry) in entries.iter().enumerate() {
+        starts.push(nodes.len());
+        if let Err(e) = parse_entry(&mut nodes, i, entry) {
+            malformed = Some(e);
+            break;
+        }
+    }
+    let nodes = merge_nodes(nodes).map_err(|(pos, e)| {
+        let i = starts.partition_point(|&s| s <= pos) - 1;
+        match e {
+            RsetError::Overlap { rank, what } => invalid(
+                format!("execution.R_lite[{i}].rank"),
+                format!("rank {rank} {what} appears in more than one R_lite entry"),
+            ),
+            other => other,
+        }
+    })?;
+    match malformed {
+        Some(e) => Err(e),
+        None => Ok(nodes),
+    }
+}
+
+/// Read one `R_lite` entry, appending a node per rank to `nodes`.
+fn parse_entry(nodes: &mut Vec<Node>, i: usize, entry: &Value) -> Result<(), RsetError> {
+    // Key paths are built only for an error: see parse_idset.
+    let key = |rest: &str| format!("execution.R_lite[{i}]{rest}");
+    let obj = entry.as_object().ok_or_else(|| {
+        invalid(
+            key(""),
+            format!("must be an object, not {}", describe(entry)),
+        )
+    })?;
     for k in obj.keys() {
         if k != "rank" && k != "children" {
-            return Err(invalid(format!("{key}.{k}"), "unknown key"));
+            return Err(invalid(key(&format!(".{k}")), "unknown key"));
         }
     }
     let ranks = parse_idset(
-        &format!("{key}.rank"),
+        || key(".rank"),
         obj.get("rank")
-            .ok_or_else(|| invalid(format!("{key}.rank"), "missing (required)"))?,
+            .ok_or_else(|| invalid(key(".rank"), "missing (required)"))?,
     )?;
     let children = obj
         .get("children")
-        .ok_or_else(|| invalid(format!("{key}.children"), "missing (required)"))?;
+        .ok_or_else(|| invalid(key(".children"), "missing (required)"))?;
     let children = children.as_object().ok_or_else(|| {
         invalid(
-            format!("{key}.children"),
+            key(".children"),
             format!("must be an object, not {}", describe(children)),
         )
     })?;
     let mut cores = IdSet::new();
     let mut gpus = IdSet::new();
     for (name, ids) in children {
-        let ckey = format!("{key}.children.{name}");
+        let ckey = || key(&format!(".children.{name}"));
         match name.as_str() {
-            "core" => cores = parse_idset(&ckey, ids)?,
-            "gpu" => gpus = parse_idset(&ckey, ids)?,
+            "core" => cores = parse_idset(ckey, ids)?,
+            "gpu" => gpus = parse_idset(ckey, ids)?,
             // flux-core keeps any child name; RFC 20 defines only these two
             // and nothing downstream can use another, so say so early.
             _ => {
                 return Err(invalid(
-                    ckey,
+                    ckey(),
                     "unknown resource type (R version 1 has core and gpu)",
                 ));
             }
@@ -296,16 +337,11 @@ fn parse_entry(rs: &mut ResourceSet, i: usize, entry: &Value) -> Result<(), Rset
     // RFC 20 calls `core` REQUIRED, but flux-core omits it when a rank has
     // only gpus, so a missing `core` is read as no cores. A rank with
     // nothing at all is kept, as flux-core keeps it (it still takes a host).
-    for rank in ranks.iter() {
-        rs.add_node(Node::new(rank, None, cores.clone(), gpus.clone()))
-            .map_err(|e| match e {
-                RsetError::Overlap { rank, what } => invalid(
-                    format!("{key}.rank"),
-                    format!("rank {rank} {what} appears in more than one R_lite entry"),
-                ),
-                other => other,
-            })?;
-    }
+    nodes.extend(
+        ranks
+            .iter()
+            .map(|rank| Node::new(rank, None, cores.clone(), gpus.clone())),
+    );
     Ok(())
 }
 
