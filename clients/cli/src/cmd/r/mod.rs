@@ -296,16 +296,17 @@ fn encode(a: EncodeArgs) -> anyhow::Result<ResourceSet> {
         IdSet::parse(&cores).map_err(|_| anyhow!("Failed to decode cores='{cores}' as idset"))?;
     let gpu_ids =
         IdSet::parse(&gpus).map_err(|_| anyhow!("Failed to decode gpus='{gpus}' as idset"))?;
-    let mut rs = ResourceSet::new();
-    for (rank, host) in ranks.iter().zip(hosts.iter()) {
-        rs.add_node(fluxgate_shared::rset::Node::new(
-            rank,
-            Some(host),
-            core_ids.clone(),
-            gpu_ids.clone(),
-        ))
-        .with_context(|| format!("rlist_append rank={rank}"))?;
-    }
+    let nodes = ranks.iter().zip(hosts.iter()).map(|(rank, host)| {
+        fluxgate_shared::rset::Node::new(rank, Some(host), core_ids.clone(), gpu_ids.clone())
+    });
+    // One sorted build: a node at a time costs a vector insert per rank.
+    let mut rs = ResourceSet::from_nodes(nodes).map_err(|e| {
+        let rank = match &e {
+            fluxgate_shared::rset::RsetError::Overlap { rank, .. } => rank.to_string(),
+            _ => "?".into(),
+        };
+        anyhow::Error::new(e).context(format!("rlist_append rank={rank}"))
+    })?;
     assign_properties(&mut rs, &a.property)?;
     Ok(rs)
 }
