@@ -60,8 +60,7 @@ fn parse_time(key: &str, v: &Value) -> Result<f64, RsetError> {
 impl ResourceSet {
     /// Decode R from JSON text.
     pub fn parse(s: &str) -> Result<Self, RsetError> {
-        let v: Value = serde_json::from_str(s).map_err(|e| RsetError::Json(e.to_string()))?;
-        let mut rs = Self::from_json(&v)?;
+        let mut rs = Self::from_json_str(s)?;
         // serde_json's default float parser may be one ulp off, which shows
         // in the 17 digits flux writes; re-read the times from the text with
         // the exactly-rounding std parser.
@@ -129,34 +128,20 @@ impl ResourceSet {
                 ));
             }
         }
-        if let Some(nl) = exec.get("nodelist") {
-            assign_nodelist(&mut rs, nl)?;
-        }
-        if let Some(v) = exec.get("nslots") {
-            match v.as_u64() {
-                Some(n) if n > 0 && n <= u64::from(u32::MAX) => rs.nslots = Some(n as u32),
-                _ => {
-                    return Err(invalid(
-                        "execution.nslots",
-                        format!("must be an integer greater than 0, not {v}"),
-                    ));
-                }
-            }
-        }
-        if let Some(v) = exec.get("starttime") {
-            rs.starttime = parse_time("execution.starttime", v)?;
-        }
-        if let Some(v) = exec.get("expiration") {
-            rs.expiration = parse_time("execution.expiration", v)?;
-        }
-        if let Some(p) = exec.get("properties") {
-            properties::assign_json(&mut rs, p)
-                .map_err(|e| invalid("execution.properties", e.to_string()))?;
-        }
+        apply_execution(&mut rs, |key| exec.get(key))?;
         if let Some(s) = top.get("scheduling") {
             rs.scheduling = Some(s.clone());
         }
         Ok(rs)
+    }
+
+    /// Decode R from JSON text as [`from_json`](Self::from_json) decodes the value.
+    pub fn from_json_str(text: &str) -> Result<Self, RsetError> {
+        if let Some(rs) = super::typed::read(text) {
+            return Ok(rs);
+        }
+        let v: Value = serde_json::from_str(text).map_err(|e| RsetError::Json(e.to_string()))?;
+        Self::from_json(&v)
     }
 
     /// Encode compactly (no spaces), as a scheduler stores R.
@@ -251,6 +236,39 @@ impl ResourceSet {
         out.push('}');
         out
     }
+}
+
+/// The keys of `execution` other than `R_lite`, checked and applied in
+/// this order; `get` looks a key up.
+pub(super) fn apply_execution<'a>(
+    rs: &mut ResourceSet,
+    get: impl Fn(&str) -> Option<&'a Value>,
+) -> Result<(), RsetError> {
+    if let Some(nl) = get("nodelist") {
+        assign_nodelist(rs, nl)?;
+    }
+    if let Some(v) = get("nslots") {
+        match v.as_u64() {
+            Some(n) if n > 0 && n <= u64::from(u32::MAX) => rs.nslots = Some(n as u32),
+            _ => {
+                return Err(invalid(
+                    "execution.nslots",
+                    format!("must be an integer greater than 0, not {v}"),
+                ));
+            }
+        }
+    }
+    if let Some(v) = get("starttime") {
+        rs.starttime = parse_time("execution.starttime", v)?;
+    }
+    if let Some(v) = get("expiration") {
+        rs.expiration = parse_time("execution.expiration", v)?;
+    }
+    if let Some(p) = get("properties") {
+        properties::assign_json(rs, p)
+            .map_err(|e| invalid("execution.properties", e.to_string()))?;
+    }
+    Ok(())
 }
 
 /// The nodes of an `R_lite` array, sorted by rank.
@@ -378,9 +396,13 @@ fn assign_nodelist(rs: &mut ResourceSet, nl: &Value) -> Result<(), RsetError> {
             ),
         ));
     }
-    for (node, host) in rs.nodes.iter_mut().zip(hl.iter()) {
-        node.hostname = Some(host);
-    }
+    // for_each_host builds each name in one buffer: no formatting per host.
+    let mut nodes = rs.nodes.iter_mut();
+    hl.for_each_host(|host| {
+        if let Some(node) = nodes.next() {
+            node.hostname = Some(host.to_owned());
+        }
+    });
     Ok(())
 }
 

@@ -15,6 +15,7 @@ mod expiration;
 mod json;
 mod ops;
 mod properties;
+mod typed;
 
 pub mod alloc;
 
