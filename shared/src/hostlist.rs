@@ -673,6 +673,30 @@ impl Hostlist {
         for host in other.iter() {
             *want.entry(host).or_default() += 1;
         }
+        self.delete_where(|host| match want.get_mut(host) {
+            Some(c) if *c > 0 => {
+                *c -= 1;
+                true
+            }
+            _ => false,
+        })
+    }
+
+    /// Remove every occurrence of each host of `other`; returns how many were removed.
+    pub fn delete_all(&mut self, other: &Hostlist) -> usize {
+        // One pass removing every occurrence leaves the same pieces as
+        // deleting one occurrence per pass until none is left, which cost a
+        // pass over the list per repeat of a host.
+        if other.is_empty() || self.is_empty() {
+            return 0;
+        }
+        let names = other.name_set();
+        self.delete_where(|host| names.contains(host))
+    }
+
+    /// Remove the hosts for which `hit` is true, visiting them in order;
+    /// the survivors of a run stay as pieces of it. Returns how many went.
+    fn delete_where(&mut self, mut hit: impl FnMut(&str) -> bool) -> usize {
         let mut removed = 0;
         let mut out = Hostlist::new();
         for run in std::mem::take(&mut self.runs) {
@@ -680,14 +704,7 @@ impl Hostlist {
             let n = run.count();
             let mut start = 0;
             for k in 0..n {
-                let hit = match want.get_mut(&run.host(k)) {
-                    Some(c) if *c > 0 => {
-                        *c -= 1;
-                        true
-                    }
-                    _ => false,
-                };
-                if hit {
+                if hit(&run.host(k)) {
                     if start < k {
                         out.push_run_raw(run.slice(start, k));
                     }
@@ -703,18 +720,6 @@ impl Hostlist {
         }
         *self = out;
         removed
-    }
-
-    /// Remove every occurrence of each host of `other`; returns how many were removed.
-    pub fn delete_all(&mut self, other: &Hostlist) -> usize {
-        let mut total = 0;
-        loop {
-            let n = self.delete(other);
-            total += n;
-            if n == 0 {
-                return total;
-            }
-        }
     }
 
     /// Hosts in order, expanded.
@@ -1338,6 +1343,35 @@ mod tests {
             coalesce_by_rescan(&mut want);
             coalesce(&mut runs);
             proptest::prop_assert_eq!(runs, want);
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn delete_all_matches_deleting_until_none_left(
+            hosts in proptest::collection::vec(0u8..12, 0..30),
+            gone in proptest::collection::vec(0u8..12, 0..6),
+        ) {
+            let list = |ids: &[u8]| {
+                let mut h = Hostlist::new();
+                for i in ids {
+                    h.push(&format!("n{i}")).unwrap();
+                }
+                h
+            };
+            let (mut h, other) = (list(&hosts), list(&gone));
+            let mut want = h.clone();
+            let mut total = 0;
+            loop {
+                let n = want.delete(&other);
+                total += n;
+                if n == 0 {
+                    break;
+                }
+            }
+            proptest::prop_assert_eq!(h.delete_all(&other), total);
+            proptest::prop_assert_eq!(&h.runs, &want.runs);
+            proptest::prop_assert_eq!(h.len(), want.len());
         }
     }
 
