@@ -651,7 +651,19 @@ impl Hostlist {
     /// Append one host name (validated).
     pub fn push(&mut self, host: &str) -> Result<(), HostlistError> {
         let parts = hostname(host)?;
-        self.push_run(run_of(host, parts));
+        let mut run = run_of(host, parts);
+        // Hosts pushed one by one mostly share the last host's prefix: share
+        // its allocation too, so a long list holds one copy of "node" and
+        // sorting compares prefixes that sit in cache.
+        if let (
+            Run::Range { prefix, .. },
+            Some(Run::Range { prefix: last, .. } | Run::Suffixed { prefix: last, .. }),
+        ) = (&mut run, self.runs.last())
+            && prefix == last
+        {
+            *prefix = last.clone();
+        }
+        self.push_run(run);
         Ok(())
     }
 

@@ -110,11 +110,23 @@ fn read_entries(entries: &[Value], out: &mut Hosts) -> Result<(), RsetError> {
             }
         }
         let first = out.nodes.len();
+        out.rank_of.reserve(hl.len());
         for host in hl.iter() {
-            let next = out.rank_of.len() as u32;
-            let rank = *out.rank_of.entry(host.clone()).or_insert(next);
-            out.nodes
-                .push(Node::new(rank, Some(&host), cores.clone(), gpus.clone()));
+            let rank = match out.rank_of.get(&host) {
+                Some(&rank) => rank,
+                None => {
+                    let rank = out.rank_of.len() as u32;
+                    out.rank_of.insert(host.clone(), rank);
+                    rank
+                }
+            };
+            // The name from iter() becomes the node's: one copy less per host.
+            out.nodes.push(Node {
+                rank,
+                hostname: Some(host),
+                cores: cores.clone(),
+                gpus: gpus.clone(),
+            });
             out.entry_of.push(i);
         }
         for p in props {
