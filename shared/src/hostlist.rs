@@ -651,7 +651,19 @@ impl Hostlist {
     /// Append one host name (validated).
     pub fn push(&mut self, host: &str) -> Result<(), HostlistError> {
         let parts = hostname(host)?;
-        self.push_run(run_of(host, parts));
+        let mut run = run_of(host, parts);
+        // Hosts pushed one by one mostly share the last host's prefix: share
+        // its allocation too, so a long list holds one copy of "node" and
+        // sorting compares prefixes that sit in cache.
+        if let (
+            Run::Range { prefix, .. },
+            Some(Run::Range { prefix: last, .. } | Run::Suffixed { prefix: last, .. }),
+        ) = (&mut run, self.runs.last())
+            && prefix == last
+        {
+            *prefix = last.clone();
+        }
+        self.push_run(run);
         Ok(())
     }
 
@@ -673,6 +685,30 @@ impl Hostlist {
         for host in other.iter() {
             *want.entry(host).or_default() += 1;
         }
+        self.delete_where(|host| match want.get_mut(host) {
+            Some(c) if *c > 0 => {
+                *c -= 1;
+                true
+            }
+            _ => false,
+        })
+    }
+
+    /// Remove every occurrence of each host of `other`; returns how many were removed.
+    pub fn delete_all(&mut self, other: &Hostlist) -> usize {
+        // One pass removing every occurrence leaves the same pieces as
+        // deleting one occurrence per pass until none is left, which cost a
+        // pass over the list per repeat of a host.
+        if other.is_empty() || self.is_empty() {
+            return 0;
+        }
+        let names = other.name_set();
+        self.delete_where(|host| names.contains(host))
+    }
+
+    /// Remove the hosts for which `hit` is true, visiting them in order;
+    /// the survivors of a run stay as pieces of it. Returns how many went.
+    fn delete_where(&mut self, mut hit: impl FnMut(&str) -> bool) -> usize {
         let mut removed = 0;
         let mut out = Hostlist::new();
         for run in std::mem::take(&mut self.runs) {
@@ -680,14 +716,7 @@ impl Hostlist {
             let n = run.count();
             let mut start = 0;
             for k in 0..n {
-                let hit = match want.get_mut(&run.host(k)) {
-                    Some(c) if *c > 0 => {
-                        *c -= 1;
-                        true
-                    }
-                    _ => false,
-                };
-                if hit {
+                if hit(&run.host(k)) {
                     if start < k {
                         out.push_run_raw(run.slice(start, k));
                     }
@@ -703,18 +732,6 @@ impl Hostlist {
         }
         *self = out;
         removed
-    }
-
-    /// Remove every occurrence of each host of `other`; returns how many were removed.
-    pub fn delete_all(&mut self, other: &Hostlist) -> usize {
-        let mut total = 0;
-        loop {
-            let n = self.delete(other);
-            total += n;
-            if n == 0 {
-                return total;
-            }
-        }
     }
 
     /// Hosts in order, expanded.
@@ -982,45 +999,37 @@ fn join(prev: &mut Run, next: &Run) -> bool {
 
 /// flux-core's `hostlist_coalesce` after sorting: split overlapping ranges
 /// so duplicates sit next to each other, then join touching ranges.
+///
+/// flux-core scans pairs from the end and, after each split, starts again
+/// from the end. The pairs above the split were already checked and did
+/// not change, so going on from the pair just above the split makes the
+/// same checks in the same order; with the list held as two stacks around
+/// the pair being checked, each step is O(1) instead of an insert and a
+/// rescan, and a sorted list with many duplicates coalesces in linear time.
 fn coalesce(runs: &mut Vec<Run>) {
-    let mut i = runs.len().saturating_sub(1);
-    while i > 0 {
-        let overlap = match (&runs[i - 1], &runs[i]) {
-            (
-                Run::Range {
-                    prefix: p1,
-                    lo: l1,
-                    hi: h1,
-                    width: w1,
-                },
-                Run::Range {
-                    prefix: p2,
-                    lo: l2,
-                    hi: h2,
-                    width: w2,
-                },
-            ) if p1 == p2 && h1 > l2 && combine_width(*l1, *w1, *l2, *w2).is_some() => {
-                Some((p1.clone(), *l2, (*h2).min(*h1), *w1, *h1))
-            }
-            _ => None,
-        };
-        let Some((prefix, dup_lo, dup_hi, width, prev_hi)) = overlap else {
-            i -= 1;
+    if runs.len() < 2 {
+        return;
+    }
+    // `left` ends with the first run of the pair, `right` (reversed) with the second.
+    let mut right = vec![runs.pop().expect("two or more runs")];
+    let mut left = std::mem::take(runs);
+    while let (Some(prev), Some(next)) = (left.last_mut(), right.last_mut()) {
+        let Some((prefix, dup_lo, dup_hi, width, prev_hi)) = overlap(prev, next) else {
+            right.extend(left.pop());
             continue;
         };
         // Shape as flux-core: prev ends at the first duplicate, next starts
         // at the last one, and each duplicate in between appears twice.
-        if let Run::Range { hi, .. } = &mut runs[i - 1] {
+        if let Run::Range { hi, .. } = prev {
             *hi = dup_lo;
         }
         let next_lo = dup_hi;
-        if let Run::Range { lo, hi, .. } = &mut runs[i] {
+        if let Run::Range { lo, hi, .. } = next {
             if dup_hi < prev_hi {
                 *hi = prev_hi;
             }
             *lo = next_lo;
         }
-        let mut inserts = Vec::new();
         for x in dup_lo..=dup_hi {
             let one = Run::Range {
                 prefix: prefix.clone(),
@@ -1029,19 +1038,57 @@ fn coalesce(runs: &mut Vec<Run>) {
                 width,
             };
             if x > dup_lo {
-                inserts.push(one.clone());
+                left.push(one.clone());
             }
             if x < next_lo {
-                inserts.push(one);
+                left.push(one);
             }
         }
-        runs.splice(i..i, inserts);
-        i = runs.len() - 1;
+        // Go on with the pair (next, the run after it), or with (last
+        // inserted, next) when next is the last run, as flux-core's rescan
+        // from the end would.
+        if right.len() > 1 {
+            left.extend(right.pop());
+        }
     }
-    // hostlist_collapse: join exactly touching neighbours, from the end.
-    let mut i = runs.len().saturating_sub(1);
-    while i > 0 {
-        let touching = match (&runs[i - 1], &runs[i]) {
+    right.reverse();
+    *runs = collapse(right);
+}
+
+/// The duplicates of two neighbours of one prefix whose ranges overlap:
+/// (prefix, first duplicate, last duplicate, width of `prev`, `prev`'s hi).
+fn overlap(prev: &Run, next: &Run) -> Option<(Arc<str>, u64, u64, usize, u64)> {
+    match (prev, next) {
+        (
+            Run::Range {
+                prefix: p1,
+                lo: l1,
+                hi: h1,
+                width: w1,
+            },
+            Run::Range {
+                prefix: p2,
+                lo: l2,
+                hi: h2,
+                width: w2,
+            },
+        ) if p1 == p2 && h1 > l2 && combine_width(*l1, *w1, *l2, *w2).is_some() => {
+            Some((p1.clone(), *l2, (*h2).min(*h1), *w1, *h1))
+        }
+        _ => None,
+    }
+}
+
+/// flux-core's `hostlist_collapse`: join exactly touching neighbours, from
+/// the end (which decides the joined widths), in one pass.
+fn collapse(mut runs: Vec<Run>) -> Vec<Run> {
+    let Some(mut cur) = runs.pop() else {
+        return runs;
+    };
+    // Built back to front, then reversed.
+    let mut out = Vec::with_capacity(runs.len() + 1);
+    while let Some(mut prev) = runs.pop() {
+        let touching = match (&prev, &cur) {
             (
                 Run::Range {
                     prefix: p1,
@@ -1060,15 +1107,20 @@ fn coalesce(runs: &mut Vec<Run>) {
             }
             _ => None,
         };
-        if let Some((new_hi, w)) = touching {
-            if let Run::Range { hi, width, .. } = &mut runs[i - 1] {
-                *hi = new_hi;
-                *width = w;
+        match touching {
+            Some((new_hi, w)) => {
+                if let Run::Range { hi, width, .. } = &mut prev {
+                    *hi = new_hi;
+                    *width = w;
+                }
             }
-            runs.remove(i);
+            None => out.push(cur),
         }
-        i -= 1;
+        cur = prev;
     }
+    out.push(cur);
+    out.reverse();
+    out
 }
 
 impl fmt::Display for Hostlist {
@@ -1191,5 +1243,166 @@ mod tests {
         assert_eq!(h.select(&IdSet::from_range(9, 9)), Err(9));
         assert_eq!(h.slice(3, 7).encode(), "a[3-4],b,c7");
         assert_eq!(h.slice(7, 100).encode(), "c[8-9]");
+    }
+
+    /// flux-core's coalesce as written (insert, then rescan from the end),
+    /// kept as the reference for the linear one.
+    fn coalesce_by_rescan(runs: &mut Vec<Run>) {
+        let mut i = runs.len().saturating_sub(1);
+        while i > 0 {
+            let overlap = match (&runs[i - 1], &runs[i]) {
+                (
+                    Run::Range {
+                        prefix: p1,
+                        lo: l1,
+                        hi: h1,
+                        width: w1,
+                    },
+                    Run::Range {
+                        prefix: p2,
+                        lo: l2,
+                        hi: h2,
+                        width: w2,
+                    },
+                ) if p1 == p2 && h1 > l2 && combine_width(*l1, *w1, *l2, *w2).is_some() => {
+                    Some((p1.clone(), *l2, (*h2).min(*h1), *w1, *h1))
+                }
+                _ => None,
+            };
+            let Some((prefix, dup_lo, dup_hi, width, prev_hi)) = overlap else {
+                i -= 1;
+                continue;
+            };
+            // Shape as flux-core: prev ends at the first duplicate, next starts
+            // at the last one, and each duplicate in between appears twice.
+            if let Run::Range { hi, .. } = &mut runs[i - 1] {
+                *hi = dup_lo;
+            }
+            let next_lo = dup_hi;
+            if let Run::Range { lo, hi, .. } = &mut runs[i] {
+                if dup_hi < prev_hi {
+                    *hi = prev_hi;
+                }
+                *lo = next_lo;
+            }
+            let mut inserts = Vec::new();
+            for x in dup_lo..=dup_hi {
+                let one = Run::Range {
+                    prefix: prefix.clone(),
+                    lo: x,
+                    hi: x,
+                    width,
+                };
+                if x > dup_lo {
+                    inserts.push(one.clone());
+                }
+                if x < next_lo {
+                    inserts.push(one);
+                }
+            }
+            runs.splice(i..i, inserts);
+            i = runs.len() - 1;
+        }
+        // hostlist_collapse: join exactly touching neighbours, from the end.
+        let mut i = runs.len().saturating_sub(1);
+        while i > 0 {
+            let touching = match (&runs[i - 1], &runs[i]) {
+                (
+                    Run::Range {
+                        prefix: p1,
+                        lo: l1,
+                        hi: h1,
+                        width: w1,
+                    },
+                    Run::Range {
+                        prefix: p2,
+                        lo: l2,
+                        hi: h2,
+                        width: w2,
+                    },
+                ) if p1 == p2 && h1.checked_add(1) == Some(*l2) => {
+                    combine_width(*l1, *w1, *l2, *w2).map(|w| (*h2, w))
+                }
+                _ => None,
+            };
+            if let Some((new_hi, w)) = touching {
+                if let Run::Range { hi, width, .. } = &mut runs[i - 1] {
+                    *hi = new_hi;
+                    *width = w;
+                }
+                runs.remove(i);
+            }
+            i -= 1;
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn coalesce_matches_flux_rescan(
+            ranges in proptest::collection::vec((0u8..2, 0u64..40, 0u64..6, 1usize..4), 0..24)
+        ) {
+            let mut runs: Vec<Run> = ranges
+                .into_iter()
+                .map(|(p, lo, len, width)| Run::Range {
+                    prefix: if p == 0 { "a".into() } else { "b".into() },
+                    lo,
+                    hi: lo + len,
+                    width,
+                })
+                .collect();
+            runs.sort_by(Run::sort_cmp);
+            let mut want = runs.clone();
+            coalesce_by_rescan(&mut want);
+            coalesce(&mut runs);
+            proptest::prop_assert_eq!(runs, want);
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn delete_all_matches_deleting_until_none_left(
+            hosts in proptest::collection::vec(0u8..12, 0..30),
+            gone in proptest::collection::vec(0u8..12, 0..6),
+        ) {
+            let list = |ids: &[u8]| {
+                let mut h = Hostlist::new();
+                for i in ids {
+                    h.push(&format!("n{i}")).unwrap();
+                }
+                h
+            };
+            let (mut h, other) = (list(&hosts), list(&gone));
+            let mut want = h.clone();
+            let mut total = 0;
+            loop {
+                let n = want.delete(&other);
+                total += n;
+                if n == 0 {
+                    break;
+                }
+            }
+            proptest::prop_assert_eq!(h.delete_all(&other), total);
+            proptest::prop_assert_eq!(&h.runs, &want.runs);
+            proptest::prop_assert_eq!(h.len(), want.len());
+        }
+    }
+
+    #[test]
+    fn sorting_many_scattered_hosts_coalesces() {
+        // Every third number missing: many runs that touch and many that do not.
+        let mut h = Hostlist::new();
+        for i in (0..3000u64).rev().filter(|i| i % 3 != 2) {
+            h.push(&format!("n{i}")).unwrap();
+            h.push(&format!("n{i}")).unwrap();
+        }
+        h.sort();
+        let mut want = Hostlist::new();
+        for i in (0..3000u64).filter(|i| i % 3 != 2) {
+            want.push(&format!("n{i}")).unwrap();
+            want.push(&format!("n{i}")).unwrap();
+        }
+        assert_eq!(h, want);
+        h.uniq();
+        assert_eq!(h.len(), 2000);
     }
 }

@@ -154,6 +154,31 @@ impl IdSet {
         IdSet { ranges: out }
     }
 
+    /// Build from ids in any order, duplicates allowed: one sort and one
+    /// merge, so a million ids cost a few milliseconds where inserting them
+    /// one by one would move the range vector once per id.
+    pub fn from_ids(ids: impl IntoIterator<Item = u32>) -> Self {
+        let mut v: Vec<u32> = ids.into_iter().collect();
+        v.sort_unstable();
+        Self::from_sorted_ids(v)
+    }
+
+    /// Build from ids already ascending (duplicates allowed) in one pass.
+    pub(crate) fn from_sorted_ids(ids: impl IntoIterator<Item = u32>) -> Self {
+        let mut out = Vec::new();
+        for id in ids {
+            push_merge(&mut out, id, id);
+        }
+        IdSet { ranges: out }
+    }
+
+    /// Add `id`, which must not be below the largest member: O(1), for
+    /// loops that visit ids in ascending order.
+    pub(crate) fn push_ascending(&mut self, id: u32) {
+        debug_assert!(self.last().is_none_or(|last| last <= id));
+        push_merge(&mut self.ranges, id, id);
+    }
+
     /// Decode an RFC 22 string (strict, as flux-core decodes).
     pub fn parse(s: &str) -> Result<Self, IdSetError> {
         let (body, offset) = match (s.strip_prefix('['), s.ends_with(']')) {
@@ -290,7 +315,9 @@ impl IdSet {
         self.ranges.get(i).is_some_and(|&(lo, _)| lo <= id)
     }
 
-    /// Add one id.
+    /// Add one id. Each call may move the ranges above `id`, so building a
+    /// set from many ids in no particular order belongs to
+    /// [`IdSet::from_ids`] (or `collect`), not a loop of inserts.
     pub fn insert(&mut self, id: u32) {
         self.insert_range(id, id);
     }
@@ -481,14 +508,17 @@ impl FromStr for IdSet {
 }
 
 impl FromIterator<u32> for IdSet {
+    /// Ids in any order: sorted and merged once (see [`IdSet::from_ids`]).
     fn from_iter<T: IntoIterator<Item = u32>>(iter: T) -> Self {
-        IdSet::from_ranges(iter.into_iter().map(|id| (id, id)))
+        IdSet::from_ids(iter)
     }
 }
 
 impl Extend<u32> for IdSet {
+    /// The new ids are sorted and merged on their own, then joined to the set
+    /// in one linear union, so one `extend` costs O(n + m log m).
     fn extend<T: IntoIterator<Item = u32>>(&mut self, iter: T) {
-        let more: IdSet = iter.into_iter().collect();
+        let more = IdSet::from_ids(iter);
         self.add(&more);
     }
 }

@@ -267,6 +267,23 @@ proptest! {
     }
 
     #[test]
+    fn bulk_builders_match_inserts(
+        ids in prop::collection::vec(0u32..200, 0..60),
+        start in model(),
+    ) {
+        let mut one_by_one = of(&start);
+        for &id in &ids {
+            one_by_one.insert(id);
+        }
+        let mut extended = of(&start);
+        extended.extend(ids.iter().copied());
+        prop_assert_eq!(&extended, &one_by_one);
+        let built: IdSet = ids.iter().copied().collect();
+        prop_assert_eq!(built.union(&of(&start)), one_by_one);
+        prop_assert_eq!(IdSet::from_ids(ids.iter().copied()), built);
+    }
+
+    #[test]
     fn parse_never_panics(text in "[0-9,\\-\\[\\] x]{0,16}") {
         if let Ok(s) = IdSet::parse(&text) {
             prop_assert_eq!(IdSet::parse(&s.to_string()).unwrap(), s);

@@ -280,6 +280,49 @@ fn replay_remaps_drained_ranks_by_hostname() {
 }
 
 #[test]
+fn remap_of_many_moved_hosts_follows_each_hostname() {
+    // 64 ranks now on hosts h[0-63] plus h5 again at rank 64; the event was
+    // logged when rank r ran on h((r * 7) % 64), or on a host now gone
+    // (every fourth rank), and one rank past the end of the instance.
+    let hosts = hl("h[0-63],h5");
+    let logged_host = |r: u32| {
+        if r.is_multiple_of(4) {
+            format!("gone{r}")
+        } else {
+            format!("h{}", (r * 7) % 64)
+        }
+    };
+    let ranks: Vec<u32> = (0..64).chain([70]).collect();
+    let mut nodelist = Hostlist::new();
+    for &r in &ranks {
+        nodelist.push(&logged_host(r)).unwrap();
+    }
+    let idset: IdSet = ranks.iter().copied().collect();
+    let mut s = ResourceState::with_hosts(hosts.clone());
+    s.apply_typed(
+        1.0,
+        &ResourceEvent::Drain {
+            idset,
+            nodelist,
+            reason: Some("moved".into()),
+            overwrite: Overwrite::Keep,
+        },
+    );
+    // Each logged host, where it still is: its first rank.
+    let mut want = IdSet::new();
+    for &r in &ranks {
+        let host = logged_host(r);
+        if hosts.nth(r as usize).as_deref() == Some(host.as_str()) {
+            want.insert(r);
+        } else if let Some(now) = hosts.find(&host) {
+            want.insert(now as u32);
+        }
+    }
+    assert_eq!(s.drained(), want.intersection(&ids("0-64")));
+    assert!(!s.drained().contains(64), "h5 is found at its first rank");
+}
+
+#[test]
 fn online_offline_torpid_lively() {
     let mut s = ResourceState::new();
     let seq = [

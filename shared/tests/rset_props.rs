@@ -53,7 +53,33 @@ fn rset() -> impl Strategy<Value = ResourceSet> {
         })
 }
 
+/// Nodes of a few ranks in any order, ranks repeated, ids sometimes
+/// overlapping, hostnames sometimes missing.
+fn loose_nodes() -> impl Strategy<Value = Vec<Node>> {
+    proptest::collection::vec(
+        (0u32..6, idset(6), idset(3), proptest::option::of(0u32..3)),
+        0..14,
+    )
+    .prop_map(|v| {
+        v.into_iter()
+            .map(|(rank, c, g, host)| {
+                Node::new(rank, host.map(|h| format!("h{h}")).as_deref(), c, g)
+            })
+            .collect()
+    })
+}
+
 proptest! {
+    #[test]
+    fn from_nodes_matches_adding_one_at_a_time(nodes in loose_nodes()) {
+        let mut one_by_one = ResourceSet::new();
+        let expected = nodes
+            .iter()
+            .try_for_each(|n| one_by_one.add_node(n.clone()))
+            .map(|()| one_by_one);
+        prop_assert_eq!(ResourceSet::from_nodes(nodes), expected);
+    }
+
     #[test]
     fn roundtrip(rs in rset()) {
         prop_assert_eq!(ResourceSet::parse(&rs.to_json_string()).unwrap(), rs.clone());

@@ -59,6 +59,66 @@ fn parse_invalid() {
 }
 
 #[test]
+fn r_lite_errors_come_in_entry_order() {
+    let err = |entries: &str| {
+        let text = format!(r#"{{"version": 1, "execution": {{"R_lite": [{entries}]}}}}"#);
+        ResourceSet::parse(&text).unwrap_err().to_string()
+    };
+    let entry = |ranks: &str, cores: &str| {
+        format!(r#"{{"rank": "{ranks}", "children": {{"core": "{cores}"}}}}"#)
+    };
+    // Rank 1 overlaps in entry 1, rank 0 only in entry 2: entry 1 is named,
+    // although its rank is the larger, and the bad entry 3 is not reached.
+    let entries = [
+        entry("0-1", "0-1"),
+        entry("1", "1"),
+        entry("0", "0"),
+        entry("2", "x"),
+    ];
+    assert_eq!(
+        err(&entries.join(",")),
+        "R execution.R_lite[1].rank: rank 1 core1 appears in more than one R_lite entry"
+    );
+    // Ranks out of order, entries with no rank: the overlap names its entry.
+    let entries = [
+        entry("7", "0-3"),
+        r#"{"rank": "", "children": {}}"#.to_string(),
+        entry("3,5", "0"),
+        entry("5", "3-4"),
+        entry("7", "2-9"),
+    ];
+    assert_eq!(
+        err(&entries.join(",")),
+        "R execution.R_lite[4].rank: rank 7 core[2-3] appears in more than one R_lite entry"
+    );
+    // A bad entry before any overlap is the error.
+    let entries = [entry("0", "0"), entry("1", "y"), entry("0", "0")];
+    assert!(
+        err(&entries.join(",")).starts_with("R execution.R_lite[1].children.core: "),
+        "{}",
+        err(&entries.join(","))
+    );
+}
+
+#[test]
+fn fragmented_r_reads_as_ordered_r() {
+    // One R_lite entry per rank in a scrambled order, ranks merged by rank.
+    let n = 64u32;
+    let entries: Vec<String> = (0..n)
+        .map(|i| (i * 37) % n)
+        .map(|r| format!(r#"{{"rank": "{r}", "children": {{"core": "0-3"}}}}"#))
+        .collect();
+    let text = format!(
+        r#"{{"version": 1, "execution": {{"R_lite": [{}], "nodelist": ["n[0-{}]"]}}}}"#,
+        entries.join(","),
+        n - 1
+    );
+    let rs = ResourceSet::parse(&text).unwrap();
+    assert_eq!(rs.dumps(), format!("rank[0-{}]/core[0-3]", n - 1));
+    assert_eq!(rs.node(5).unwrap().hostname(), Some("n5"));
+}
+
+#[test]
 fn dumps() {
     for case in section("dumps") {
         assert_eq!(r(&case["R"]).dumps(), case["expect"].as_str().unwrap());

@@ -10,6 +10,8 @@
 //! and reason (as flux-core's drainset reports them), so ten thousand ranks
 //! drained by one command cost one entry.
 
+use std::collections::HashMap;
+
 use super::event::{Overwrite, ResourceEvent, ResourceEventError};
 use crate::eventlog::Event;
 use crate::hostlist::Hostlist;
@@ -102,11 +104,13 @@ impl ResourceState {
 
     /// Every drained rank.
     pub fn drained(&self) -> IdSet {
-        let mut all = IdSet::new();
-        for g in &self.drained {
-            all.add(&g.ranks);
-        }
-        all
+        // One sort over every group's ranges: adding group after group would
+        // cost a pass over the whole set per group.
+        IdSet::from_ranges(
+            self.drained
+                .iter()
+                .flat_map(|g| g.ranks.ranges().iter().copied()),
+        )
     }
 
     /// The drain record of one rank.
@@ -192,20 +196,32 @@ impl ResourceState {
         if self.nodelist(idset) == *nodelist {
             return idset.intersection(&self.ranks);
         }
-        let mut out = IdSet::new();
-        for (i, rank) in idset.iter().enumerate() {
+        // Walk the logged hosts and the current hosts of the same ranks side
+        // by side (`nth` on each would walk the runs once per rank), and
+        // collect the new ranks, which may come in any order, to sort once.
+        let last = (self.hosts.len() as u32).saturating_sub(1);
+        let current = self
+            .hosts
+            .select(&idset.intersection(&IdSet::from_range(0, last)))
+            .unwrap_or_default();
+        let mut current = current.iter();
+        let mut logged = nodelist.iter();
+        let mut first_rank = FirstRank::new(&self.hosts);
+        let mut out = Vec::new();
+        for rank in idset.iter() {
+            let now = if rank <= last { current.next() } else { None };
             let mut rank = rank;
-            if let Some(host) = nodelist.nth(i)
-                && self.hosts.nth(rank as usize).as_deref() != Some(host.as_str())
+            if let Some(host) = logged.next()
+                && now.as_deref() != Some(host.as_str())
             {
-                match self.hosts.find(&host) {
+                match first_rank.of(&host) {
                     Some(r) => rank = r as u32,
                     None => continue,
                 }
             }
-            out.insert(rank);
+            out.push(rank);
         }
-        out.intersection(&self.ranks)
+        IdSet::from_ids(out).intersection(&self.ranks)
     }
 
     fn take(&mut self, ranks: &IdSet) -> Vec<DrainGroup> {
@@ -276,6 +292,42 @@ impl ResourceState {
 
     fn undrain(&mut self, targets: &IdSet) {
         self.take(targets);
+    }
+}
+
+/// Lookups before [`FirstRank`] indexes the hosts: one `find` walks the
+/// runs, cheap for a few hosts; building the index walks every host once.
+const FIND_BEFORE_INDEX: usize = 16;
+
+/// The first rank of a host name (as [`Hostlist::find`]), for many lookups.
+struct FirstRank<'a> {
+    hosts: &'a Hostlist,
+    lookups: usize,
+    index: Option<HashMap<String, usize>>,
+}
+
+impl<'a> FirstRank<'a> {
+    fn new(hosts: &'a Hostlist) -> Self {
+        FirstRank {
+            hosts,
+            lookups: 0,
+            index: None,
+        }
+    }
+
+    fn of(&mut self, host: &str) -> Option<usize> {
+        if self.index.is_none() {
+            self.lookups += 1;
+            if self.lookups <= FIND_BEFORE_INDEX {
+                return self.hosts.find(host);
+            }
+            let mut index = HashMap::with_capacity(self.hosts.len());
+            for (rank, name) in self.hosts.iter().enumerate() {
+                index.entry(name).or_insert(rank);
+            }
+            self.index = Some(index);
+        }
+        self.index.as_ref()?.get(host).copied()
     }
 }
 

@@ -3,9 +3,11 @@
 //! Each entry is `{hosts, cores?, gpus?, properties?}`. Hosts get ranks in
 //! order of first appearance; an entry naming a host again adds to it.
 
+use std::collections::{BTreeMap, HashMap};
+
 use serde_json::Value;
 
-use super::{Node, ResourceSet, RsetError};
+use super::{Node, ResourceSet, RsetError, merge_nodes};
 use crate::hostlist::Hostlist;
 use crate::idset::IdSet;
 
@@ -19,69 +21,20 @@ impl ResourceSet {
         let entries = conf
             .as_array()
             .ok_or_else(|| cfg("resource config must be an array"))?;
-        let mut rs = ResourceSet::new();
-        let mut hostmap: Vec<String> = Vec::new();
-        let mut index = std::collections::HashMap::<String, u32>::new();
-        for (i, entry) in entries.iter().enumerate() {
-            let obj = entry
-                .as_object()
-                .ok_or_else(|| cfg(format!("config[{i}]: must be an object")))?;
-            for k in obj.keys() {
-                if !matches!(k.as_str(), "hosts" | "cores" | "gpus" | "properties") {
-                    return Err(cfg(format!("config[{i}]: unknown key '{k}'")));
-                }
-            }
-            let hosts = match obj.get("hosts") {
-                Some(Value::String(s)) => s.as_str(),
-                Some(_) => return Err(cfg(format!("config[{i}]: hosts must be a string"))),
-                None => return Err(cfg(format!("config[{i}]: object item not found: hosts"))),
-            };
-            let hl = Hostlist::parse(hosts)
-                .map_err(|_| cfg(format!("config[{i}]: invalid hostlist '{hosts}'")))?;
-            if hl.is_empty() {
-                return Err(cfg(format!("config[{i}]: empty hostlist specified")));
-            }
-            let ids = |key: &str| -> Result<IdSet, RsetError> {
-                match obj.get(key) {
-                    None => Ok(IdSet::new()),
-                    Some(Value::String(s)) => IdSet::parse(s)
-                        .map_err(|_| cfg(format!("config[{i}]: invalid idset {key}='{s}'"))),
-                    Some(_) => Err(cfg(format!("config[{i}]: {key} must be a string"))),
-                }
-            };
-            let cores = ids("cores")?;
-            let gpus = ids("gpus")?;
-            let mut props = Vec::new();
-            if let Some(p) = obj.get("properties") {
-                let arr = p
-                    .as_array()
-                    .ok_or_else(|| cfg(format!("config[{i}]: properties must be an array")))?;
-                for v in arr {
-                    match v.as_str() {
-                        Some(s) if super::validate_property_name(s).is_ok() => {
-                            props.push(s.to_owned())
-                        }
-                        _ => return Err(cfg(format!("config[{i}]: invalid property \"{v}\""))),
-                    }
-                }
-            }
-            for host in hl.iter() {
-                let rank = match index.get(&host) {
-                    Some(&r) => r,
-                    None => {
-                        let r = hostmap.len() as u32;
-                        index.insert(host.clone(), r);
-                        hostmap.push(host.clone());
-                        r
-                    }
-                };
-                rs.add_node(Node::new(rank, Some(&host), cores.clone(), gpus.clone()))
-                    .map_err(|e| cfg(format!("config[{i}]: {e}")))?;
-                let one = IdSet::from_range(rank, rank);
-                for p in &props {
-                    rs.set_property(p, &one)?;
-                }
-            }
+        let mut hosts = Hosts::default();
+        let read = read_entries(entries, &mut hosts);
+        // An overlap found here was met before any malformed later entry,
+        // so it is the error adding one node at a time would have reported.
+        let nodes = merge_nodes(hosts.nodes)
+            .map_err(|(pos, e)| cfg(format!("config[{}]: {e}", hosts.entry_of[pos])))?;
+        read?;
+        let mut rs = ResourceSet {
+            nodes,
+            ..ResourceSet::default()
+        };
+        for (name, ranks) in hosts.properties {
+            // Every rank was given a node above; names were validated.
+            rs.properties.insert(name, IdSet::from_ids(ranks));
         }
         if rs.is_empty() {
             return Err(cfg("no hosts configured"));
@@ -97,5 +50,132 @@ impl ResourceSet {
             )));
         }
         Ok(rs)
+    }
+}
+
+/// What the config entries add up to, before nodes of one host are merged.
+#[derive(Default)]
+struct Hosts {
+    /// One node per (entry, host), in config order.
+    nodes: Vec<Node>,
+    /// The config entry each node came from.
+    entry_of: Vec<usize>,
+    /// Rank of each host, given in order of first appearance.
+    rank_of: HashMap<String, u32>,
+    /// Property name -> ranks holding it (any order, repeats allowed).
+    properties: BTreeMap<String, Vec<u32>>,
+}
+
+/// Check each entry and record its hosts, stopping at the first bad entry.
+fn read_entries(entries: &[Value], out: &mut Hosts) -> Result<(), RsetError> {
+    for (i, entry) in entries.iter().enumerate() {
+        let obj = entry
+            .as_object()
+            .ok_or_else(|| cfg(format!("config[{i}]: must be an object")))?;
+        for k in obj.keys() {
+            if !matches!(k.as_str(), "hosts" | "cores" | "gpus" | "properties") {
+                return Err(cfg(format!("config[{i}]: unknown key '{k}'")));
+            }
+        }
+        let hosts = match obj.get("hosts") {
+            Some(Value::String(s)) => s.as_str(),
+            Some(_) => return Err(cfg(format!("config[{i}]: hosts must be a string"))),
+            None => return Err(cfg(format!("config[{i}]: object item not found: hosts"))),
+        };
+        let hl = Hostlist::parse(hosts)
+            .map_err(|_| cfg(format!("config[{i}]: invalid hostlist '{hosts}'")))?;
+        if hl.is_empty() {
+            return Err(cfg(format!("config[{i}]: empty hostlist specified")));
+        }
+        let ids = |key: &str| -> Result<IdSet, RsetError> {
+            match obj.get(key) {
+                None => Ok(IdSet::new()),
+                Some(Value::String(s)) => IdSet::parse(s)
+                    .map_err(|_| cfg(format!("config[{i}]: invalid idset {key}='{s}'"))),
+                Some(_) => Err(cfg(format!("config[{i}]: {key} must be a string"))),
+            }
+        };
+        let cores = ids("cores")?;
+        let gpus = ids("gpus")?;
+        let mut props = Vec::new();
+        if let Some(p) = obj.get("properties") {
+            let arr = p
+                .as_array()
+                .ok_or_else(|| cfg(format!("config[{i}]: properties must be an array")))?;
+            for v in arr {
+                match v.as_str() {
+                    Some(s) if super::validate_property_name(s).is_ok() => props.push(s.to_owned()),
+                    _ => return Err(cfg(format!("config[{i}]: invalid property \"{v}\""))),
+                }
+            }
+        }
+        let first = out.nodes.len();
+        out.rank_of.reserve(hl.len());
+        for host in hl.iter() {
+            let rank = match out.rank_of.get(&host) {
+                Some(&rank) => rank,
+                None => {
+                    let rank = out.rank_of.len() as u32;
+                    out.rank_of.insert(host.clone(), rank);
+                    rank
+                }
+            };
+            // The name from iter() becomes the node's: one copy less per host.
+            out.nodes.push(Node {
+                rank,
+                hostname: Some(host),
+                cores: cores.clone(),
+                gpus: gpus.clone(),
+            });
+            out.entry_of.push(i);
+        }
+        for p in props {
+            let ranks = out.nodes[first..].iter().map(Node::rank);
+            out.properties.entry(p).or_default().extend(ranks);
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn conf(text: &str) -> Result<ResourceSet, RsetError> {
+        ResourceSet::from_config(&serde_json::from_str(text).unwrap())
+    }
+
+    #[test]
+    fn hosts_get_ranks_in_order_of_first_appearance() {
+        let rs = conf(
+            r#"[{"hosts": "b,a", "cores": "0-1", "properties": ["x"]},
+                {"hosts": "a,c", "gpus": "0", "properties": ["y"]},
+                {"hosts": "c", "cores": "2"}]"#,
+        )
+        .unwrap();
+        assert_eq!(
+            rs.dumps(),
+            "rank0/core[0-1] rank1/core[0-1],gpu0 rank2/core2,gpu0"
+        );
+        assert_eq!(rs.nodelist().unwrap().encode(), "b,a,c");
+        assert_eq!(rs.properties()["x"].to_string(), "0-1");
+        assert_eq!(rs.properties()["y"].to_string(), "1-2");
+    }
+
+    #[test]
+    fn an_overlap_is_reported_before_a_later_bad_entry() {
+        let overlap = r#"[{"hosts": "a,b", "cores": "0-1"},
+                          {"hosts": "b", "cores": "1"},
+                          {"hosts": "a", "cores": "0"},
+                          {"hosts": "c", "cores": "x"}]"#;
+        assert_eq!(
+            conf(overlap).unwrap_err().to_string(),
+            "config[1]: resource sets overlap on rank 1: core1"
+        );
+        let bad_first = r#"[{"hosts": "a", "cores": "x"}, {"hosts": "a"}]"#;
+        assert_eq!(
+            conf(bad_first).unwrap_err().to_string(),
+            "config[0]: invalid idset cores='x'"
+        );
     }
 }

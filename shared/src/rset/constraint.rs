@@ -150,13 +150,12 @@ impl Constraint {
             }
             Constraint::Hostlist(hl) => {
                 let hosts: HashSet<String> = hl.iter().collect();
-                let mut ids = IdSet::new();
-                for n in &rs.nodes {
-                    if n.hostname.as_ref().is_some_and(|h| hosts.contains(h)) {
-                        ids.insert(n.rank);
-                    }
-                }
-                ids
+                IdSet::from_sorted_ids(
+                    rs.nodes
+                        .iter()
+                        .filter(|n| n.hostname.as_ref().is_some_and(|h| hosts.contains(h)))
+                        .map(|n| n.rank),
+                )
             }
             Constraint::Ranks(ids) => ids.intersection(all),
             Constraint::And(subs) => subs

@@ -10,7 +10,7 @@ use std::str::FromStr;
 
 use serde_json::Value;
 
-use super::{Node, ResourceSet, RsetError, properties, range_str};
+use super::{Node, ResourceSet, RsetError, merge_nodes, properties, range_str};
 use crate::hostlist::Hostlist;
 use crate::idset::IdSet;
 
@@ -32,11 +32,16 @@ fn describe(v: &Value) -> &'static str {
     }
 }
 
-fn parse_idset(key: &str, v: &Value) -> Result<IdSet, RsetError> {
-    let s = v
-        .as_str()
-        .ok_or_else(|| invalid(key, format!("must be an idset string, not {}", describe(v))))?;
-    IdSet::parse(s).map_err(|e| invalid(key, e.to_string()))
+/// An idset string; `key` names it in an error (built only then: R has a
+/// key per entry, and formatting each one cost more than reading it).
+fn parse_idset(key: impl FnOnce() -> String, v: &Value) -> Result<IdSet, RsetError> {
+    let Some(s) = v.as_str() else {
+        return Err(invalid(
+            key(),
+            format!("must be an idset string, not {}", describe(v)),
+        ));
+    };
+    IdSet::parse(s).map_err(|e| invalid(key(), e.to_string()))
 }
 
 fn parse_time(key: &str, v: &Value) -> Result<f64, RsetError> {
@@ -55,8 +60,7 @@ fn parse_time(key: &str, v: &Value) -> Result<f64, RsetError> {
 impl ResourceSet {
     /// Decode R from JSON text.
     pub fn parse(s: &str) -> Result<Self, RsetError> {
-        let v: Value = serde_json::from_str(s).map_err(|e| RsetError::Json(e.to_string()))?;
-        let mut rs = Self::from_json(&v)?;
+        let mut rs = Self::from_json_str(s)?;
         // serde_json's default float parser may be one ulp off, which shows
         // in the 17 digits flux writes; re-read the times from the text with
         // the exactly-rounding std parser.
@@ -113,11 +117,7 @@ impl ResourceSet {
             .get("R_lite")
             .ok_or_else(|| invalid("execution.R_lite", "missing (required)"))?;
         match r_lite {
-            Value::Array(entries) => {
-                for (i, entry) in entries.iter().enumerate() {
-                    parse_entry(&mut rs, i, entry)?;
-                }
-            }
+            Value::Array(entries) => rs.nodes = parse_r_lite(entries)?,
             // flux-core (`json_array_foreach` on a non-array) reads `{}` as an
             // empty R_lite and its tests rely on it; anything else is an error.
             Value::Object(o) if o.is_empty() => {}
@@ -128,34 +128,20 @@ impl ResourceSet {
                 ));
             }
         }
-        if let Some(nl) = exec.get("nodelist") {
-            assign_nodelist(&mut rs, nl)?;
-        }
-        if let Some(v) = exec.get("nslots") {
-            match v.as_u64() {
-                Some(n) if n > 0 && n <= u64::from(u32::MAX) => rs.nslots = Some(n as u32),
-                _ => {
-                    return Err(invalid(
-                        "execution.nslots",
-                        format!("must be an integer greater than 0, not {v}"),
-                    ));
-                }
-            }
-        }
-        if let Some(v) = exec.get("starttime") {
-            rs.starttime = parse_time("execution.starttime", v)?;
-        }
-        if let Some(v) = exec.get("expiration") {
-            rs.expiration = parse_time("execution.expiration", v)?;
-        }
-        if let Some(p) = exec.get("properties") {
-            properties::assign_json(&mut rs, p)
-                .map_err(|e| invalid("execution.properties", e.to_string()))?;
-        }
+        apply_execution(&mut rs, |key| exec.get(key))?;
         if let Some(s) = top.get("scheduling") {
             rs.scheduling = Some(s.clone());
         }
         Ok(rs)
+    }
+
+    /// Decode R from JSON text as [`from_json`](Self::from_json) decodes the value.
+    pub fn from_json_str(text: &str) -> Result<Self, RsetError> {
+        if let Some(rs) = super::typed::read(text) {
+            return Ok(rs);
+        }
+        let v: Value = serde_json::from_str(text).map_err(|e| RsetError::Json(e.to_string()))?;
+        Self::from_json(&v)
     }
 
     /// Encode compactly (no spaces), as a scheduler stores R.
@@ -252,42 +238,115 @@ impl ResourceSet {
     }
 }
 
-fn parse_entry(rs: &mut ResourceSet, i: usize, entry: &Value) -> Result<(), RsetError> {
-    let key = format!("execution.R_lite[{i}]");
-    let obj = entry
-        .as_object()
-        .ok_or_else(|| invalid(&key, format!("must be an object, not {}", describe(entry))))?;
+/// The keys of `execution` other than `R_lite`, checked and applied in
+/// this order; `get` looks a key up.
+pub(super) fn apply_execution<'a>(
+    rs: &mut ResourceSet,
+    get: impl Fn(&str) -> Option<&'a Value>,
+) -> Result<(), RsetError> {
+    if let Some(nl) = get("nodelist") {
+        assign_nodelist(rs, nl)?;
+    }
+    if let Some(v) = get("nslots") {
+        match v.as_u64() {
+            Some(n) if n > 0 && n <= u64::from(u32::MAX) => rs.nslots = Some(n as u32),
+            _ => {
+                return Err(invalid(
+                    "execution.nslots",
+                    format!("must be an integer greater than 0, not {v}"),
+                ));
+            }
+        }
+    }
+    if let Some(v) = get("starttime") {
+        rs.starttime = parse_time("execution.starttime", v)?;
+    }
+    if let Some(v) = get("expiration") {
+        rs.expiration = parse_time("execution.expiration", v)?;
+    }
+    if let Some(p) = get("properties") {
+        properties::assign_json(rs, p)
+            .map_err(|e| invalid("execution.properties", e.to_string()))?;
+    }
+    Ok(())
+}
+
+/// The nodes of an `R_lite` array, sorted by rank.
+///
+/// Entries may list ranks in any order (a scheduler's R is often
+/// fragmented), so the nodes are collected and merged once by
+/// [`merge_nodes`] instead of inserted one by one. Errors are those of
+/// reading entry after entry: an entry that overlaps an earlier one is
+/// reported before a malformed later entry.
+fn parse_r_lite(entries: &[Value]) -> Result<Vec<Node>, RsetError> {
+    let mut nodes = Vec::new();
+    // Entry `i` produced nodes[starts[i]..starts[i + 1]].
+    let mut starts = Vec::with_capacity(entries.len());
+    let mut malformed = None;
+    for (i, entry) in entries.iter().enumerate() {
+        starts.push(nodes.len());
+        if let Err(e) = parse_entry(&mut nodes, i, entry) {
+            malformed = Some(e);
+            break;
+        }
+    }
+    let nodes = merge_nodes(nodes).map_err(|(pos, e)| {
+        let i = starts.partition_point(|&s| s <= pos) - 1;
+        match e {
+            RsetError::Overlap { rank, what } => invalid(
+                format!("execution.R_lite[{i}].rank"),
+                format!("rank {rank} {what} appears in more than one R_lite entry"),
+            ),
+            other => other,
+        }
+    })?;
+    match malformed {
+        Some(e) => Err(e),
+        None => Ok(nodes),
+    }
+}
+
+/// Read one `R_lite` entry, appending a node per rank to `nodes`.
+fn parse_entry(nodes: &mut Vec<Node>, i: usize, entry: &Value) -> Result<(), RsetError> {
+    // Key paths are built only for an error: see parse_idset.
+    let key = |rest: &str| format!("execution.R_lite[{i}]{rest}");
+    let obj = entry.as_object().ok_or_else(|| {
+        invalid(
+            key(""),
+            format!("must be an object, not {}", describe(entry)),
+        )
+    })?;
     for k in obj.keys() {
         if k != "rank" && k != "children" {
-            return Err(invalid(format!("{key}.{k}"), "unknown key"));
+            return Err(invalid(key(&format!(".{k}")), "unknown key"));
         }
     }
     let ranks = parse_idset(
-        &format!("{key}.rank"),
+        || key(".rank"),
         obj.get("rank")
-            .ok_or_else(|| invalid(format!("{key}.rank"), "missing (required)"))?,
+            .ok_or_else(|| invalid(key(".rank"), "missing (required)"))?,
     )?;
     let children = obj
         .get("children")
-        .ok_or_else(|| invalid(format!("{key}.children"), "missing (required)"))?;
+        .ok_or_else(|| invalid(key(".children"), "missing (required)"))?;
     let children = children.as_object().ok_or_else(|| {
         invalid(
-            format!("{key}.children"),
+            key(".children"),
             format!("must be an object, not {}", describe(children)),
         )
     })?;
     let mut cores = IdSet::new();
     let mut gpus = IdSet::new();
     for (name, ids) in children {
-        let ckey = format!("{key}.children.{name}");
+        let ckey = || key(&format!(".children.{name}"));
         match name.as_str() {
-            "core" => cores = parse_idset(&ckey, ids)?,
-            "gpu" => gpus = parse_idset(&ckey, ids)?,
+            "core" => cores = parse_idset(ckey, ids)?,
+            "gpu" => gpus = parse_idset(ckey, ids)?,
             // flux-core keeps any child name; RFC 20 defines only these two
             // and nothing downstream can use another, so say so early.
             _ => {
                 return Err(invalid(
-                    ckey,
+                    ckey(),
                     "unknown resource type (R version 1 has core and gpu)",
                 ));
             }
@@ -296,16 +355,11 @@ fn parse_entry(rs: &mut ResourceSet, i: usize, entry: &Value) -> Result<(), Rset
     // RFC 20 calls `core` REQUIRED, but flux-core omits it when a rank has
     // only gpus, so a missing `core` is read as no cores. A rank with
     // nothing at all is kept, as flux-core keeps it (it still takes a host).
-    for rank in ranks.iter() {
-        rs.add_node(Node::new(rank, None, cores.clone(), gpus.clone()))
-            .map_err(|e| match e {
-                RsetError::Overlap { rank, what } => invalid(
-                    format!("{key}.rank"),
-                    format!("rank {rank} {what} appears in more than one R_lite entry"),
-                ),
-                other => other,
-            })?;
-    }
+    nodes.extend(
+        ranks
+            .iter()
+            .map(|rank| Node::new(rank, None, cores.clone(), gpus.clone())),
+    );
     Ok(())
 }
 
@@ -342,9 +396,13 @@ fn assign_nodelist(rs: &mut ResourceSet, nl: &Value) -> Result<(), RsetError> {
             ),
         ));
     }
-    for (node, host) in rs.nodes.iter_mut().zip(hl.iter()) {
-        node.hostname = Some(host);
-    }
+    // for_each_host builds each name in one buffer: no formatting per host.
+    let mut nodes = rs.nodes.iter_mut();
+    hl.for_each_host(|host| {
+        if let Some(node) = nodes.next() {
+            node.hostname = Some(host.to_owned());
+        }
+    });
     Ok(())
 }
 

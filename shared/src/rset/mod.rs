@@ -15,6 +15,7 @@ mod expiration;
 mod json;
 mod ops;
 mod properties;
+mod typed;
 
 pub mod alloc;
 
@@ -162,16 +163,20 @@ impl ResourceSet {
         Self::default()
     }
 
-    /// Build a set from nodes; nodes sharing a rank are merged (disjointly).
+    /// Build a set from nodes in any order; nodes sharing a rank are merged
+    /// (disjointly). Same result and same error as [`add_node`](Self::add_node)
+    /// for each node in turn, in O(n log n) rather than one vector insert per node.
     pub fn from_nodes(nodes: impl IntoIterator<Item = Node>) -> Result<Self, RsetError> {
-        let mut rs = Self::new();
-        for node in nodes {
-            rs.add_node(node)?;
-        }
-        Ok(rs)
+        let nodes = merge_nodes(nodes.into_iter().collect()).map_err(|(_, e)| e)?;
+        Ok(ResourceSet {
+            nodes,
+            ..Self::default()
+        })
     }
 
     /// Add one node; if its rank exists the ids are merged and must not overlap.
+    /// Each call may move the nodes above the rank: to build a set from many
+    /// nodes use [`from_nodes`](Self::from_nodes).
     pub fn add_node(&mut self, node: Node) -> Result<(), RsetError> {
         match self.index_of(node.rank) {
             Ok(i) => {
@@ -228,11 +233,7 @@ impl ResourceSet {
     }
     /// The ranks as an idset.
     pub fn ranks(&self) -> IdSet {
-        let mut ids = IdSet::new();
-        for n in &self.nodes {
-            ids.insert(n.rank);
-        }
-        ids
+        IdSet::from_sorted_ids(self.nodes.iter().map(|n| n.rank))
     }
     /// Hostnames in rank order, or `None` when some node has no hostname.
     pub fn nodelist(&self) -> Option<Hostlist> {
@@ -274,7 +275,8 @@ impl ResourceSet {
         let mut groups: Vec<(IdSet, &Node)> = Vec::new();
         for n in &self.nodes {
             match index.get(&(&n.cores, &n.gpus)) {
-                Some(&g) => groups[g].0.insert(n.rank),
+                // Nodes are visited by ascending rank: each rank goes on the end.
+                Some(&g) => groups[g].0.push_ascending(n.rank),
                 None => {
                     index.insert((&n.cores, &n.gpus), groups.len());
                     groups.push((IdSet::from_range(n.rank, n.rank), n));
@@ -350,6 +352,60 @@ pub(crate) fn slots_on(cores: u64, gpus: u64, cps: u32, gps: u32) -> u64 {
     };
     let n = by_cores.min(by_gpus);
     if n == u64::MAX { 0 } else { n }
+}
+
+/// Sort `nodes` by rank and merge those sharing a rank, as adding them one
+/// at a time with [`ResourceSet::add_node`] would: ids unioned, the first
+/// hostname kept, and the same [`RsetError::Overlap`] for the same node.
+///
+/// On error, also returns the position in `nodes` of the node that
+/// `add_node` would have refused (the earliest one in input order), so that
+/// callers can name the input entry it came from.
+pub(crate) fn merge_nodes(mut nodes: Vec<Node>) -> Result<Vec<Node>, (usize, RsetError)> {
+    // R is nearly always written in rank order, one node per rank: nothing to do.
+    if nodes.windows(2).all(|w| w[0].rank < w[1].rank) {
+        return Ok(nodes);
+    }
+    // Keyed by (rank, input position): unique keys, so an unstable sort
+    // keeps input order within a rank, which decides the hostname and which
+    // node is the overlapping one.
+    let mut order: Vec<(u32, usize)> = nodes.iter().map(|n| n.rank).zip(0..).collect();
+    order.sort_unstable();
+    let mut slots: Vec<Option<Node>> = nodes.drain(..).map(Some).collect();
+    let mut merged: Vec<Node> = Vec::with_capacity(order.len());
+    let mut first_error: Option<(usize, RsetError)> = None;
+    // Set when a rank has refused a node: add_node would have stopped there,
+    // so later nodes of that rank cannot produce the first error.
+    let mut failed_rank: Option<u32> = None;
+    for (rank, pos) in order {
+        let Some(node) = slots[pos].take() else {
+            continue;
+        };
+        match merged.last_mut() {
+            Some(have) if have.rank == rank => {
+                if failed_rank == Some(rank) {
+                    continue;
+                }
+                if let Err(e) = check_disjoint(have, &node) {
+                    failed_rank = Some(rank);
+                    if first_error.as_ref().is_none_or(|(p, _)| pos < *p) {
+                        first_error = Some((pos, e));
+                    }
+                    continue;
+                }
+                have.cores = have.cores.union(&node.cores);
+                have.gpus = have.gpus.union(&node.gpus);
+                if have.hostname.is_none() {
+                    have.hostname = node.hostname;
+                }
+            }
+            _ => merged.push(node),
+        }
+    }
+    match first_error {
+        Some(e) => Err(e),
+        None => Ok(merged),
+    }
 }
 
 fn check_disjoint(have: &Node, add: &Node) -> Result<(), RsetError> {

@@ -219,11 +219,12 @@ impl ResourceSet {
                 by_host.entry(h).or_default().push(n.rank);
             }
         }
-        let mut ids = IdSet::new();
+        // Hosts come in any order: gather the ranks, then sort them once.
+        let mut ids = Vec::new();
         let mut missing = Hostlist::new();
         for host in hl.iter() {
             match by_host.get(host.as_str()) {
-                Some(ranks) => ranks.iter().for_each(|&r| ids.insert(r)),
+                Some(ranks) => ids.extend_from_slice(ranks),
                 None => {
                     let _ = missing.push(&host);
                 }
@@ -235,7 +236,7 @@ impl ResourceSet {
                 missing.encode()
             )));
         }
-        Ok(ids)
+        Ok(IdSet::from_ids(ids))
     }
 
     /// Renumber ranks 0..n-1 in rank order and core ids 0..count-1 on each
@@ -302,11 +303,8 @@ impl ResourceSet {
 
     fn renumber_properties(&mut self, map: &HashMap<u32, u32>) {
         for ids in self.properties.values_mut() {
-            let mut out = IdSet::new();
-            for r in ids.iter().filter_map(|r| map.get(&r).copied()) {
-                out.insert(r);
-            }
-            *ids = out;
+            // New ranks come in any order (rerank): sort once, not insert each.
+            *ids = IdSet::from_ids(ids.iter().filter_map(|r| map.get(&r).copied()));
         }
     }
 }

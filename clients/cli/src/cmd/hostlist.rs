@@ -14,6 +14,7 @@
 //! with `FLUXGATE_HOSTLIST_STDIN_TIMEOUT` or flux's own
 //! `FLUX_HOSTLIST_STDIN_TIMEOUT` (seconds).
 
+use std::collections::HashMap;
 use std::io::{BufRead, Write};
 use std::process::ExitCode;
 use std::sync::mpsc;
@@ -191,7 +192,7 @@ fn nth(hl: &Hostlist, spec: &str) -> anyhow::Result<Hostlist> {
         let ids = IdSet::parse(rest)?;
         // Largest offset first, so the result keeps the list order; -0 is
         // the first host, as Python's hl[-0].
-        let mut picked = IdSet::new();
+        let mut picked = Vec::new();
         let mut zero = false;
         for x in ids.iter().collect::<Vec<_>>().into_iter().rev() {
             let x = u64::from(x);
@@ -201,9 +202,11 @@ fn nth(hl: &Hostlist, spec: &str) -> anyhow::Result<Hostlist> {
             if x == 0 {
                 zero = true;
             } else {
-                picked.insert((len - x) as u32);
+                picked.push((len - x) as u32);
             }
         }
+        // Largest offset first is smallest index first: already ascending.
+        let picked: IdSet = picked.into_iter().collect();
         let mut names: Vec<String> = hl.select(&picked).map_err(out_of_range)?.iter().collect();
         if zero && let Some(first) = hl.first() {
             names.push(first);
@@ -213,6 +216,42 @@ fn nth(hl: &Hostlist, spec: &str) -> anyhow::Result<Hostlist> {
     let ids = IdSet::parse(spec)?;
     let picked = hl.select(&ids).map_err(out_of_range)?;
     by_name(picked.iter())
+}
+
+/// Lookups before [`FirstIndex`] indexes the list: one `find` walks the
+/// runs, cheap for a few hosts; the index walks every host once.
+const FIND_BEFORE_INDEX: usize = 16;
+
+/// The first index of a host (as [`Hostlist::find`]), for many lookups.
+struct FirstIndex<'a> {
+    hl: &'a Hostlist,
+    lookups: usize,
+    index: Option<HashMap<String, usize>>,
+}
+
+impl<'a> FirstIndex<'a> {
+    fn new(hl: &'a Hostlist) -> Self {
+        FirstIndex {
+            hl,
+            lookups: 0,
+            index: None,
+        }
+    }
+
+    fn of(&mut self, host: &str) -> Option<usize> {
+        if self.index.is_none() {
+            self.lookups += 1;
+            if self.lookups <= FIND_BEFORE_INDEX {
+                return self.hl.find(host);
+            }
+            let mut index = HashMap::with_capacity(self.hl.len());
+            for (i, name) in self.hl.iter().enumerate() {
+                index.entry(name).or_insert(i);
+            }
+            self.index = Some(index);
+        }
+        self.index.as_ref()?.get(host).copied()
+    }
 }
 
 /// Run the command.
@@ -235,10 +274,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         let first = lists.next().unwrap_or_default();
         lists.fold(first, |acc, x| acc.xor(&x))
     } else if args.minus {
+        // Deleting each list in turn removes the same first occurrences as
+        // deleting them all at once, which walks the first list only once.
         let mut acc = lists.next().unwrap_or_default();
-        for x in lists {
-            acc.delete(&x);
-        }
+        let all: Hostlist = lists.collect();
+        acc.delete(&all);
         acc
     } else {
         lists.collect()
@@ -283,8 +323,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let line = if let Some(find) = &args.find {
         let mut ids = Vec::new();
         let mut missing = Hostlist::new();
+        let mut index = FirstIndex::new(&hl);
         for host in find.iter() {
-            match hl.find(&host) {
+            match index.of(&host) {
                 Some(i) => ids.push(i.to_string()),
                 None => missing.push(&host)?,
             }

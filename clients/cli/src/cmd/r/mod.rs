@@ -150,6 +150,13 @@ fn read_all() -> anyhow::Result<Vec<ResourceSet>> {
 }
 
 fn parse_stream(text: &str) -> anyhow::Result<Vec<ResourceSet>> {
+    // Most input is one R object: read it without building a JSON tree
+    // (from_json_str; a 16k-node R reads several times faster). Anything
+    // else, several objects or a bad one, is read below, which decides what
+    // is read and what is reported.
+    if let Ok(rs) = ResourceSet::from_json_str(text) {
+        return Ok(vec![rs]);
+    }
     let mut sets = Vec::new();
     let mut last_err = String::from("no JSON object on stdin");
     for v in serde_json::Deserializer::from_str(text).into_iter::<Value>() {
@@ -296,16 +303,17 @@ fn encode(a: EncodeArgs) -> anyhow::Result<ResourceSet> {
         IdSet::parse(&cores).map_err(|_| anyhow!("Failed to decode cores='{cores}' as idset"))?;
     let gpu_ids =
         IdSet::parse(&gpus).map_err(|_| anyhow!("Failed to decode gpus='{gpus}' as idset"))?;
-    let mut rs = ResourceSet::new();
-    for (rank, host) in ranks.iter().zip(hosts.iter()) {
-        rs.add_node(fluxgate_shared::rset::Node::new(
-            rank,
-            Some(host),
-            core_ids.clone(),
-            gpu_ids.clone(),
-        ))
-        .with_context(|| format!("rlist_append rank={rank}"))?;
-    }
+    let nodes = ranks.iter().zip(hosts.iter()).map(|(rank, host)| {
+        fluxgate_shared::rset::Node::new(rank, Some(host), core_ids.clone(), gpu_ids.clone())
+    });
+    // One sorted build: a node at a time costs a vector insert per rank.
+    let mut rs = ResourceSet::from_nodes(nodes).map_err(|e| {
+        let rank = match &e {
+            fluxgate_shared::rset::RsetError::Overlap { rank, .. } => rank.to_string(),
+            _ => "?".into(),
+        };
+        anyhow::Error::new(e).context(format!("rlist_append rank={rank}"))
+    })?;
     assign_properties(&mut rs, &a.property)?;
     Ok(rs)
 }
