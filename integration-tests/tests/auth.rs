@@ -886,6 +886,9 @@ fn fluxgate_start_auth_gives_the_owner_a_token_and_guests_need_one() {
         .args(["--", "sh", "-c", script])
         .env("F", binary("fluxgate"))
         .env_remove("FLUXGATE_TOKEN")
+        // The script writes `err` files: into the private state directory,
+        // not the source tree.
+        .current_dir(statedir.path())
         .stdin(Stdio::null())
         .output()
         .expect("fluxgate start --auth");
