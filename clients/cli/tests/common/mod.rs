@@ -1,0 +1,120 @@
+//! A real instance for the CLI's system tests: each runs a script under
+//! `fluxgate start --size 2` (the job manager and exec binaries must sit
+//! beside the CLI binary: `cargo build --workspace`).
+
+use std::io::Read;
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+
+/// The CLI under test.
+pub fn cli() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_fluxgate"))
+}
+
+/// Fail with a clear message when the services were not built.
+pub fn require_services() {
+    let dir = cli().parent().expect("bin dir").to_path_buf();
+    for b in ["fluxgate-job-manager", "fluxgate-exec"] {
+        assert!(
+            dir.join(b).is_file(),
+            "{b} is missing from {}: run `cargo build --workspace` first",
+            dir.display()
+        );
+    }
+}
+
+/// A `fluxgate start` run; its process group is killed if the test fails.
+struct Run {
+    child: Option<Child>,
+}
+
+impl Drop for Run {
+    fn drop(&mut self) {
+        if let Some(c) = &mut self.child {
+            let pg = Pid::from_raw(c.id() as i32);
+            let _ = killpg(pg, Signal::SIGTERM);
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while Instant::now() < deadline && matches!(c.try_wait(), Ok(None)) {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = killpg(pg, Signal::SIGKILL);
+            let _ = c.wait();
+        }
+    }
+}
+
+/// Run `script` (sh) inside a 2-node instance; `$F` is the CLI and `env`
+/// hands the hostile strings to the script without quoting trouble.
+pub fn in_instance_with(script: &str, env: &[(&str, String)]) -> Output {
+    require_services();
+    let mut cmd = Command::new(cli());
+    cmd.args([
+        "start",
+        "--size",
+        "2",
+        "--kill-timeout",
+        "1",
+        "--",
+        "sh",
+        "-c",
+        script,
+    ])
+    .env("F", cli())
+    .env("LC_ALL", "C.UTF-8")
+    .stdin(Stdio::null())
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .process_group(0);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().expect("spawn fluxgate start");
+    let mut stdout = child.stdout.take().expect("stdout");
+    let mut stderr = child.stderr.take().expect("stderr");
+    let out_reader = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = stdout.read_to_end(&mut v);
+        v
+    });
+    let err_reader = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = stderr.read_to_end(&mut v);
+        v
+    });
+    // The guard kills the whole group if the run hangs or the test panics.
+    let mut run = Run { child: Some(child) };
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let status = loop {
+        let c = run.child.as_mut().expect("child");
+        if let Some(st) = c.try_wait().expect("try_wait") {
+            break st;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "fluxgate start did not finish in 120 s"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    run.child = None;
+    Output {
+        status,
+        stdout: out_reader.join().expect("stdout reader"),
+        stderr: err_reader.join().expect("stderr reader"),
+    }
+}
+
+/// Output bytes as text.
+pub fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// Run `script` (sh) inside a 2-node instance; `$F` is the CLI.
+#[allow(dead_code)]
+pub fn in_instance(script: &str) -> Output {
+    in_instance_with(script, &[])
+}
