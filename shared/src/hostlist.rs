@@ -1171,6 +1171,47 @@ impl<'de> serde::Deserialize<'de> for Hostlist {
     }
 }
 
+/// Lookups before [`FirstIndex`] indexes the list: one `find` walks the
+/// runs, cheap for a few hosts; the index walks every host once.
+const FIND_BEFORE_INDEX: usize = 16;
+
+/// The first index of a host (as [`Hostlist::find`]), for many lookups: the
+/// first few walk the runs, then one pass builds a map, so n lookups over a
+/// list of n hosts stay linear.
+#[derive(Debug)]
+pub struct FirstIndex<'a> {
+    hl: &'a Hostlist,
+    lookups: usize,
+    index: Option<HashMap<String, usize>>,
+}
+
+impl<'a> FirstIndex<'a> {
+    /// An index over `hl`, built on the first lookup past a few.
+    pub fn new(hl: &'a Hostlist) -> Self {
+        FirstIndex {
+            hl,
+            lookups: 0,
+            index: None,
+        }
+    }
+
+    /// The first index of `host` in the list.
+    pub fn of(&mut self, host: &str) -> Option<usize> {
+        if self.index.is_none() {
+            self.lookups += 1;
+            if self.lookups <= FIND_BEFORE_INDEX {
+                return self.hl.find(host);
+            }
+            let mut index = HashMap::with_capacity(self.hl.len());
+            for (i, name) in self.hl.iter().enumerate() {
+                index.entry(name).or_insert(i);
+            }
+            self.index = Some(index);
+        }
+        self.index.as_ref()?.get(host).copied()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -10,8 +10,6 @@
 //! and reason (as flux-core's drainset reports them), so ten thousand ranks
 //! drained by one command cost one entry.
 
-use std::collections::HashMap;
-
 use super::event::{Overwrite, ResourceEvent, ResourceEventError};
 use crate::eventlog::Event;
 use crate::hostlist::Hostlist;
@@ -206,7 +204,7 @@ impl ResourceState {
             .unwrap_or_default();
         let mut current = current.iter();
         let mut logged = nodelist.iter();
-        let mut first_rank = FirstRank::new(&self.hosts);
+        let mut first_rank = crate::hostlist::FirstIndex::new(&self.hosts);
         let mut out = Vec::new();
         for rank in idset.iter() {
             let now = if rank <= last { current.next() } else { None };
@@ -292,42 +290,6 @@ impl ResourceState {
 
     fn undrain(&mut self, targets: &IdSet) {
         self.take(targets);
-    }
-}
-
-/// Lookups before [`FirstRank`] indexes the hosts: one `find` walks the
-/// runs, cheap for a few hosts; building the index walks every host once.
-const FIND_BEFORE_INDEX: usize = 16;
-
-/// The first rank of a host name (as [`Hostlist::find`]), for many lookups.
-struct FirstRank<'a> {
-    hosts: &'a Hostlist,
-    lookups: usize,
-    index: Option<HashMap<String, usize>>,
-}
-
-impl<'a> FirstRank<'a> {
-    fn new(hosts: &'a Hostlist) -> Self {
-        FirstRank {
-            hosts,
-            lookups: 0,
-            index: None,
-        }
-    }
-
-    fn of(&mut self, host: &str) -> Option<usize> {
-        if self.index.is_none() {
-            self.lookups += 1;
-            if self.lookups <= FIND_BEFORE_INDEX {
-                return self.hosts.find(host);
-            }
-            let mut index = HashMap::with_capacity(self.hosts.len());
-            for (rank, name) in self.hosts.iter().enumerate() {
-                index.entry(name).or_insert(rank);
-            }
-            self.index = Some(index);
-        }
-        self.index.as_ref()?.get(host).copied()
     }
 }
 

@@ -14,7 +14,6 @@
 //! with `FLUXGATE_HOSTLIST_STDIN_TIMEOUT` or flux's own
 //! `FLUX_HOSTLIST_STDIN_TIMEOUT` (seconds).
 
-use std::collections::HashMap;
 use std::io::{BufRead, Write};
 use std::process::ExitCode;
 use std::sync::mpsc;
@@ -218,42 +217,6 @@ fn nth(hl: &Hostlist, spec: &str) -> anyhow::Result<Hostlist> {
     by_name(picked.iter())
 }
 
-/// Lookups before [`FirstIndex`] indexes the list: one `find` walks the
-/// runs, cheap for a few hosts; the index walks every host once.
-const FIND_BEFORE_INDEX: usize = 16;
-
-/// The first index of a host (as [`Hostlist::find`]), for many lookups.
-struct FirstIndex<'a> {
-    hl: &'a Hostlist,
-    lookups: usize,
-    index: Option<HashMap<String, usize>>,
-}
-
-impl<'a> FirstIndex<'a> {
-    fn new(hl: &'a Hostlist) -> Self {
-        FirstIndex {
-            hl,
-            lookups: 0,
-            index: None,
-        }
-    }
-
-    fn of(&mut self, host: &str) -> Option<usize> {
-        if self.index.is_none() {
-            self.lookups += 1;
-            if self.lookups <= FIND_BEFORE_INDEX {
-                return self.hl.find(host);
-            }
-            let mut index = HashMap::with_capacity(self.hl.len());
-            for (i, name) in self.hl.iter().enumerate() {
-                index.entry(name).or_insert(i);
-            }
-            self.index = Some(index);
-        }
-        self.index.as_ref()?.get(host).copied()
-    }
-}
-
 /// Run the command.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let sources = if args.sources.is_empty() {
@@ -323,7 +286,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let line = if let Some(find) = &args.find {
         let mut ids = Vec::new();
         let mut missing = Hostlist::new();
-        let mut index = FirstIndex::new(&hl);
+        let mut index = fluxgate_shared::hostlist::FirstIndex::new(&hl);
         for host in find.iter() {
             match index.of(&host) {
                 Some(i) => ids.push(i.to_string()),
