@@ -247,14 +247,7 @@ pub struct Args {
     pub log_format: LogFormat,
 }
 
-/// How log lines are written to stderr.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum LogFormat {
-    /// Human-readable lines, colored on a terminal.
-    Text,
-    /// One JSON object per line.
-    Json,
-}
+pub use fluxgate_setup::LogFormat;
 
 /// One node this process serves.
 #[derive(Debug, Clone, PartialEq, Eq)]
