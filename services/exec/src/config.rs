@@ -219,7 +219,10 @@ impl Layered for Settings {
 #[command(
     name = "fluxgate-exec",
     version,
-    about = "Run the tasks of fluxgate jobs on this node (or on virtual nodes)"
+    about = "Run the tasks of fluxgate jobs on this node (or on virtual nodes)",
+    after_help = "Every flag is an alias of a configuration key (its name with _ for -), \
+                  which the file (--config), a FLUXGATE_* variable or --set KEY=VALUE \
+                  can also give; docs/CONFIG.md lists the keys and their variables."
 )]
 pub struct Args {
     /// TOML configuration file (its keys are the flags' names with `_`);

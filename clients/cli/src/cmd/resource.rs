@@ -383,41 +383,46 @@ async fn drains(inst: &mut Instance, no_header: bool) -> anyhow::Result<()> {
         .into_iter()
         .flatten()
     {
-        let ranks = d
-            .get("ranks")
-            .and_then(Value::as_str)
-            .and_then(|s| IdSet::parse(s).ok())
-            .unwrap_or_default();
-        let ts = d.get("timestamp").and_then(Value::as_f64).unwrap_or(0.0);
-        let c = civil(ts.floor() as i64);
-        const MONTHS: [&str; 12] = [
-            "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-        ];
-        let time = format!(
-            "{}{:02} {:02}:{:02}",
-            MONTHS[(c.month - 1) as usize],
-            c.day,
-            c.hour,
-            c.min
-        );
-        let state = if ranks.is_subset(&draining) && !ranks.is_empty() {
-            "draining"
-        } else {
-            "drained"
-        };
-        let reason = d.get("reason").and_then(Value::as_str).unwrap_or("");
-        let hosts = d.get("nodelist").and_then(Value::as_str).unwrap_or("");
-        // Reasons are typed by admins and hostnames sent by
-        // nodes: neither may drive the terminal.
-        println!(
-            "{} {} {} {}",
-            pad(&time, 12, None, false),
-            pad(state, 8, Some(8), false),
-            pad(&printable(reason), 30, Some(30), false),
-            printable(hosts)
-        );
+        println!("{}", drain_row(d, &draining));
     }
     Ok(())
+}
+
+/// One line of the drain listing: when, draining or drained, why, where.
+fn drain_row(d: &Value, draining: &IdSet) -> String {
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    let ranks = d
+        .get("ranks")
+        .and_then(Value::as_str)
+        .and_then(|s| IdSet::parse(s).ok())
+        .unwrap_or_default();
+    let ts = d.get("timestamp").and_then(Value::as_f64).unwrap_or(0.0);
+    let c = civil(ts.floor() as i64);
+    let time = format!(
+        "{}{:02} {:02}:{:02}",
+        MONTHS[(c.month - 1) as usize],
+        c.day,
+        c.hour,
+        c.min
+    );
+    let state = if ranks.is_subset(draining) && !ranks.is_empty() {
+        "draining"
+    } else {
+        "drained"
+    };
+    let reason = d.get("reason").and_then(Value::as_str).unwrap_or("");
+    let hosts = d.get("nodelist").and_then(Value::as_str).unwrap_or("");
+    // Reasons are typed by admins and hostnames sent by nodes: neither may
+    // drive the terminal.
+    format!(
+        "{} {} {} {}",
+        pad(&time, 12, None, false),
+        pad(state, 8, Some(8), false),
+        pad(&printable(reason), 30, Some(30), false),
+        printable(hosts)
+    )
 }
 
 /// `drain TARGETS`: drain them, overwriting or updating earlier reasons.
