@@ -2,8 +2,10 @@
 //! (one job manager and N exec processes on loopback), talk to it over gRPC,
 //! and take it down again, whatever the test did.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+
+pub use fluxgate_launch::{Cores, Exec, JobManager};
 use std::time::{Duration, Instant};
 
 use fluxgate_proto::v1 as pb;
@@ -133,9 +135,7 @@ impl Instance {
     pub async fn start_setup(nodes: usize, cores: u32, setup: Setup) -> Instance {
         let statedir = tempfile::tempdir().expect("tempdir");
         let nodelist = format!("node[0-{}]", nodes - 1);
-        let jm_args = setup.jm_arguments();
-        let jm_args: Vec<&str> = jm_args.iter().map(String::as_str).collect();
-        let jm = spawn_jm(&statedir, &nodelist, &jm_args);
+        let jm = spawn_jm(&setup.jm_spec(statedir.path(), &nodelist, "127.0.0.1:0"));
         let mut inst = Instance {
             jm: Some(jm),
             execs: Vec::new(),
@@ -196,8 +196,30 @@ impl Instance {
         args
     }
 
+    /// An exec service of this instance announcing `hostname` with `cores`
+    /// cores, joining with the instance's credentials.
+    pub fn exec_spec(&self, hostname: &str, cores: u32) -> Exec {
+        let auth = self.setup.auth;
+        // Tests run as root, who owns the instance: its jobs are root's.
+        let root = auth && nix::unistd::geteuid().is_root() && !self.setup.refuse_root_jobs;
+        let mut spec = Exec::new(&self.uri)
+            .hostname(hostname)
+            .cores(Cores::Count(cores))
+            .kill_timeout(2.0)
+            .allow_root_jobs(root)
+            .args(&self.setup.exec_args);
+        if auth {
+            spec = spec.node_token_file(&self.statedir.path().join("node.token"));
+        }
+        spec
+    }
+
     fn spawn_exec(&self, i: usize, cores: u32) -> Child {
-        let mut cmd = Command::new(binary("fluxgate-exec"));
+        let mut cmd = self
+            .exec_spec(&host(i), cores)
+            .env("FLUXGATE_LOG", "warn")
+            .env("RUST_LOG", "warn")
+            .command(&binary("fluxgate-exec"));
         if let Some(uid) = self.setup.exec_uid {
             let gid = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
                 .ok()
@@ -206,15 +228,7 @@ impl Instance {
             std::os::unix::process::CommandExt::uid(&mut cmd, uid);
             std::os::unix::process::CommandExt::gid(&mut cmd, gid);
         }
-        cmd.args(["--job-manager", &self.uri, "--listen", "127.0.0.1:0"])
-            .args(["--hostname", &host(i), "--cores-count", &cores.to_string()])
-            .args(["--kill-timeout", "2"])
-            .args(self.exec_auth_args())
-            .env("FLUXGATE_LOG", "warn")
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("spawn fluxgate-exec")
+        cmd.spawn().expect("spawn fluxgate-exec")
     }
 
     /// A connection to the job manager (TLS when it serves TLS).
@@ -480,13 +494,14 @@ impl Instance {
             .to_string();
         // As before credentials existed, a restart drops the extra flags of
         // an open instance; one that requires credentials keeps its setup.
-        let args = if self.setup.auth {
-            self.setup.jm_arguments()
+        let spec = if self.setup.auth {
+            self.setup.jm_spec(self.statedir.path(), nodelist, &addr)
         } else {
-            Vec::new()
+            JobManager::new(self.statedir.path())
+                .listen(&addr)
+                .nodelist(nodelist)
         };
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let jm = spawn_jm_at(&self.statedir, nodelist, &addr, &args);
+        let jm = spawn_jm(&spec);
         self.jm = Some(jm);
         let uri = self.wait_uri();
         assert_eq!(uri, self.uri, "restarted on another address");
@@ -514,32 +529,20 @@ impl Instance {
 }
 
 impl Setup {
-    /// The job manager's flags for this setup.
-    fn jm_arguments(&self) -> Vec<String> {
-        let mut args = self.jm_args.clone();
-        if self.auth {
-            args.extend(["--set".to_string(), "auth.enabled=true".to_string()]);
-        }
-        args
+    /// The job manager of this setup, for `nodelist`, serving on `listen`.
+    fn jm_spec(&self, statedir: &Path, nodelist: &str, listen: &str) -> JobManager {
+        JobManager::new(statedir)
+            .listen(listen)
+            .nodelist(nodelist)
+            .auth(self.auth)
+            .args(&self.jm_args)
     }
 }
 
-fn spawn_jm(statedir: &tempfile::TempDir, nodelist: &str, extra: &[&str]) -> Child {
-    spawn_jm_at(statedir, nodelist, "127.0.0.1:0", extra)
-}
-
-fn spawn_jm_at(
-    statedir: &tempfile::TempDir,
-    nodelist: &str,
-    listen: &str,
-    extra: &[&str],
-) -> Child {
-    Command::new(binary("fluxgate-job-manager"))
-        .args(["--listen", listen, "--nodelist", nodelist])
-        .arg("--statedir")
-        .arg(statedir.path())
-        .args(extra)
+fn spawn_jm(spec: &JobManager) -> Child {
+    spec.clone()
         .env("FLUXGATE_LOG", "warn")
+        .command(&binary("fluxgate-job-manager"))
         .stdout(Stdio::null())
         .spawn()
         .expect("spawn fluxgate-job-manager")

@@ -6,7 +6,9 @@ use std::process::ExitCode;
 use clap::Parser;
 use tokio::signal::unix::{SignalKind, signal};
 
-use crate::config::{Args, Config, LogFormat};
+use fluxgate_setup::init_logging;
+
+use crate::config::{Args, Config};
 use crate::server;
 
 /// Entry point of the binary.
@@ -45,23 +47,6 @@ pub fn main() -> ExitCode {
             eprintln!("fluxgate-exec: {e:#}");
             ExitCode::FAILURE
         }
-    }
-}
-
-/// Logs go to stderr, filtered by FLUXGATE_LOG (as the job manager's), else
-/// RUST_LOG, else info.
-fn init_logging(format: LogFormat) {
-    use std::io::IsTerminal;
-    use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_env("FLUXGATE_LOG")
-        .or_else(|_| EnvFilter::try_from_default_env())
-        .unwrap_or_else(|_| EnvFilter::new("info"));
-    let fmt = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    match format {
-        LogFormat::Text => fmt.with_ansi(std::io::stderr().is_terminal()).init(),
-        LogFormat::Json => fmt.json().init(),
     }
 }
 

@@ -1,9 +1,15 @@
-//! Configuration: defaults, then a TOML file (`--config`), then `FLUXGATE_*`
-//! environment, then flags, parsed at the edge into [`Config`].
+//! Configuration in the layers the job manager has (`fluxgate_setup::layered`):
+//! defaults, then a TOML file (`--config`), then `FLUXGATE_*` environment,
+//! then flags and `--set KEY=VALUE`, gathered in [`Settings`] and parsed at
+//! the edge into [`Config`].
 //!
-//! Every key of the file has a flag and an environment variable (clap merges
-//! those two, the flag winning); a key given by either replaces the file's.
-//! The file's keys are the flags' names with `_` for `-` (docs/CONFIG.md).
+//! Every key of the file has an environment variable and can be `--set`; the
+//! flags (`--job-manager`, `--listen`, ...) are aliases of their keys, kept
+//! for the scripts and manifests that use them. A key's variable is
+//! `FLUXGATE_` and the key in upper case (`FLUXGATE_JOB_MANAGER`), with
+//! `FLUXGATE_EXEC_` for the keys whose short name belongs to the job
+//! manager (`listen`, `advertise`, `tls_cert`, `tls_key`, `metrics.listen`):
+//! both services often share one environment (docs/CONFIG.md).
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -11,6 +17,7 @@ use std::time::Duration;
 
 use clap::Parser;
 use clap::builder::BoolishValueParser;
+use fluxgate_setup::layered::{self, Layered, SetError, value};
 use fluxgate_shared::IdSet;
 
 use crate::auth::{NodeCredential, ServerIdentity};
@@ -61,14 +68,9 @@ pub enum ConfigError {
         /// Why.
         source: std::io::Error,
     },
-    /// The config file is not valid TOML for this schema.
-    #[error("config {path}: {message}")]
-    Parse {
-        /// The file.
-        path: String,
-        /// What is wrong, with the line.
-        message: String,
-    },
+    /// A layer (the file, the environment, `--set`) holds a bad key or value.
+    #[error(transparent)]
+    Layers(#[from] layered::ConfigError),
     /// The node token file is empty.
     #[error("node token file {0} is empty; copy the job manager's STATEDIR/node.token")]
     EmptyToken(String),
@@ -78,15 +80,13 @@ pub enum ConfigError {
     /// An https job manager without a CA to check its certificate.
     #[error("job manager {0} uses TLS: pass --tls-ca with the CA that signed its certificate")]
     NoTlsCa(String),
-    /// The config file sets both `cores` and `cores_count`.
-    #[error("config {0}: set cores or cores_count, not both")]
-    CoresTwice(String),
 }
 
-/// The TOML file of `fluxgate-exec`: every key optional, the flags' names.
+/// The settings of `fluxgate-exec` as the layers give them, before they
+/// are checked: the file's keys, every one optional.
 #[derive(Debug, Clone, Default, serde::Deserialize)]
 #[serde(default, deny_unknown_fields)]
-pub struct FileConfig {
+pub struct Settings {
     /// `--job-manager`.
     pub job_manager: Option<String>,
     /// `--listen`.
@@ -121,33 +121,96 @@ pub struct FileConfig {
     /// `--tls-key`.
     pub tls_key: Option<PathBuf>,
     /// `[metrics]`.
-    pub metrics: FileMetrics,
+    pub metrics: MetricsSettings,
 }
 
-/// `[metrics]` of the exec file.
+/// `[metrics]` of the exec service.
 #[derive(Debug, Clone, Default, serde::Deserialize)]
 #[serde(default, deny_unknown_fields)]
-pub struct FileMetrics {
+pub struct MetricsSettings {
     /// `--metrics-listen`.
     pub listen: Option<String>,
 }
 
-impl FileConfig {
-    /// Read and parse the file at `path`.
-    pub fn load(path: &Path) -> Result<FileConfig, ConfigError> {
-        let shown = || path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-            path: shown(),
-            source,
-        })?;
-        let file: FileConfig = toml::from_str(&text).map_err(|e| ConfigError::Parse {
-            path: shown(),
-            message: e.to_string(),
-        })?;
-        if file.cores.is_some() && file.cores_count.is_some() {
-            return Err(ConfigError::CoresTwice(shown()));
+/// Keys whose variable is `FLUXGATE_EXEC_KEY`, as the job manager has keys
+/// of the same name.
+const EXEC_PREFIXED: &[&str] = &[
+    "listen",
+    "advertise",
+    "tls_cert",
+    "tls_key",
+    "metrics.listen",
+];
+
+impl Layered for Settings {
+    const KEYS: &'static [&'static str] = &[
+        "job_manager",
+        "listen",
+        "advertise",
+        "hostname",
+        "cores",
+        "cores_count",
+        "gpus",
+        "virtual",
+        "kill_timeout",
+        "heartbeat",
+        "leave_running",
+        "node_token_file",
+        "tls_ca",
+        "allow_root_jobs",
+        "tls_cert",
+        "tls_key",
+        "metrics.listen",
+    ];
+
+    fn set(&mut self, key: &str, v: &str) -> Result<(), SetError> {
+        let text = || Some(v.to_string());
+        let path = || Some(PathBuf::from(v));
+        match key {
+            "job_manager" => self.job_manager = text(),
+            "listen" => {
+                self.listen = Some(value::parsed(key, v, "an address such as 0.0.0.0:7001")?)
+            }
+            "advertise" => self.advertise = text(),
+            "hostname" => self.hostname = text(),
+            // One choice: setting either replaces both.
+            "cores" => (self.cores, self.cores_count) = (text(), None),
+            "cores_count" => (self.cores, self.cores_count) = (None, Some(value::count(key, v)?)),
+            "gpus" => self.gpus = text(),
+            "virtual" => self.virtual_nodes = Some(value::count(key, v)?),
+            "kill_timeout" => self.kill_timeout = Some(value::number(key, v)?),
+            "heartbeat" => self.heartbeat = Some(value::number(key, v)?),
+            "leave_running" => self.leave_running = Some(value::boolean(key, v)?),
+            "node_token_file" => self.node_token_file = path(),
+            "tls_ca" => self.tls_ca = path(),
+            "allow_root_jobs" => self.allow_root_jobs = Some(value::boolean(key, v)?),
+            "tls_cert" => self.tls_cert = path(),
+            "tls_key" => self.tls_key = path(),
+            "metrics.listen" => self.metrics.listen = text(),
+            _ => return Err(SetError::UnknownKey(key.to_string())),
         }
-        Ok(file)
+        Ok(())
+    }
+
+    fn env_names(key: &str) -> Vec<String> {
+        if EXEC_PREFIXED.contains(&key) {
+            vec![format!(
+                "FLUXGATE_EXEC_{}",
+                key.replace('.', "_").to_ascii_uppercase()
+            )]
+        } else {
+            vec![layered::env_name(key)]
+        }
+    }
+
+    fn check_file(&self, path: &Path) -> Result<(), layered::ConfigError> {
+        if self.cores.is_some() && self.cores_count.is_some() {
+            return Err(layered::ConfigError::File {
+                path: path.display().to_string(),
+                message: "set cores or cores_count, not both".into(),
+            });
+        }
+        Ok(())
     }
 }
 
@@ -156,7 +219,10 @@ impl FileConfig {
 #[command(
     name = "fluxgate-exec",
     version,
-    about = "Run the tasks of fluxgate jobs on this node (or on virtual nodes)"
+    about = "Run the tasks of fluxgate jobs on this node (or on virtual nodes)",
+    after_help = "Every flag is an alias of a configuration key (its name with _ for -), \
+                  which the file (--config), a FLUXGATE_* variable or --set KEY=VALUE \
+                  can also give; docs/CONFIG.md lists the keys and their variables."
 )]
 pub struct Args {
     /// TOML configuration file (its keys are the flags' names with `_`);
@@ -164,46 +230,40 @@ pub struct Args {
     #[arg(long, env = "FLUXGATE_EXEC_CONFIG", value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// Job manager address to join, e.g. http://10.0.0.1:7000 (required here or in the file).
-    #[arg(long, env = "FLUXGATE_JOB_MANAGER", value_name = "URI")]
+    #[arg(long, value_name = "URI")]
     pub job_manager: Option<String>,
     /// Address to serve the Exec API on (port 0 picks a free port) [default: 127.0.0.1:0].
-    #[arg(long, env = "FLUXGATE_EXEC_LISTEN", value_name = "ADDR")]
+    #[arg(long, value_name = "ADDR")]
     pub listen: Option<SocketAddr>,
     /// Exec address the job manager dials back, e.g. http://10.0.0.5:7001
     /// (default: http://LISTEN, or http://HOSTNAME:PORT when LISTEN is 0.0.0.0 or ::).
-    #[arg(long, env = "FLUXGATE_EXEC_ADVERTISE", value_name = "URI")]
+    #[arg(long, value_name = "URI")]
     pub advertise: Option<String>,
     /// Hostname to announce (default: this machine's).
-    #[arg(long, env = "FLUXGATE_HOSTNAME", value_name = "NAME")]
+    #[arg(long, value_name = "NAME")]
     pub hostname: Option<String>,
     /// Core ids to offer, as an idset (default: the CPUs this process may use).
-    #[arg(
-        long,
-        env = "FLUXGATE_CORES",
-        value_name = "IDSET",
-        conflicts_with = "cores_count"
-    )]
+    #[arg(long, value_name = "IDSET", conflicts_with = "cores_count")]
     pub cores: Option<String>,
     /// Offer cores 0..N-1.
-    #[arg(long, env = "FLUXGATE_CORES_COUNT", value_name = "N")]
+    #[arg(long, value_name = "N")]
     pub cores_count: Option<u32>,
     /// GPU ids to offer, as an idset (default: none).
-    #[arg(long, env = "FLUXGATE_GPUS", value_name = "IDSET")]
+    #[arg(long, value_name = "IDSET")]
     pub gpus: Option<String>,
     /// Serve N virtual nodes named <hostname>-v0 .. <hostname>-v(N-1), each with the given cores and gpus.
-    #[arg(long = "virtual", env = "FLUXGATE_VIRTUAL", value_name = "N")]
+    #[arg(long = "virtual", value_name = "N")]
     pub virtual_nodes: Option<u32>,
     /// Seconds between SIGTERM (or SIGALRM) and SIGKILL when a job is torn down [default: 5].
-    #[arg(long, env = "FLUXGATE_KILL_TIMEOUT", value_name = "SECS")]
+    #[arg(long, value_name = "SECS")]
     pub kill_timeout: Option<f64>,
     /// Heartbeat interval in seconds (default: what the job manager asks for).
-    #[arg(long, env = "FLUXGATE_HEARTBEAT", value_name = "SECS")]
+    #[arg(long, value_name = "SECS")]
     pub heartbeat: Option<f64>,
     /// On SIGTERM/SIGINT leave running tasks alone (default: terminate them and report);
     /// `--leave-running=false` turns off what the file turned on.
     #[arg(
         long,
-        env = "FLUXGATE_LEAVE_RUNNING",
         value_name = "BOOL",
         num_args = 0..=1,
         require_equals = true,
@@ -212,29 +272,28 @@ pub struct Args {
     )]
     pub leave_running: Option<bool>,
     /// Address of the Prometheus /metrics endpoint (default: none is served).
-    #[arg(long, env = "FLUXGATE_EXEC_METRICS_LISTEN", value_name = "ADDR")]
+    #[arg(long, value_name = "ADDR")]
     pub metrics_listen: Option<String>,
     /// The instance's node credential (the job manager's STATEDIR/node.token):
     /// sent to join, and required of every Start, Kill, Exception and
     /// Expiration (default: none; this service then runs whatever it is asked).
-    #[arg(long, env = "FLUXGATE_NODE_TOKEN_FILE", value_name = "FILE")]
+    #[arg(long, value_name = "FILE")]
     pub node_token_file: Option<PathBuf>,
     /// PEM CA certificate that signs the certificates of an https job manager
     /// and of exec services that serve TLS (peers of a job).
-    #[arg(long, env = "FLUXGATE_TLS_CA", value_name = "FILE")]
+    #[arg(long, value_name = "FILE")]
     pub tls_ca: Option<PathBuf>,
     /// PEM certificate to serve the Exec API over TLS with (with --tls-key);
     /// the announced address is then https.
-    #[arg(long, env = "FLUXGATE_EXEC_TLS_CERT", value_name = "FILE")]
+    #[arg(long, value_name = "FILE")]
     pub tls_cert: Option<PathBuf>,
     /// PEM private key of --tls-cert.
-    #[arg(long, env = "FLUXGATE_EXEC_TLS_KEY", value_name = "FILE")]
+    #[arg(long, value_name = "FILE")]
     pub tls_key: Option<PathBuf>,
     /// Run jobs owned by root (uid 0) [default: true without a node credential,
     /// false with one].
     #[arg(
         long,
-        env = "FLUXGATE_ALLOW_ROOT_JOBS",
         value_name = "BOOL",
         num_args = 0..=1,
         require_equals = true,
@@ -242,19 +301,16 @@ pub struct Args {
         value_parser = BoolishValueParser::new()
     )]
     pub allow_root_jobs: Option<bool>,
+    /// Set any configuration key, e.g. --set kill_timeout=10 (repeatable;
+    /// after the file, the environment and the other flags).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
     /// Log lines as text or as one JSON object per line (for log collectors).
     #[arg(long, env = "FLUXGATE_LOG_FORMAT", value_enum, default_value = "text")]
     pub log_format: LogFormat,
 }
 
-/// How log lines are written to stderr.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum LogFormat {
-    /// Human-readable lines, colored on a terminal.
-    Text,
-    /// One JSON object per line.
-    Json,
-}
+pub use fluxgate_setup::LogFormat;
 
 /// One node this process serves.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -297,35 +353,45 @@ pub struct Config {
 }
 
 impl Args {
-    /// Fill what neither a flag nor the environment gave from the file.
-    fn over(self, file: FileConfig) -> Args {
-        // cores and cores_count are one choice: the later layer's pair wins whole.
-        let (cores, cores_count) = if self.cores.is_some() || self.cores_count.is_some() {
-            (self.cores, self.cores_count)
-        } else {
-            (file.cores, file.cores_count)
-        };
-        Args {
-            config: self.config,
-            job_manager: self.job_manager.or(file.job_manager),
-            listen: self.listen.or(file.listen),
-            advertise: self.advertise.or(file.advertise),
-            hostname: self.hostname.or(file.hostname),
-            cores,
-            cores_count,
-            gpus: self.gpus.or(file.gpus),
-            virtual_nodes: self.virtual_nodes.or(file.virtual_nodes),
-            kill_timeout: self.kill_timeout.or(file.kill_timeout),
-            heartbeat: self.heartbeat.or(file.heartbeat),
-            leave_running: self.leave_running.or(file.leave_running),
-            metrics_listen: self.metrics_listen.or(file.metrics.listen),
-            node_token_file: self.node_token_file.or(file.node_token_file),
-            tls_ca: self.tls_ca.or(file.tls_ca),
-            allow_root_jobs: self.allow_root_jobs.or(file.allow_root_jobs),
-            tls_cert: self.tls_cert.or(file.tls_cert),
-            tls_key: self.tls_key.or(file.tls_key),
-            log_format: self.log_format,
+    /// The flags' layer: each flag given replaces its key.
+    fn apply(&self, s: &mut Settings) {
+        fn put<T: Clone>(flag: &Option<T>, key: &mut Option<T>) {
+            if flag.is_some() {
+                key.clone_from(flag);
+            }
         }
+        // cores and cores_count are one choice: the later layer's pair wins whole.
+        if self.cores.is_some() || self.cores_count.is_some() {
+            (s.cores, s.cores_count) = (self.cores.clone(), self.cores_count);
+        }
+        put(&self.job_manager, &mut s.job_manager);
+        put(&self.listen, &mut s.listen);
+        put(&self.advertise, &mut s.advertise);
+        put(&self.hostname, &mut s.hostname);
+        put(&self.gpus, &mut s.gpus);
+        put(&self.virtual_nodes, &mut s.virtual_nodes);
+        put(&self.kill_timeout, &mut s.kill_timeout);
+        put(&self.heartbeat, &mut s.heartbeat);
+        put(&self.leave_running, &mut s.leave_running);
+        put(&self.metrics_listen, &mut s.metrics.listen);
+        put(&self.node_token_file, &mut s.node_token_file);
+        put(&self.tls_ca, &mut s.tls_ca);
+        put(&self.allow_root_jobs, &mut s.allow_root_jobs);
+        put(&self.tls_cert, &mut s.tls_cert);
+        put(&self.tls_key, &mut s.tls_key);
+    }
+
+    /// Every layer: the file the arguments name (if any), then `env`, then
+    /// the flags, then `--set`.
+    pub fn settings(
+        &self,
+        env: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<Settings, ConfigError> {
+        let mut s: Settings = layered::load(self.config.as_deref())?;
+        layered::apply_env(&mut s, env)?;
+        self.apply(&mut s);
+        layered::apply_sets(&mut s, &self.set)?;
+        Ok(s)
     }
 }
 
@@ -333,13 +399,11 @@ impl Config {
     /// Read the config file the arguments name (if any), let flags and
     /// environment override it, validate, and fill in defaults from this machine.
     pub fn from_args(args: Args) -> Result<Config, ConfigError> {
-        let args = match &args.config {
-            Some(path) => {
-                let file = FileConfig::load(path)?;
-                args.over(file)
-            }
-            None => args,
-        };
+        Config::from_settings(args.settings(std::env::vars())?)
+    }
+
+    /// Check `settings` and fill in defaults from this machine.
+    pub fn from_settings(args: Settings) -> Result<Config, ConfigError> {
         let job_manager = args.job_manager.ok_or(ConfigError::NoJobManager)?;
         if let Some(a) = &args.advertise
             && !(a.starts_with("http://") || a.starts_with("https://"))
@@ -421,7 +485,7 @@ impl Config {
             kill_timeout,
             heartbeat,
             leave_running: args.leave_running.unwrap_or(false),
-            metrics_listen: args.metrics_listen,
+            metrics_listen: args.metrics.listen,
             // Without a credential anyone may ask anything of this service,
             // so refusing root's jobs would protect nothing.
             allow_root_jobs: args.allow_root_jobs.unwrap_or(node_token.is_none()),
@@ -676,6 +740,45 @@ mod tests {
         )
         .unwrap();
         assert!(c.leave_running);
+    }
+
+    /// The environment and `--set` are layers of the same keys as the file.
+    #[test]
+    fn environment_and_set_are_layers_of_the_same_keys() {
+        let env = |pairs: &[(&str, &str)]| {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect::<Vec<_>>()
+        };
+        let a =
+            Args::try_parse_from(["fluxgate-exec", "--cores", "2", "--set", "gpus=0-1"]).unwrap();
+        let s = a
+            .settings(env(&[
+                ("FLUXGATE_JOB_MANAGER", "http://jm:7000"),
+                ("FLUXGATE_EXEC_LISTEN", "0.0.0.0:7001"),
+                ("FLUXGATE_LISTEN", "0.0.0.0:9"),
+                ("FLUXGATE_CORES_COUNT", "8"),
+                ("FLUXGATE_EXEC_METRICS_LISTEN", "127.0.0.1:0"),
+                ("FLUXGATE_ALLOW_ROOT_JOBS", "no"),
+            ]))
+            .unwrap();
+        assert_eq!(s.job_manager.as_deref(), Some("http://jm:7000"));
+        assert_eq!(s.listen.unwrap().to_string(), "0.0.0.0:7001");
+        assert_eq!((s.cores.as_deref(), s.cores_count), (Some("2"), None));
+        assert_eq!(s.gpus.as_deref(), Some("0-1"));
+        assert_eq!(s.metrics.listen.as_deref(), Some("127.0.0.1:0"));
+        assert_eq!(s.allow_root_jobs, Some(false));
+        let e = a
+            .settings(env(&[("FLUXGATE_KILL_TIMEOUT", "soon")]))
+            .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "environment variable FLUXGATE_KILL_TIMEOUT=\"soon\": kill_timeout expects a number"
+        );
+        let a = Args::try_parse_from(["fluxgate-exec", "--set", "kill_timout=3"]).unwrap();
+        let e = a.settings(env(&[])).unwrap_err().to_string();
+        assert!(e.contains("unknown key \"kill_timout\""), "{e}");
     }
 
     #[test]

@@ -337,41 +337,13 @@ impl Default for LimitsConfig {
     }
 }
 
-/// Why a configuration could not be loaded.
-#[derive(Debug, thiserror::Error)]
-pub enum ConfigError {
-    /// The file could not be read.
-    #[error("cannot read config {path}: {source}")]
-    Read {
-        path: String,
-        source: std::io::Error,
-    },
-    /// The file is not valid TOML for this schema.
-    #[error("config {path}: {message}")]
-    Parse { path: String, message: String },
-    /// An environment variable holds a bad value.
-    #[error("environment variable {name}={value:?}: {message}")]
-    Env {
-        name: String,
-        value: String,
-        message: String,
-    },
-}
+use fluxgate_setup::layered::{self, Layered};
+pub use fluxgate_setup::layered::{ConfigError, SetError, env_name};
 
 impl Config {
     /// Defaults overlaid with the TOML file at `path`, if any.
     pub fn load(path: Option<&Path>) -> Result<Config, ConfigError> {
-        let Some(path) = path else {
-            return Ok(Config::default());
-        };
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-            path: path.display().to_string(),
-            source,
-        })?;
-        toml::from_str(&text).map_err(|e| ConfigError::Parse {
-            path: path.display().to_string(),
-            message: e.to_string(),
-        })
+        layered::load(path)
     }
 
     /// Overlay `FLUXGATE_*` variables from `env` (e.g. `FLUXGATE_LISTEN`,
@@ -380,17 +352,7 @@ impl Config {
         &mut self,
         env: impl IntoIterator<Item = (String, String)>,
     ) -> Result<(), ConfigError> {
-        for (name, value) in env {
-            let Some(key) = KEYS.iter().find(|k| env_name(k) == name) else {
-                continue;
-            };
-            self.set(key, &value).map_err(|e| ConfigError::Env {
-                name: name.clone(),
-                value: value.clone(),
-                message: e.to_string(),
-            })?;
-        }
-        Ok(())
+        layered::apply_env(self, env)
     }
 
     /// Set one key (dotted, as in the file: `resource.torpid_timeout`) from its
@@ -496,20 +458,12 @@ pub const KEYS: &[&str] = &[
     "policy.limits.owner_max_active_jobs",
 ];
 
-/// The environment variable of a dotted key: `FLUXGATE_RESOURCE_SIZE` for `resource.size`.
-pub fn env_name(key: &str) -> String {
-    format!("FLUXGATE_{}", key.replace('.', "_").to_ascii_uppercase())
-}
+impl Layered for Config {
+    const KEYS: &'static [&'static str] = KEYS;
 
-/// Why one key could not be set.
-#[derive(Debug, thiserror::Error)]
-pub enum SetError {
-    /// No such key.
-    #[error("unknown key {0:?}")]
-    UnknownKey(String),
-    /// The text is not a value of the key's type.
-    #[error("{key} expects {expected}")]
-    Value { key: String, expected: &'static str },
+    fn set(&mut self, key: &str, value: &str) -> Result<(), SetError> {
+        Config::set(self, key, value)
+    }
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@ use anyhow::Context;
 use clap::Parser;
 use fluxgate_job_manager::config::Config;
 use fluxgate_job_manager::server;
+use fluxgate_setup::{LogFormat, init_logging, layered};
 
 /// mimalloc, not glibc's malloc: under load the job manager allocates many
 /// small, short-lived objects across threads, where glibc's arenas spent a
@@ -44,29 +45,6 @@ struct Args {
     log_format: LogFormat,
 }
 
-/// How log lines are written to stderr.
-#[derive(Debug, Clone, Copy, clap::ValueEnum)]
-enum LogFormat {
-    /// Human-readable lines, colored on a terminal.
-    Text,
-    /// One JSON object per line.
-    Json,
-}
-
-/// Logs go to stderr, filtered by FLUXGATE_LOG (tracing's directives, default info).
-fn init_logging(format: LogFormat) {
-    use std::io::IsTerminal;
-    let filter = tracing_subscriber::EnvFilter::try_from_env("FLUXGATE_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let fmt = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    match format {
-        LogFormat::Text => fmt.with_ansi(std::io::stderr().is_terminal()).init(),
-        LogFormat::Json => fmt.json().init(),
-    }
-}
-
 fn main() -> anyhow::Result<()> {
     // Before anything opens descriptors of its own (the runtime, the store):
     // what the starting shell left open must not reach anyone.
@@ -96,14 +74,7 @@ fn main() -> anyhow::Result<()> {
     if let Some(v) = args.size {
         config.resource.size = Some(v);
     }
-    for kv in &args.set {
-        let (key, value) = kv
-            .split_once('=')
-            .with_context(|| format!("--set {kv:?}: expected KEY=VALUE"))?;
-        config
-            .set(key.trim(), value)
-            .with_context(|| format!("--set {kv:?}"))?;
-    }
+    layered::apply_sets(&mut config, &args.set)?;
     tracing::info!(?config, "effective configuration");
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -372,287 +372,393 @@ impl Job {
         }
 
         match name {
-            "submit" => {
-                if self.submitted {
-                    return Err(self.deny(event, "the job was already submitted"));
-                }
-                let urgency = ctx.int("urgency", 0, 31)?;
-                let userid = ctx.int("userid", 0, i64::from(u32::MAX))?;
-                let flags = ctx.int("flags", 0, i64::from(i32::MAX))?;
-                let version = ctx.opt_int("version", 0, i64::MAX)?;
-                self.urgency = urgency as u8;
-                self.userid = userid as u32;
-                self.flags = JobFlags::from_submit_mask(flags);
-                self.version = version;
-                self.submitted = true;
-                self.enter(New, ts);
+            "submit" => self.on_submit(event, &ctx, ts),
+            "validate" => self.on_validate(event, ts),
+            "invalidate" => self.on_invalidate(event),
+            "dependency-add" | "dependency-remove" => self.on_dependency(event, &ctx, name),
+            "depend" => self.on_depend(event, ts),
+            "priority" => self.on_priority(event, &ctx, ts),
+            "urgency" => self.on_urgency(event, &ctx, ts),
+            "flux-restart" => self.on_restart(event, ts),
+            "jobspec-update" => self.on_jobspec_update(event, &ctx, ts),
+            "resource-update" => self.on_resource_update(event, &ctx),
+            "alloc" => self.on_alloc(event, &ctx, ts),
+            "prolog-start" | "prolog-finish" => self.on_prolog(event, &ctx, name),
+            "epilog-start" | "epilog-finish" => self.on_epilog(event, &ctx, name),
+            "start" => self.on_start(event),
+            "release" => self.on_release(event, &ctx),
+            "finish" => self.on_finish(event, &ctx, ts),
+            "free" => self.on_free(event),
+            "clean" => self.on_clean(event, ts),
+            "exception" => self.on_exception(event, &ctx, ts),
+            "memo" => self.on_memo(&ctx),
+            "set-flags" => self.on_set_flags(event, &ctx),
+            _ => Ok(()),
+        }
+    }
+
+    /// Submission: the first event.
+    fn on_submit(&mut self, event: &Event, ctx: &Ctx, ts: f64) -> Result<(), TransitionError> {
+        use JobState::*;
+        if self.submitted {
+            return Err(self.deny(event, "the job was already submitted"));
+        }
+        let urgency = ctx.int("urgency", 0, 31)?;
+        let userid = ctx.int("userid", 0, i64::from(u32::MAX))?;
+        let flags = ctx.int("flags", 0, i64::from(i32::MAX))?;
+        let version = ctx.opt_int("version", 0, i64::MAX)?;
+        self.urgency = urgency as u8;
+        self.userid = userid as u32;
+        self.flags = JobFlags::from_submit_mask(flags);
+        self.version = version;
+        self.submitted = true;
+        self.enter(New, ts);
+        Ok(())
+    }
+
+    /// Submission: the job is valid; it waits for its dependencies.
+    fn on_validate(&mut self, event: &Event, ts: f64) -> Result<(), TransitionError> {
+        use JobState::*;
+        self.require(event, &[New])?;
+        self.enter(Depend, ts);
+        Ok(())
+    }
+
+    /// Submission: the job is refused and will be removed.
+    fn on_invalidate(&mut self, event: &Event) -> Result<(), TransitionError> {
+        use JobState::*;
+        self.require(event, &[New])?;
+        self.invalidated = true;
+        Ok(())
+    }
+
+    /// Dependencies: one more outstanding, or one fewer.
+    fn on_dependency(
+        &mut self,
+        event: &Event,
+        ctx: &Ctx,
+        name: &str,
+    ) -> Result<(), TransitionError> {
+        use JobState::*;
+        let desc = ctx.string("description")?;
+        if self.state == Cleanup {
+            return Ok(());
+        }
+        self.require(event, &[New, Depend])?;
+        if name == "dependency-add" {
+            if self.dependencies_used.contains(desc) {
+                return Err(self.deny(event, format!("dependency {desc:?} was already added once")));
             }
-            "validate" => {
-                self.require(event, &[New])?;
-                self.enter(Depend, ts);
+            self.dependencies_used.insert(desc.to_string());
+            self.dependencies.insert(desc.to_string());
+        } else if !self.dependencies.remove(desc) {
+            return Err(self.deny(event, format!("dependency {desc:?} is not outstanding")));
+        }
+        Ok(())
+    }
+
+    /// Dependencies: none outstanding; on to PRIORITY.
+    fn on_depend(&mut self, event: &Event, ts: f64) -> Result<(), TransitionError> {
+        use JobState::*;
+        if self.state == Cleanup {
+            return Ok(());
+        }
+        self.require(event, &[Depend])?;
+        if !self.dependencies.is_empty() {
+            return Err(self.deny(
+                event,
+                format!(
+                    "{} dependencies outstanding: {}",
+                    self.dependencies.len(),
+                    self.dependencies
+                        .iter()
+                        .cloned()
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            ));
+        }
+        self.guards.depend_posted = false;
+        self.enter(Priority, ts);
+        Ok(())
+    }
+
+    /// Priority: a priority is set; on to SCHED.
+    fn on_priority(&mut self, event: &Event, ctx: &Ctx, ts: f64) -> Result<(), TransitionError> {
+        use JobState::*;
+        let priority = ctx.int("priority", 0, i64::from(u32::MAX))? as u32;
+        if self.state == Cleanup {
+            return Ok(());
+        }
+        self.require(event, &[Priority, Sched])?;
+        self.priority = Some(priority);
+        self.guards.priority_requested = false;
+        if self.state == Priority {
+            self.enter(Sched, ts);
+        }
+        Ok(())
+    }
+
+    /// Priority: the urgency changed; a new priority is needed.
+    fn on_urgency(&mut self, event: &Event, ctx: &Ctx, ts: f64) -> Result<(), TransitionError> {
+        use JobState::*;
+        let urgency = ctx.int("urgency", 0, 31)? as u8;
+        ctx.opt_int("userid", 0, i64::from(u32::MAX))?;
+        self.require(event, &[New, Depend, Priority, Sched, Cleanup])?;
+        self.urgency = urgency;
+        self.back_to_priority(ts);
+        Ok(())
+    }
+
+    /// Priority: the instance restarted; a new priority is needed.
+    fn on_restart(&mut self, _event: &Event, ts: f64) -> Result<(), TransitionError> {
+        self.back_to_priority(ts);
+        Ok(())
+    }
+
+    /// Priority: the jobspec changed; a new priority is needed.
+    fn on_jobspec_update(
+        &mut self,
+        event: &Event,
+        ctx: &Ctx,
+        ts: f64,
+    ) -> Result<(), TransitionError> {
+        let updates = ctx.object()?;
+        if updates.is_empty() {
+            return Err(TransitionError::BadContext {
+                event: event.name.to_string(),
+                key: "context".into(),
+                problem: "must hold at least one update".into(),
+            });
+        }
+        for (k, v) in updates {
+            self.jobspec_updates
+                .get_or_insert_default()
+                .insert(k.clone(), v.clone());
+        }
+        self.back_to_priority(ts);
+        Ok(())
+    }
+
+    /// Resources: the allocation's expiration moved.
+    fn on_resource_update(&mut self, event: &Event, ctx: &Ctx) -> Result<(), TransitionError> {
+        use JobState::*;
+        let expiration = ctx.number("expiration")?;
+        self.require(event, &[Run, Cleanup])?;
+        if !self.allocated {
+            return Err(self.deny(event, "the job has no resources to update"));
+        }
+        self.expiration = Some(expiration);
+        Ok(())
+    }
+
+    /// Resources: allocated; on to RUN.
+    fn on_alloc(&mut self, event: &Event, ctx: &Ctx, ts: f64) -> Result<(), TransitionError> {
+        use JobState::*;
+        self.require(event, &[Sched, Cleanup])?;
+        if self.has_resources {
+            return Err(self.deny(event, "resources are already allocated"));
+        }
+        if let Some(Value::Object(a)) = ctx.get("annotations").map(|m| m.to_value()) {
+            self.annotations = Some(Box::new(a));
+        }
+        self.allocated = true;
+        self.has_resources = true;
+        self.guards.alloc_requested = false;
+        if self.state == Sched {
+            self.enter(Run, ts);
+        }
+        Ok(())
+    }
+
+    /// Execution: a prolog action started or finished.
+    fn on_prolog(&mut self, event: &Event, ctx: &Ctx, name: &str) -> Result<(), TransitionError> {
+        use JobState::*;
+        ctx.string("description")?;
+        let finish = name == "prolog-finish";
+        if finish {
+            ctx.int("status", i64::from(i32::MIN), i64::from(i32::MAX))?;
+        }
+        self.require(event, &[Run, Cleanup])?;
+        if self.started {
+            return Err(self.deny(event, "the job shells were already started"));
+        }
+        self.perilog_step(event, finish)?;
+        Ok(())
+    }
+
+    /// Execution: an epilog action started or finished.
+    fn on_epilog(&mut self, event: &Event, ctx: &Ctx, name: &str) -> Result<(), TransitionError> {
+        use JobState::*;
+        ctx.string("description")?;
+        let finish = name == "epilog-finish";
+        if finish {
+            ctx.int("status", i64::from(i32::MIN), i64::from(i32::MAX))?;
+        }
+        self.require(event, &[Cleanup])?;
+        self.perilog_step(event, finish)?;
+        Ok(())
+    }
+
+    /// Execution: the job shells started.
+    fn on_start(&mut self, event: &Event) -> Result<(), TransitionError> {
+        use JobState::*;
+        self.require(event, &[Run, Cleanup])?;
+        if !self.allocated {
+            return Err(self.deny(event, "the job was never allocated resources"));
+        }
+        if self.started {
+            return Err(self.deny(event, "the job shells were already started"));
+        }
+        self.started = true;
+        Ok(())
+    }
+
+    /// Execution: resources released, the last time with `final`.
+    fn on_release(&mut self, event: &Event, ctx: &Ctx) -> Result<(), TransitionError> {
+        use JobState::*;
+        ctx.string("ranks")?;
+        let fin = ctx.boolean("final")?;
+        self.require(event, &[Run, Cleanup])?;
+        if !self.allocated {
+            return Err(self.deny(event, "the job was never allocated resources"));
+        }
+        if self.release_final {
+            return Err(self.deny(event, "resources were already released (final)"));
+        }
+        // flux-core before the event queue rejected a final release in
+        // RUN: the exec system releases everything only after finish.
+        if fin && self.state == Run {
+            return Err(self.deny(event, "a final release must follow finish"));
+        }
+        if fin {
+            self.release_final = true;
+            self.guards.start_pending = false;
+        }
+        Ok(())
+    }
+
+    /// Execution: the job's tasks finished; on to CLEANUP.
+    fn on_finish(&mut self, event: &Event, ctx: &Ctx, ts: f64) -> Result<(), TransitionError> {
+        use JobState::*;
+        let status = ctx.int("status", i64::from(i32::MIN), i64::from(i32::MAX))? as i32;
+        self.require(event, &[Run, Cleanup])?;
+        if !self.allocated {
+            return Err(self.deny(event, "the job was never allocated resources"));
+        }
+        if self.finished.is_some() {
+            return Err(self.deny(event, "the job already finished"));
+        }
+        self.finished = Some(WaitStatus(status));
+        if status == 0 && self.first_fatal.is_none() {
+            self.success = true;
+        }
+        if self.state == Run {
+            self.enter(Cleanup, ts);
+        }
+        Ok(())
+    }
+
+    /// Resources: returned to the scheduler.
+    fn on_free(&mut self, event: &Event) -> Result<(), TransitionError> {
+        use JobState::*;
+        self.require(event, &[Cleanup])?;
+        if !self.has_resources {
+            return Err(self.deny(event, "the job holds no resources"));
+        }
+        self.has_resources = false;
+        self.guards.free_posted = false;
+        Ok(())
+    }
+
+    /// End: cleanup is done; the job is INACTIVE.
+    fn on_clean(&mut self, event: &Event, ts: f64) -> Result<(), TransitionError> {
+        use JobState::*;
+        self.require(event, &[Cleanup])?;
+        if self.has_resources {
+            return Err(self.deny(event, "resources were not freed yet"));
+        }
+        if self.perilog_active > 0 {
+            return Err(self.deny(
+                event,
+                format!(
+                    "{} prolog/epilog actions still running",
+                    self.perilog_active
+                ),
+            ));
+        }
+        self.guards.clean_posted = false;
+        self.enter(Inactive, ts);
+        Ok(())
+    }
+
+    /// Exceptions: recorded; a fatal one sends the job to CLEANUP.
+    fn on_exception(&mut self, event: &Event, ctx: &Ctx, ts: f64) -> Result<(), TransitionError> {
+        use JobState::*;
+        let kind = ctx.string("type")?;
+        let severity = ctx.int("severity", 0, 7)? as u8;
+        let note = ctx.opt_string("note")?.unwrap_or("");
+        let userid = ctx.opt_int("userid", 0, i64::from(u32::MAX))?;
+        if self.state == New && severity == 0 {
+            return Err(self.deny(event, "a fatal exception cannot be raised before validate"));
+        }
+        self.exceptions.push(JobException {
+            timestamp: ts,
+            kind: kind.to_string(),
+            severity,
+            note: note.to_string(),
+            userid: userid.map(|u| u as u32),
+        });
+        let idx = self.exceptions.len() - 1;
+        let worse = self.worst_exception().is_none_or(|w| severity < w.severity);
+        if worse {
+            self.worst_exception = Some(idx);
+        }
+        if severity == 0 {
+            if self.first_fatal.is_none() {
+                self.first_fatal = Some(idx);
             }
-            "invalidate" => {
-                self.require(event, &[New])?;
-                self.invalidated = true;
+            // flux-core: the scheduler could not reinstate the
+            // allocation after a restart, so nothing is held.
+            if kind == "scheduler-restart" {
+                self.has_resources = false;
             }
-            "dependency-add" | "dependency-remove" => {
-                let desc = ctx.string("description")?;
-                if self.state == Cleanup {
-                    return Ok(());
-                }
-                self.require(event, &[New, Depend])?;
-                if name == "dependency-add" {
-                    if self.dependencies_used.contains(desc) {
-                        return Err(
-                            self.deny(event, format!("dependency {desc:?} was already added once"))
-                        );
-                    }
-                    self.dependencies_used.insert(desc.to_string());
-                    self.dependencies.insert(desc.to_string());
-                } else if !self.dependencies.remove(desc) {
-                    return Err(self.deny(event, format!("dependency {desc:?} is not outstanding")));
-                }
+            if self.state != Cleanup {
+                self.enter(Cleanup, ts);
             }
-            "depend" => {
-                if self.state == Cleanup {
-                    return Ok(());
-                }
-                self.require(event, &[Depend])?;
-                if !self.dependencies.is_empty() {
-                    return Err(self.deny(
-                        event,
-                        format!(
-                            "{} dependencies outstanding: {}",
-                            self.dependencies.len(),
-                            self.dependencies
-                                .iter()
-                                .cloned()
-                                .collect::<Vec<_>>()
-                                .join(", ")
-                        ),
-                    ));
-                }
-                self.guards.depend_posted = false;
-                self.enter(Priority, ts);
-            }
-            "priority" => {
-                let priority = ctx.int("priority", 0, i64::from(u32::MAX))? as u32;
-                if self.state == Cleanup {
-                    return Ok(());
-                }
-                self.require(event, &[Priority, Sched])?;
-                self.priority = Some(priority);
-                self.guards.priority_requested = false;
-                if self.state == Priority {
-                    self.enter(Sched, ts);
-                }
-            }
-            "urgency" => {
-                let urgency = ctx.int("urgency", 0, 31)? as u8;
-                ctx.opt_int("userid", 0, i64::from(u32::MAX))?;
-                self.require(event, &[New, Depend, Priority, Sched, Cleanup])?;
-                self.urgency = urgency;
-                self.back_to_priority(ts);
-            }
-            "flux-restart" => {
-                self.back_to_priority(ts);
-            }
-            "jobspec-update" => {
-                let updates = ctx.object()?;
-                if updates.is_empty() {
+        }
+        Ok(())
+    }
+
+    /// Annotations: the user's memo is updated.
+    fn on_memo(&mut self, ctx: &Ctx) -> Result<(), TransitionError> {
+        // Read before the memo is made, so a refused event changes nothing.
+        let update = ctx.context()?;
+        self.memo.get_or_insert_default().update(update);
+        Ok(())
+    }
+
+    /// Annotations: job flags are set.
+    fn on_set_flags(&mut self, event: &Event, ctx: &Ctx) -> Result<(), TransitionError> {
+        let names = ctx.string_array("flags")?;
+        let mut flags = self.flags;
+        for f in names {
+            match f {
+                "debug" => flags.debug = true,
+                "alloc-bypass" => flags.alloc_bypass = true,
+                "immutable" => flags.immutable = true,
+                other => {
                     return Err(TransitionError::BadContext {
                         event: event.name.to_string(),
-                        key: "context".into(),
-                        problem: "must hold at least one update".into(),
+                        key: "flags".into(),
+                        problem: format!(
+                            "holds unknown flag {other:?} (known: debug, alloc-bypass, immutable)"
+                        ),
                     });
                 }
-                for (k, v) in updates {
-                    self.jobspec_updates
-                        .get_or_insert_default()
-                        .insert(k.clone(), v.clone());
-                }
-                self.back_to_priority(ts);
             }
-            "resource-update" => {
-                let expiration = ctx.number("expiration")?;
-                self.require(event, &[Run, Cleanup])?;
-                if !self.allocated {
-                    return Err(self.deny(event, "the job has no resources to update"));
-                }
-                self.expiration = Some(expiration);
-            }
-            "alloc" => {
-                self.require(event, &[Sched, Cleanup])?;
-                if self.has_resources {
-                    return Err(self.deny(event, "resources are already allocated"));
-                }
-                if let Some(Value::Object(a)) = ctx.get("annotations").map(|m| m.to_value()) {
-                    self.annotations = Some(Box::new(a));
-                }
-                self.allocated = true;
-                self.has_resources = true;
-                self.guards.alloc_requested = false;
-                if self.state == Sched {
-                    self.enter(Run, ts);
-                }
-            }
-            "prolog-start" | "prolog-finish" => {
-                ctx.string("description")?;
-                let finish = name == "prolog-finish";
-                if finish {
-                    ctx.int("status", i64::from(i32::MIN), i64::from(i32::MAX))?;
-                }
-                self.require(event, &[Run, Cleanup])?;
-                if self.started {
-                    return Err(self.deny(event, "the job shells were already started"));
-                }
-                self.perilog_step(event, finish)?;
-            }
-            "epilog-start" | "epilog-finish" => {
-                ctx.string("description")?;
-                let finish = name == "epilog-finish";
-                if finish {
-                    ctx.int("status", i64::from(i32::MIN), i64::from(i32::MAX))?;
-                }
-                self.require(event, &[Cleanup])?;
-                self.perilog_step(event, finish)?;
-            }
-            "start" => {
-                self.require(event, &[Run, Cleanup])?;
-                if !self.allocated {
-                    return Err(self.deny(event, "the job was never allocated resources"));
-                }
-                if self.started {
-                    return Err(self.deny(event, "the job shells were already started"));
-                }
-                self.started = true;
-            }
-            "release" => {
-                ctx.string("ranks")?;
-                let fin = ctx.boolean("final")?;
-                self.require(event, &[Run, Cleanup])?;
-                if !self.allocated {
-                    return Err(self.deny(event, "the job was never allocated resources"));
-                }
-                if self.release_final {
-                    return Err(self.deny(event, "resources were already released (final)"));
-                }
-                // flux-core before the event queue rejected a final release in
-                // RUN: the exec system releases everything only after finish.
-                if fin && self.state == Run {
-                    return Err(self.deny(event, "a final release must follow finish"));
-                }
-                if fin {
-                    self.release_final = true;
-                    self.guards.start_pending = false;
-                }
-            }
-            "finish" => {
-                let status = ctx.int("status", i64::from(i32::MIN), i64::from(i32::MAX))? as i32;
-                self.require(event, &[Run, Cleanup])?;
-                if !self.allocated {
-                    return Err(self.deny(event, "the job was never allocated resources"));
-                }
-                if self.finished.is_some() {
-                    return Err(self.deny(event, "the job already finished"));
-                }
-                self.finished = Some(WaitStatus(status));
-                if status == 0 && self.first_fatal.is_none() {
-                    self.success = true;
-                }
-                if self.state == Run {
-                    self.enter(Cleanup, ts);
-                }
-            }
-            "free" => {
-                self.require(event, &[Cleanup])?;
-                if !self.has_resources {
-                    return Err(self.deny(event, "the job holds no resources"));
-                }
-                self.has_resources = false;
-                self.guards.free_posted = false;
-            }
-            "clean" => {
-                self.require(event, &[Cleanup])?;
-                if self.has_resources {
-                    return Err(self.deny(event, "resources were not freed yet"));
-                }
-                if self.perilog_active > 0 {
-                    return Err(self.deny(
-                        event,
-                        format!(
-                            "{} prolog/epilog actions still running",
-                            self.perilog_active
-                        ),
-                    ));
-                }
-                self.guards.clean_posted = false;
-                self.enter(Inactive, ts);
-            }
-            "exception" => {
-                let kind = ctx.string("type")?;
-                let severity = ctx.int("severity", 0, 7)? as u8;
-                let note = ctx.opt_string("note")?.unwrap_or("");
-                let userid = ctx.opt_int("userid", 0, i64::from(u32::MAX))?;
-                if self.state == New && severity == 0 {
-                    return Err(
-                        self.deny(event, "a fatal exception cannot be raised before validate")
-                    );
-                }
-                self.exceptions.push(JobException {
-                    timestamp: ts,
-                    kind: kind.to_string(),
-                    severity,
-                    note: note.to_string(),
-                    userid: userid.map(|u| u as u32),
-                });
-                let idx = self.exceptions.len() - 1;
-                let worse = self.worst_exception().is_none_or(|w| severity < w.severity);
-                if worse {
-                    self.worst_exception = Some(idx);
-                }
-                if severity == 0 {
-                    if self.first_fatal.is_none() {
-                        self.first_fatal = Some(idx);
-                    }
-                    // flux-core: the scheduler could not reinstate the
-                    // allocation after a restart, so nothing is held.
-                    if kind == "scheduler-restart" {
-                        self.has_resources = false;
-                    }
-                    if self.state != Cleanup {
-                        self.enter(Cleanup, ts);
-                    }
-                }
-            }
-            "memo" => {
-                // Read before the memo is made, so a refused event changes nothing.
-                let update = ctx.context()?;
-                self.memo.get_or_insert_default().update(update);
-            }
-            "set-flags" => {
-                let names = ctx.string_array("flags")?;
-                let mut flags = self.flags;
-                for f in names {
-                    match f {
-                        "debug" => flags.debug = true,
-                        "alloc-bypass" => flags.alloc_bypass = true,
-                        "immutable" => flags.immutable = true,
-                        other => {
-                            return Err(TransitionError::BadContext {
-                                event: event.name.to_string(),
-                                key: "flags".into(),
-                                problem: format!(
-                                    "holds unknown flag {other:?} (known: debug, alloc-bypass, immutable)"
-                                ),
-                            });
-                        }
-                    }
-                }
-                self.flags = flags;
-            }
-            _ => {}
         }
+        self.flags = flags;
         Ok(())
     }
 

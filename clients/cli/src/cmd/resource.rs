@@ -241,83 +241,19 @@ fn idset_of(v: &Value, key: &str) -> IdSet {
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     client::block_on(async {
         let mut inst = client::connect().await?;
+        let inst = &mut inst;
         match args.command {
             Command::List {
                 states,
                 no_header,
                 json,
-            } => {
-                let inv = inventory(&mut inst).await?;
-                let (up, down, alloc) = (rset(&inv.up)?, rset(&inv.down)?, rset(&inv.allocated)?);
-                let free = up.diff(&alloc);
-                let all_rows = [("free", free), ("allocated", alloc), ("down", down)];
-                let want =
-                    |s: &str| states.is_empty() || states.iter().any(|x| x == s || x == "all");
-                let rows = all_rows
-                    .into_iter()
-                    .filter(|(s, _)| want(s))
-                    .map(|(s, r)| (s.to_string(), r))
-                    .collect();
-                output::emit(
-                    Mode::from_flags(json, false),
-                    &ListView {
-                        rows,
-                        header: !no_header,
-                    },
-                )?;
-            }
+            } => list(inst, &states, no_header, json).await?,
             Command::Status {
                 states,
                 no_header,
                 json,
-            } => {
-                let st = status(&mut inst).await?;
-                let inv = inventory(&mut inst).await.ok();
-                let all = match &inv {
-                    Some(i) => rset(&i.all)?,
-                    None => ResourceSet::new(),
-                };
-                let online = idset_of(&st, "online");
-                let mut rows = Vec::new();
-                for s in [
-                    "avail",
-                    "exclude",
-                    "draining",
-                    "drained",
-                    "torpid",
-                    "allocated",
-                    "offline",
-                ] {
-                    if !states.is_empty() && !states.iter().any(|x| x == s) {
-                        continue;
-                    }
-                    let ranks = idset_of(&st, s);
-                    // allocated is shown only when asked for, as flux does.
-                    if s == "allocated" && states.is_empty() {
-                        continue;
-                    }
-                    let up = ranks.intersection(&online);
-                    let down = ranks.difference(&online);
-                    for (is_up, set) in [(true, up), (false, down)] {
-                        if !set.is_empty() || (!states.is_empty() && is_up && ranks.is_empty()) {
-                            let h = hosts(&all, &set);
-                            rows.push((s.to_string(), is_up, set, h));
-                        }
-                    }
-                }
-                output::emit(
-                    Mode::from_flags(json, false),
-                    &StatusView {
-                        rows,
-                        raw: st,
-                        header: !no_header,
-                    },
-                )?;
-            }
-            Command::R => {
-                let inv = inventory(&mut inst).await?;
-                println!("{}", inv.all);
-            }
+            } => status_table(inst, &states, no_header, json).await?,
+            Command::R => println!("{}", inventory(inst).await?.all),
             Command::Drain {
                 force,
                 update,
@@ -325,74 +261,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 targets,
                 reason,
             } => match targets {
-                None => {
-                    let st = status(&mut inst).await?;
-                    let draining = idset_of(&st, "draining");
-                    if !no_header {
-                        println!("TIME         STATE    REASON                         NODELIST");
-                    }
-                    for d in st
-                        .get("drain_info")
-                        .and_then(Value::as_array)
-                        .into_iter()
-                        .flatten()
-                    {
-                        let ranks = d
-                            .get("ranks")
-                            .and_then(Value::as_str)
-                            .and_then(|s| IdSet::parse(s).ok())
-                            .unwrap_or_default();
-                        let ts = d.get("timestamp").and_then(Value::as_f64).unwrap_or(0.0);
-                        let c = civil(ts.floor() as i64);
-                        const MONTHS: [&str; 12] = [
-                            "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct",
-                            "Nov", "Dec",
-                        ];
-                        let time = format!(
-                            "{}{:02} {:02}:{:02}",
-                            MONTHS[(c.month - 1) as usize],
-                            c.day,
-                            c.hour,
-                            c.min
-                        );
-                        let state = if ranks.is_subset(&draining) && !ranks.is_empty() {
-                            "draining"
-                        } else {
-                            "drained"
-                        };
-                        let reason = d.get("reason").and_then(Value::as_str).unwrap_or("");
-                        let hosts = d.get("nodelist").and_then(Value::as_str).unwrap_or("");
-                        // Reasons are typed by admins and hostnames sent by
-                        // nodes: neither may drive the terminal.
-                        println!(
-                            "{} {} {} {}",
-                            pad(&time, 12, None, false),
-                            pad(state, 8, Some(8), false),
-                            pad(&printable(reason), 30, Some(30), false),
-                            printable(hosts)
-                        );
-                    }
-                }
-                Some(t) => {
-                    if force && update {
-                        bail!("--force and --update are mutually exclusive");
-                    }
-                    let mode = if force {
-                        pb::DrainMode::Overwrite
-                    } else if update {
-                        pb::DrainMode::Update
-                    } else {
-                        pb::DrainMode::Unspecified
-                    };
-                    inst.resource
-                        .drain(pb::DrainRequest {
-                            targets: t,
-                            reason: reason.join(" "),
-                            mode: mode as i32,
-                        })
-                        .await
-                        .map_err(client::status_error)?;
-                }
+                None => drains(inst, no_header).await?,
+                Some(t) => drain(inst, t, force, update, &reason).await?,
             },
             Command::Undrain {
                 force,
@@ -408,51 +278,232 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                     .await
                     .map_err(client::status_error)?;
             }
-            Command::Property { action } => {
-                let (property, targets, remove) = match action {
-                    PropertyAction::Add { property, targets } => (property, targets, false),
-                    PropertyAction::Remove { property, targets } => (property, targets, true),
-                };
-                inst.resource
-                    .property(pb::PropertyRequest {
-                        property,
-                        targets,
-                        remove,
-                    })
-                    .await
-                    .map_err(client::status_error)?;
-            }
-            Command::Reload { path } => {
-                let r = std::fs::read_to_string(&path)
-                    .with_context(|| format!("cannot read {}", path.display()))?;
-                ResourceSet::parse(&r).with_context(|| format!("{}", path.display()))?;
-                inst.resource
-                    .reload(pb::ReloadRequest { r })
-                    .await
-                    .map_err(client::status_error)?;
-            }
+            Command::Property { action } => property(inst, action).await?,
+            Command::Reload { path } => reload(inst, &path).await?,
             Command::Eventlog {
                 format,
                 time_format,
                 human,
                 follow,
-            } => {
-                let mut fmt = Formatter::from_parts(&format, &time_format, human)?;
-                let mut s = inst
-                    .resource
-                    .eventlog(pb::ResourceEventlogRequest { follow })
-                    .await
-                    .map_err(client::status_error)?
-                    .into_inner();
-                while let Some(e) = s.message().await.map_err(client::status_error)? {
-                    if let Ok(ev) = client::parse_event(&e.line) {
-                        println!("{}", fmt.format(e.line.trim_end_matches('\n'), &ev));
-                    }
-                }
-            }
+            } => eventlog(inst, &format, &time_format, human, follow).await?,
         }
         Ok(ExitCode::SUCCESS)
     })?
+}
+
+/// `list`: free, allocated and down resources, as R sets.
+async fn list(
+    inst: &mut Instance,
+    states: &[String],
+    no_header: bool,
+    json: bool,
+) -> anyhow::Result<()> {
+    let inv = inventory(inst).await?;
+    let (up, down, alloc) = (rset(&inv.up)?, rset(&inv.down)?, rset(&inv.allocated)?);
+    let free = up.diff(&alloc);
+    let all_rows = [("free", free), ("allocated", alloc), ("down", down)];
+    let want = |s: &str| states.is_empty() || states.iter().any(|x| x == s || x == "all");
+    let rows = all_rows
+        .into_iter()
+        .filter(|(s, _)| want(s))
+        .map(|(s, r)| (s.to_string(), r))
+        .collect();
+    output::emit(
+        Mode::from_flags(json, false),
+        &ListView {
+            rows,
+            header: !no_header,
+        },
+    )?;
+    Ok(())
+}
+
+/// `status`: ranks and hosts by resource state, split into up and down.
+async fn status_table(
+    inst: &mut Instance,
+    states: &[String],
+    no_header: bool,
+    json: bool,
+) -> anyhow::Result<()> {
+    let st = status(inst).await?;
+    let inv = inventory(inst).await.ok();
+    let all = match &inv {
+        Some(i) => rset(&i.all)?,
+        None => ResourceSet::new(),
+    };
+    let online = idset_of(&st, "online");
+    let mut rows = Vec::new();
+    for s in [
+        "avail",
+        "exclude",
+        "draining",
+        "drained",
+        "torpid",
+        "allocated",
+        "offline",
+    ] {
+        if !states.is_empty() && !states.iter().any(|x| x == s) {
+            continue;
+        }
+        let ranks = idset_of(&st, s);
+        // allocated is shown only when asked for, as flux does.
+        if s == "allocated" && states.is_empty() {
+            continue;
+        }
+        let up = ranks.intersection(&online);
+        let down = ranks.difference(&online);
+        for (is_up, set) in [(true, up), (false, down)] {
+            if !set.is_empty() || (!states.is_empty() && is_up && ranks.is_empty()) {
+                let h = hosts(&all, &set);
+                rows.push((s.to_string(), is_up, set, h));
+            }
+        }
+    }
+    output::emit(
+        Mode::from_flags(json, false),
+        &StatusView {
+            rows,
+            raw: st,
+            header: !no_header,
+        },
+    )?;
+    Ok(())
+}
+
+/// `drain` without targets: the drained and draining ranks with their reasons.
+async fn drains(inst: &mut Instance, no_header: bool) -> anyhow::Result<()> {
+    let st = status(inst).await?;
+    let draining = idset_of(&st, "draining");
+    if !no_header {
+        println!("TIME         STATE    REASON                         NODELIST");
+    }
+    for d in st
+        .get("drain_info")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        println!("{}", drain_row(d, &draining));
+    }
+    Ok(())
+}
+
+/// One line of the drain listing: when, draining or drained, why, where.
+fn drain_row(d: &Value, draining: &IdSet) -> String {
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    let ranks = d
+        .get("ranks")
+        .and_then(Value::as_str)
+        .and_then(|s| IdSet::parse(s).ok())
+        .unwrap_or_default();
+    let ts = d.get("timestamp").and_then(Value::as_f64).unwrap_or(0.0);
+    let c = civil(ts.floor() as i64);
+    let time = format!(
+        "{}{:02} {:02}:{:02}",
+        MONTHS[(c.month - 1) as usize],
+        c.day,
+        c.hour,
+        c.min
+    );
+    let state = if ranks.is_subset(draining) && !ranks.is_empty() {
+        "draining"
+    } else {
+        "drained"
+    };
+    let reason = d.get("reason").and_then(Value::as_str).unwrap_or("");
+    let hosts = d.get("nodelist").and_then(Value::as_str).unwrap_or("");
+    // Reasons are typed by admins and hostnames sent by nodes: neither may
+    // drive the terminal.
+    format!(
+        "{} {} {} {}",
+        pad(&time, 12, None, false),
+        pad(state, 8, Some(8), false),
+        pad(&printable(reason), 30, Some(30), false),
+        printable(hosts)
+    )
+}
+
+/// `drain TARGETS`: drain them, overwriting or updating earlier reasons.
+async fn drain(
+    inst: &mut Instance,
+    t: String,
+    force: bool,
+    update: bool,
+    reason: &[String],
+) -> anyhow::Result<()> {
+    if force && update {
+        bail!("--force and --update are mutually exclusive");
+    }
+    let mode = if force {
+        pb::DrainMode::Overwrite
+    } else if update {
+        pb::DrainMode::Update
+    } else {
+        pb::DrainMode::Unspecified
+    };
+    inst.resource
+        .drain(pb::DrainRequest {
+            targets: t,
+            reason: reason.join(" "),
+            mode: mode as i32,
+        })
+        .await
+        .map_err(client::status_error)?;
+    Ok(())
+}
+
+/// `property add|remove`.
+async fn property(inst: &mut Instance, action: PropertyAction) -> anyhow::Result<()> {
+    let (property, targets, remove) = match action {
+        PropertyAction::Add { property, targets } => (property, targets, false),
+        PropertyAction::Remove { property, targets } => (property, targets, true),
+    };
+    inst.resource
+        .property(pb::PropertyRequest {
+            property,
+            targets,
+            remove,
+        })
+        .await
+        .map_err(client::status_error)?;
+    Ok(())
+}
+
+/// `reload PATH`: a new R, checked here before it is sent.
+async fn reload(inst: &mut Instance, path: &std::path::Path) -> anyhow::Result<()> {
+    let r =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    ResourceSet::parse(&r).with_context(|| format!("{}", path.display()))?;
+    inst.resource
+        .reload(pb::ReloadRequest { r })
+        .await
+        .map_err(client::status_error)?;
+    Ok(())
+}
+
+/// `eventlog`: the resource eventlog, formatted, optionally followed.
+async fn eventlog(
+    inst: &mut Instance,
+    format: &str,
+    time_format: &str,
+    human: bool,
+    follow: bool,
+) -> anyhow::Result<()> {
+    let mut fmt = Formatter::from_parts(format, time_format, human)?;
+    let mut s = inst
+        .resource
+        .eventlog(pb::ResourceEventlogRequest { follow })
+        .await
+        .map_err(client::status_error)?
+        .into_inner();
+    while let Some(e) = s.message().await.map_err(client::status_error)? {
+        if let Ok(ev) = client::parse_event(&e.line) {
+            println!("{}", fmt.format(e.line.trim_end_matches('\n'), &ev));
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -22,7 +22,7 @@
 
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitCode, Stdio};
+use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{Context, anyhow, bail};
@@ -31,9 +31,7 @@ use nix::sys::signal::Signal;
 use nix::unistd::Pid;
 
 use crate::client;
-use crate::services::{
-    Services, Signals, command_or_shell, log_file, read_uri, service_binary, wait_ready,
-};
+use crate::services::{self, Cores, Exec, JobManager, Launcher, Signals, command_or_shell};
 
 /// Arguments of `fluxgate start`.
 #[derive(Debug, clap::Args)]
@@ -88,20 +86,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if args.size == 0 {
         bail!("--size must be at least 1");
     }
-    let (statedir, tmpdir) = match &args.statedir {
-        Some(d) => {
-            fluxgate_os::private::create_dir(d).context("the state directory")?;
-            (d.clone(), None)
-        }
-        None => {
-            // tempfile makes the directory 0700.
-            let t = tempfile::Builder::new()
-                .prefix("fluxgate-")
-                .tempdir()
-                .context("cannot create a temporary statedir")?;
-            (t.path().to_path_buf(), Some(t))
-        }
-    };
+    let (statedir, tmpdir) = state_dir(args.statedir.as_deref())?;
     // Handlers first: from here on a Ctrl-C or SIGTERM must not kill us
     // before the services (in their own group) are torn down.
     let rt = client::runtime()?;
@@ -109,93 +94,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         let _guard = rt.enter();
         Signals::new()?
     };
-    let mut services = Services::new(Duration::from_secs_f64(args.kill_timeout.max(0.0)), tmpdir);
-    let names = node_names(args.size)?;
-    let mut nodelist = Hostlist::new();
-    for n in &names {
-        nodelist
-            .push(n)
-            .map_err(|e| anyhow!("node name {n:?}: {e}"))?;
-    }
-
-    let jm_log = statedir.join("job-manager.log");
-    let mut jm = Command::new(service_binary("fluxgate-job-manager"));
-    jm.arg("--set")
-        .arg("auth.enabled=true")
-        .arg("--listen")
-        .arg("127.0.0.1:0")
-        .arg("--statedir")
-        .arg(&statedir)
-        .arg("--nodelist")
-        .arg(nodelist.encode())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(log_file(&statedir, "job-manager.log")?);
-    let child = services
-        .spawn(jm)
-        .context("cannot start fluxgate-job-manager (build it with `cargo build --workspace` or put it on PATH)")?;
-    let stdout = child.stdout.take().context("job manager stdout")?;
-    let timeout = Duration::from_secs_f64(args.start_timeout.max(0.0));
-    let uri = rt.block_on(async {
+    let kill_timeout = Duration::from_secs_f64(args.kill_timeout.max(0.0));
+    let mut launcher = Launcher::new(&statedir, kill_timeout, tmpdir);
+    let (uri, owner_token) = rt.block_on(async {
         tokio::select! {
-            r = read_uri(stdout, &jm_log, timeout) => r,
+            r = start_instance(&mut launcher, &args) => r,
             s = signals.any() => Err(anyhow!("interrupted by {s} during startup")),
         }
     })?;
-    if args.verbose {
-        eprintln!(
-            "fluxgate-start: job manager at {uri}, logs in {}",
-            statedir.display()
-        );
-    }
-    // The job manager wrote the owner's token before it printed its URI.
-    let token_path = statedir.join("owner.token");
-    let owner_token = std::fs::read_to_string(&token_path)
-        .with_context(|| format!("cannot read the owner's token {}", token_path.display()))?
-        .trim()
-        .to_string();
-    if args.auth {
-        eprintln!(
-            "fluxgate-start: the owner's token is in {} (and CMD's FLUXGATE_TOKEN); \
-             other users need one from `fluxgate token create`",
-            token_path.display()
-        );
-    }
-    let creds = client::Credentials::default().with_token(&owner_token)?;
-    // Root starting an instance owns it: its jobs are the owner's.
-    let root = nix::unistd::geteuid().is_root();
-
-    for (i, name) in names.iter().enumerate() {
-        let mut ex = Command::new(service_binary("fluxgate-exec"));
-        ex.arg("--job-manager")
-            .arg(&uri)
-            .arg("--listen")
-            .arg("127.0.0.1:0")
-            .arg("--hostname")
-            .arg(name)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log_file(&statedir, &format!("exec-{i}.log"))?);
-        if let Some(c) = args.cores_per_node {
-            ex.arg("--cores-count").arg(c.to_string());
-        }
-        ex.arg("--node-token-file").arg(statedir.join("node.token"));
-        if root {
-            ex.arg("--allow-root-jobs");
-        }
-        services
-            .spawn(ex)
-            .context("cannot start fluxgate-exec (build it with `cargo build --workspace` or put it on PATH)")?;
-    }
-
-    rt.block_on(async {
-        tokio::select! {
-            r = wait_ready(&uri, &creds, args.size, timeout, &mut services) => r,
-            s = signals.any() => Err(anyhow!("interrupted by {s} during startup")),
-        }
-    })
-    .with_context(|| format!("instance did not come up; logs in {}", statedir.display()))?;
-
     let code = rt.block_on(run_command(
         &args.command,
         &uri,
@@ -203,8 +109,80 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         &owner_token,
         &mut signals,
     ))?;
-    services.teardown();
+    launcher.teardown();
     Ok(code)
+}
+
+/// The state directory: `dir` made private, or a temporary one (0700, as
+/// tempfile makes it) removed at the end.
+fn state_dir(dir: Option<&Path>) -> anyhow::Result<(PathBuf, Option<tempfile::TempDir>)> {
+    match dir {
+        Some(d) => {
+            fluxgate_os::private::create_dir(d).context("the state directory")?;
+            Ok((d.to_path_buf(), None))
+        }
+        None => {
+            let t = tempfile::Builder::new()
+                .prefix("fluxgate-")
+                .tempdir()
+                .context("cannot create a temporary statedir")?;
+            Ok((t.path().to_path_buf(), Some(t)))
+        }
+    }
+}
+
+/// Start the job manager (always requiring credentials) and one exec
+/// service per node, and wait until every node is up; the URI and the
+/// owner's token.
+async fn start_instance(launcher: &mut Launcher, args: &Args) -> anyhow::Result<(String, String)> {
+    let names = node_names(args.size)?;
+    let mut nodelist = Hostlist::new();
+    for n in &names {
+        nodelist
+            .push(n)
+            .map_err(|e| anyhow!("node name {n:?}: {e}"))?;
+    }
+    let statedir = launcher.statedir().to_path_buf();
+    let timeout = Duration::from_secs_f64(args.start_timeout.max(0.0));
+    let jm = JobManager::new(&statedir)
+        .auth(true)
+        .nodelist(&nodelist.encode());
+    let (_, uri) = launcher
+        .job_manager(&jm, "job-manager.log", timeout)
+        .await?;
+    if args.verbose {
+        eprintln!(
+            "fluxgate-start: job manager at {uri}, logs in {}",
+            statedir.display()
+        );
+    }
+    // The job manager wrote the owner's token before it printed its URI.
+    let owner_token = launcher.owner_token()?;
+    if args.auth {
+        eprintln!(
+            "fluxgate-start: the owner's token is in {} (and CMD's FLUXGATE_TOKEN); \
+             other users need one from `fluxgate token create`",
+            launcher.owner_token_path().display()
+        );
+    }
+    let creds = client::Credentials::default().with_token(&owner_token)?;
+    // Root starting an instance owns it: its jobs are the owner's.
+    let root = nix::unistd::geteuid().is_root();
+    for (i, name) in names.iter().enumerate() {
+        let mut ex = Exec::new(&uri)
+            .hostname(name)
+            .node_token_file(&launcher.node_token_path())
+            .allow_root_jobs(root);
+        if let Some(c) = args.cores_per_node {
+            ex = ex.cores(Cores::Count(c));
+        }
+        launcher.exec(&ex, &format!("exec-{i}.log"))?;
+    }
+    launcher
+        .wait_ready(args.size, timeout, || services::up_count(&uri, &creds))
+        .await
+        .with_context(|| format!("instance did not come up; logs in {}", statedir.display()))?;
+    Ok((uri, owner_token))
 }
 
 /// Run CMD with the instance in its environment; SIGTERM/SIGHUP are passed

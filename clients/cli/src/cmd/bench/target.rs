@@ -9,7 +9,6 @@
 //! logging is not part of what is measured.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, anyhow, bail};
@@ -19,7 +18,7 @@ use tonic_health::pb::health_check_response::ServingStatus;
 
 use crate::client::{self, Instance};
 use crate::cmd::health;
-use crate::services::{self, Services};
+use crate::services::{self, Cores, Exec, JobManager, Launcher};
 
 use super::metrics::{self, Counters};
 
@@ -71,7 +70,7 @@ pub enum Target {
 /// A local instance.
 #[derive(Debug)]
 pub struct Local {
-    services: Services,
+    services: Launcher,
     statedir: PathBuf,
     uri: String,
     nodelist: String,
@@ -106,7 +105,7 @@ impl Target {
             hosts.push(n).map_err(|e| anyhow!("node name {n:?}: {e}"))?;
         }
         let mut local = Local {
-            services: Services::new(KILL_TIMEOUT, Some(tmpdir)),
+            services: Launcher::new(&statedir, KILL_TIMEOUT, Some(tmpdir)),
             statedir,
             uri: String::new(),
             nodelist: hosts.encode(),
@@ -228,7 +227,7 @@ impl Local {
             &client::Credentials::from_env()?,
             self.node_count(),
             START_TIMEOUT,
-            &mut self.services,
+            self.services.services(),
         )
         .await
         .with_context(|| {
@@ -255,28 +254,17 @@ impl Local {
             format!("job-manager.{}.log", self.starts)
         };
         let log = self.statedir.join(&log_name);
-        let mut jm = Command::new(services::service_binary("fluxgate-job-manager"));
-        jm.arg("--listen")
-            .arg(listen)
-            .arg("--statedir")
-            .arg(&self.statedir)
-            .arg("--nodelist")
-            .arg(&self.nodelist)
-            .arg("--set")
-            .arg("metrics.listen=127.0.0.1:0")
-            .arg("--log-format")
-            .arg("text")
-            .env("FLUXGATE_LOG", JM_LOG)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(services::log_file(&self.statedir, &log_name)?);
+        let jm = JobManager::new(&self.statedir)
+            .listen(listen)
+            .nodelist(&self.nodelist)
+            .set("metrics.listen", "127.0.0.1:0")
+            .args(["--log-format", "text"])
+            .env("FLUXGATE_LOG", JM_LOG);
         let started = Instant::now();
-        let child = self.services.spawn(jm).context(
-            "cannot start fluxgate-job-manager (build it with `cargo build --workspace` or put it on PATH)",
-        )?;
-        self.jm_pid = child.id();
-        let stdout = child.stdout.take().context("job manager stdout")?;
-        self.uri = services::read_uri(stdout, &log, START_TIMEOUT).await?;
+        (self.jm_pid, self.uri) = self
+            .services
+            .job_manager(&jm, &log_name, START_TIMEOUT)
+            .await?;
         let deadline = started + START_TIMEOUT;
         loop {
             match health::check(&self.uri, JM_SERVICE, Duration::from_secs(5)).await {
@@ -301,34 +289,21 @@ impl Local {
     }
 
     fn spawn_exec(&mut self) -> anyhow::Result<()> {
-        let mut ex = Command::new(services::service_binary("fluxgate-exec"));
-        ex.arg("--job-manager")
-            .arg(&self.uri)
-            .arg("--listen")
-            .arg("127.0.0.1:0")
-            .env("FLUXGATE_LOG", "warn")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(services::log_file(&self.statedir, "exec.log")?);
-        match self.spec {
-            NodeSpec::Virtual { count, cores } => {
-                ex.arg("--hostname")
-                    .arg(HOST)
-                    .arg("--virtual")
-                    .arg(count.to_string())
-                    .arg("--cores-count")
-                    .arg(cores.to_string());
-            }
+        let ex = Exec::new(&self.uri).env("FLUXGATE_LOG", "warn");
+        let ex = match self.spec {
+            NodeSpec::Virtual { count, cores } => ex
+                .hostname(HOST)
+                .virtual_nodes(count)
+                .cores(Cores::Count(cores)),
             NodeSpec::Real { cores } => {
-                ex.arg("--hostname").arg(format!("{HOST}0"));
-                if let Some(c) = cores {
-                    ex.arg("--cores-count").arg(c.to_string());
+                let ex = ex.hostname(&format!("{HOST}0"));
+                match cores {
+                    Some(c) => ex.cores(Cores::Count(c)),
+                    None => ex,
                 }
             }
-        }
-        self.services.spawn(ex).context(
-            "cannot start fluxgate-exec (build it with `cargo build --workspace` or put it on PATH)",
-        )?;
+        };
+        self.services.exec(&ex, "exec.log")?;
         Ok(())
     }
 
@@ -338,6 +313,7 @@ impl Local {
         let t0 = Instant::now();
         let status = self
             .services
+            .services()
             .stop(self.jm_pid, signal, STOP_TIMEOUT)
             .await?;
         let stop = t0.elapsed();
@@ -355,7 +331,7 @@ impl Local {
             &client::Credentials::from_env()?,
             self.node_count(),
             START_TIMEOUT,
-            &mut self.services,
+            self.services.services(),
         )
         .await
         .context("the nodes did not rejoin the restarted job manager")?;

@@ -44,7 +44,7 @@ use crate::client::{self, Instance};
 use crate::cmd::attach;
 use crate::cmd::submit::{JobOpts, submit_one};
 use crate::services::{
-    Services, Signals, command_or_shell, log_file, read_uri, service_binary, up_count, wait_ready,
+    Cores, Exec, JobManager, Launcher, Signals, command_or_shell, up_count, wait_ready,
 };
 
 mod access;

@@ -62,7 +62,9 @@ pub fn run_instance(args: InstanceArgs) -> anyhow::Result<ExitCode> {
             .tempdir()
             .context("cannot create the instance's state directory")?;
         let statedir = dir.path().to_path_buf();
-        let mut services = Services::new(SERVICE_KILL_TIMEOUT, Some(dir));
+        // The services get only the settings of their command lines, not
+        // the submitter's FLUXGATE_* environment.
+        let mut services = Launcher::new(&statedir, SERVICE_KILL_TIMEOUT, Some(dir)).clean_env();
         // First, so that it leads the services' process group.
         let mut wd = Command::new(std::env::current_exe().context("cannot find fluxgate")?);
         wd.args(["instance", "--watchdog"])
@@ -72,6 +74,7 @@ pub fn run_instance(args: InstanceArgs) -> anyhow::Result<ExitCode> {
             .stdout(Stdio::null())
             .stderr(Stdio::null());
         services
+            .services()
             .spawn(wd)
             .context("cannot start the instance watchdog")?;
         if rank == 0 {
@@ -156,61 +159,34 @@ async fn watchdog(statedir: Option<&Path>) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// A service command without the `FLUXGATE_*` settings of the task's
-/// environment (which came from the submitter), so only our flags count.
-fn service_command(name: &str) -> Command {
-    let mut cmd = Command::new(service_binary(name));
-    for (k, _) in std::env::vars_os() {
-        let k = k.to_string_lossy();
-        if k.starts_with("FLUXGATE_") && k != "FLUXGATE_LOG" {
-            cmd.env_remove(k.as_ref());
-        }
-    }
-    cmd.stdin(Stdio::null());
-    cmd
-}
-
 /// Start the exec service of child rank `rank`, joining `uri` with the
 /// node credential in `node_token`.
 fn spawn_exec(
-    services: &mut Services,
+    services: &mut Launcher,
     uri: &str,
     r: &ResourceSet,
     rank: u32,
-    statedir: &Path,
     node_token: &Path,
 ) -> anyhow::Result<()> {
     let node = r
         .node(rank)
         .with_context(|| format!("rank {rank} is not in the job's R"))?;
-    let mut ex = service_command("fluxgate-exec");
-    ex.arg("--job-manager")
-        .arg(uri)
-        .arg("--listen")
-        .arg("127.0.0.1:0")
-        .arg("--kill-timeout")
-        .arg("1")
-        .arg("--node-token-file")
-        .arg(node_token)
-        .stdout(Stdio::null())
-        .stderr(log_file(statedir, &format!("exec-{rank}.log"))?);
-    if let Some(h) = node.hostname() {
-        ex.arg("--hostname").arg(h);
-    }
     // A job of root's makes an instance owned by root, whose jobs are root's
     // (as `fluxgate start` run by root).
-    if nix::unistd::geteuid().is_root() {
-        ex.arg("--allow-root-jobs");
+    let mut ex = Exec::new(uri)
+        .kill_timeout(1.0)
+        .node_token_file(node_token)
+        .allow_root_jobs(nix::unistd::geteuid().is_root());
+    if let Some(h) = node.hostname() {
+        ex = ex.hostname(h);
     }
     if !node.cores().is_empty() {
-        ex.arg("--cores").arg(node.cores().to_string());
+        ex = ex.cores(Cores::Ids(node.cores().to_string()));
     }
     if !node.gpus().is_empty() {
-        ex.arg("--gpus").arg(node.gpus().to_string());
+        ex = ex.gpus(&node.gpus().to_string());
     }
-    services.spawn(ex).context(
-        "cannot start fluxgate-exec (build it with `cargo build --workspace` or put it on PATH)",
-    )?;
+    services.exec(&ex, &format!("exec-{rank}.log"))?;
     Ok(())
 }
 
@@ -224,35 +200,25 @@ async fn leader(
     r: &ResourceSet,
     key: &ChildKey,
     statedir: &Path,
-    services: &mut Services,
+    services: &mut Launcher,
     signals: &mut TaskSignals,
 ) -> anyhow::Result<ExitCode> {
     let r_path = statedir.join("R.json");
     fluxgate_os::private::write_file(&r_path, r.to_json_string().as_bytes())?;
     key.install(statedir)?;
-    let jm_log = statedir.join("job-manager.log");
-    let mut jm = service_command("fluxgate-job-manager");
-    jm.arg("--listen")
-        .arg("127.0.0.1:0")
-        .arg("--statedir")
-        .arg(statedir)
-        .arg("--resource-path")
-        .arg(&r_path)
-        .arg("--set")
-        .arg("resource.method=job-info")
-        .arg("--set")
-        .arg("auth.enabled=true")
-        .stdout(Stdio::piped())
-        .stderr(log_file(statedir, "job-manager.log")?);
-    let child = services
-        .spawn(jm)
-        .context("cannot start fluxgate-job-manager (build it with `cargo build --workspace` or put it on PATH)")?;
-    let stdout = child.stdout.take().context("job manager stdout")?;
+    let jm = JobManager::new(statedir)
+        .resource_path(&r_path)
+        .set("resource.method", "job-info")
+        .auth(true);
     // A signal while starting is the job ending early (cancel, time limit,
     // or alloc's command already done): an orderly end, not a failure.
-    let uri = tokio::select! {
-        r = read_uri(stdout, &jm_log, START_TIMEOUT) => r?,
-        s = signals.any() => {
+    let started = tokio::select! {
+        r = services.job_manager(&jm, "job-manager.log", START_TIMEOUT) => Ok(r?),
+        s = signals.any() => Err(s),
+    };
+    let uri = match started {
+        Ok((_, uri)) => uri,
+        Err(s) => {
             services.shutdown().await;
             return Ok(ended_by(s, args.script.is_some()));
         }
@@ -274,7 +240,7 @@ async fn serve_child(
     r: &ResourceSet,
     uri: &str,
     statedir: &Path,
-    services: &mut Services,
+    services: &mut Launcher,
     signals: &mut TaskSignals,
 ) -> anyhow::Result<ExitCode> {
     let uri = uri.to_string();
@@ -293,10 +259,10 @@ async fn serve_child(
         .await
         .map_err(client::status_error)
         .context("cannot record the instance's uri on its job")?;
-    spawn_exec(services, &uri, r, 0, statedir, &statedir.join("node.token"))?;
+    spawn_exec(services, &uri, r, 0, &statedir.join("node.token"))?;
     let size = r.nnodes() as u32;
     tokio::select! {
-        r = wait_ready(&uri, &creds, size, START_TIMEOUT, services) => r?,
+        r = wait_ready(&uri, &creds, size, START_TIMEOUT, services.services()) => r?,
         s = signals.any() => {
             drain_child(&uri, &creds).await;
             services.shutdown().await;
@@ -469,7 +435,7 @@ async fn follower(
     r: &ResourceSet,
     key: &ChildKey,
     statedir: &Path,
-    services: &mut Services,
+    services: &mut Launcher,
     signals: &mut TaskSignals,
 ) -> anyhow::Result<ExitCode> {
     let uri = tokio::select! {
@@ -478,7 +444,7 @@ async fn follower(
     };
     let node_token = key.node_token_file(&uri, statedir)?;
     let creds = client::Credentials::default().with_token(&key.owner_token(&uri)?)?;
-    spawn_exec(services, &uri, r, rank, statedir, &node_token)?;
+    spawn_exec(services, &uri, r, rank, &node_token)?;
     // The child job manager's end (rank 0 stopped it) ends this node too.
     let mut misses = 0;
     loop {

@@ -1,0 +1,10 @@
+//! How a Fluxgate service sets itself up at start, the same way for the job
+//! manager and the exec service: its configuration in layers
+//! ([`layered`]: defaults, a TOML file, `FLUXGATE_*` environment, flags and
+//! `--set KEY=VALUE`), and its logs ([`logging`]).
+
+pub mod layered;
+pub mod logging;
+
+pub use layered::{ConfigError, Layered, SetError};
+pub use logging::{LogFormat, init_logging};
