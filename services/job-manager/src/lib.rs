@@ -6,6 +6,7 @@ pub mod config;
 pub mod core;
 pub mod error;
 pub mod exec_client;
+pub mod exec_link;
 pub mod grpc;
 pub mod hub;
 pub mod journal;

@@ -17,7 +17,8 @@ use tonic::transport::server::TcpIncoming;
 
 use crate::auth::{ActiveJobs, Authenticator, JobCredentials, keys};
 use crate::config::Config;
-use crate::core::{self, Committer, Core, Links, Nodes};
+use crate::core::{self, Carrier, Committer, Core, Nodes};
+use crate::exec_client::GrpcExec;
 use crate::grpc::jobs::JobManagerService;
 use crate::grpc::node::NodeService;
 use crate::grpc::resource::ResourceService;
@@ -172,19 +173,12 @@ pub async fn serve(
     let hub = Hub::default();
     let journal = Journal::new(config.resource.journal_capacity);
     let (inbox_tx, inbox_rx) = mpsc::channel(core::INBOX_CAPACITY);
-    let links = Links {
-        hub: hub.clone(),
-        journal: journal.clone(),
-        self_tx: inbox_tx.clone(),
-        exec_access,
-        job_credentials,
-    };
     let core = Core::new(
         Arc::clone(&store),
         Arc::clone(&config),
         inventory,
         nodes,
-        links,
+        job_credentials,
     )
     .map_err(|e| ServeError::Config(e.to_string()))?;
 
@@ -192,7 +186,13 @@ pub async fn serve(
     let fatal_tx = Arc::new(fatal_tx);
     let committer = {
         let fatal_tx = Arc::clone(&fatal_tx);
-        Committer::spawn(move |e| {
+        let carrier = Carrier {
+            hub: hub.clone(),
+            journal: journal.clone(),
+            exec: GrpcExec::new(Arc::clone(&store), inbox_tx.clone(), exec_access),
+            inbox: inbox_tx.clone(),
+        };
+        Committer::spawn(carrier, move |e| {
             let _ = fatal_tx.send(Some(e));
         })
     };

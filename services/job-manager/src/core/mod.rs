@@ -13,6 +13,7 @@
 pub mod bounds;
 mod commit;
 mod depend;
+pub mod effect;
 mod exec;
 mod gauges;
 mod inactive;
@@ -22,6 +23,7 @@ pub mod output;
 mod perilog;
 mod pipeline;
 mod purge;
+mod replay;
 mod resource;
 mod restart;
 pub mod sched;
@@ -43,11 +45,12 @@ use tokio::sync::{mpsc, oneshot};
 use crate::clock;
 use crate::config::Config;
 use crate::error::Error;
-use crate::hub::{HUB_LINE_MAX, Hub, Published};
+use crate::hub::{HUB_LINE_MAX, Published};
 use crate::store::{Log, SqliteStore, Write};
 
-pub use commit::Committer;
-pub use exec::ExecMsg;
+pub use crate::exec_link::ExecMsg;
+pub use commit::{Carrier, Committer};
+pub use effect::{Answer, Effect, Reply};
 pub use list::{JobInfo, ListFilter, merge as merge_listings, stored_inactive};
 pub use nodes::{NodeInfo, NodeMsg, Nodes};
 pub use resource::{ResourceMsg, ResourceView};
@@ -137,7 +140,7 @@ pub enum Msg {
     /// A prolog or epilog command ended with this wait status.
     Perilog {
         id: JobId,
-        which: perilog::Which,
+        which: effect::Which,
         status: i32,
     },
 }
@@ -266,32 +269,16 @@ pub struct Inactive {
 #[derive(Default)]
 struct Outbox {
     writes: Vec<Write>,
-    effects: Vec<commit::Effect>,
+    effects: Vec<Effect>,
     touched: Vec<JobId>,
     /// Something changed that may let the head of the queue run.
     resched: bool,
-}
-
-/// How the core reaches everything outside it.
-#[derive(Debug)]
-pub struct Links {
-    /// Watchers of eventlogs.
-    pub hub: Hub,
-    /// The resource journal.
-    pub journal: crate::journal::Journal,
-    /// The core's own inbox (for messages it sends itself).
-    pub self_tx: mpsc::Sender<Msg>,
-    /// How exec services are reached: node credential and TLS.
-    pub exec_access: crate::exec_client::ExecAccess,
-    /// Mints each started job's credential and revokes it when the job ends.
-    pub job_credentials: crate::auth::JobCredentials,
 }
 
 /// The job pipeline's state; owned by one task.
 pub struct Core {
     store: Arc<SqliteStore>,
     config: Arc<Config>,
-    hub: Hub,
     /// Boxed: the map's slots stay small however large an active job is,
     /// so a queue of a million pending jobs does not double in place.
     jobs: HashMap<JobId, Box<Active>>,
@@ -307,7 +294,6 @@ pub struct Core {
     nodes: Nodes,
     res: fluxgate_shared::resource::ResourceState,
     reslog: resource::ResLog,
-    journal: crate::journal::Journal,
     up: fluxgate_shared::IdSet,
     acquirer: Option<mpsc::Sender<Map<String, Value>>>,
     last_heard: HashMap<u32, std::time::Instant>,
@@ -315,9 +301,6 @@ pub struct Core {
     waiters: Vec<(Option<JobId>, WaitReply)>,
     /// Jobs whose start waits for nodes to join.
     deferred: std::collections::BTreeSet<JobId>,
-    self_tx: mpsc::Sender<Msg>,
-    /// How exec services are reached: node credential and TLS.
-    exec_access: crate::exec_client::ExecAccess,
     /// Mints each started job's credential and revokes it when the job ends.
     job_credentials: crate::auth::JobCredentials,
     /// Active jobs per user, for `[policy.limits] max_active_jobs`.
@@ -334,21 +317,15 @@ impl std::fmt::Debug for Core {
 }
 
 impl Core {
-    /// A core over `store` with the given inventory, reaching out through `links`.
+    /// A core over `store` with the given inventory; `job_credentials` mints
+    /// each started job's credential and revokes it when the job ends.
     pub fn new(
         store: Arc<SqliteStore>,
         config: Arc<Config>,
         inventory: Option<ResourceSet>,
         nodes: Nodes,
-        links: Links,
+        job_credentials: crate::auth::JobCredentials,
     ) -> Result<Self, Error> {
-        let Links {
-            hub,
-            journal,
-            self_tx,
-            exec_access,
-            job_credentials,
-        } = links;
         let ids = FluidGenerator::new(0, 0)
             .map_err(|e| Error::Invalid(format!("job id generator: {e}")))?;
         let mut sched = sched::Sched::new();
@@ -365,7 +342,6 @@ impl Core {
         let mut core = Core {
             store,
             config,
-            hub,
             jobs: HashMap::new(),
             inactive: Default::default(),
             ids,
@@ -379,7 +355,6 @@ impl Core {
             nodes,
             res: fluxgate_shared::resource::ResourceState::new(),
             reslog: Default::default(),
-            journal,
             up: fluxgate_shared::IdSet::new(),
             acquirer: None,
             last_heard: HashMap::new(),
@@ -389,8 +364,6 @@ impl Core {
             },
             waiters: Vec::new(),
             deferred: Default::default(),
-            self_tx,
-            exec_access,
             job_credentials,
             user_jobs: Default::default(),
         };
@@ -467,9 +440,7 @@ impl Core {
         match msg {
             Msg::Submit { jobs, reply } => {
                 let results = jobs.into_iter().map(|j| self.submit(j)).collect();
-                self.after_commit(move || {
-                    let _ = reply.send(results);
-                });
+                self.reply(reply, results);
             }
             Msg::Raise {
                 id,
@@ -480,13 +451,11 @@ impl Core {
                 reply,
             } => {
                 let r = self.raise(id, &kind, severity, &note, Some(userid));
-                self.after_commit(move || {
-                    let _ = reply.send(r);
-                });
+                self.reply(reply, r);
             }
             Msg::Kill { id, signum, reply } => {
                 let r = self.kill(id, signum);
-                let _ = reply.send(r);
+                self.reply(reply, r);
             }
             Msg::Urgency {
                 id,
@@ -495,22 +464,16 @@ impl Core {
                 reply,
             } => {
                 let r = self.set_urgency(id, urgency, userid);
-                self.after_commit(move || {
-                    let _ = reply.send(r);
-                });
+                self.reply(reply, r);
             }
             Msg::Memo { id, memo, reply } => {
                 let r = self.memo(id, memo);
-                self.after_commit(move || {
-                    let _ = reply.send(r);
-                });
+                self.reply(reply, r);
             }
             Msg::List { filter, reply } => {
                 // Answered once what the listing reflects is durable.
                 let jobs = self.list(&filter);
-                self.after_commit(move || {
-                    let _ = reply.send(jobs);
-                });
+                self.reply(reply, jobs);
             }
             Msg::Lookup { id, reply } => {
                 let known = if self.jobs.contains_key(&id) {
@@ -556,9 +519,7 @@ impl Core {
             Msg::Perilog { id, which, status } => self.end_perilog(id, which, status),
             Msg::Update { id, updates, reply } => {
                 let r = self.update(id, updates);
-                self.after_commit(move || {
-                    let _ = reply.send(r);
-                });
+                self.reply(reply, r);
             }
             Msg::Purge {
                 age_limit,
@@ -568,17 +529,23 @@ impl Core {
                 reply,
             } => {
                 let n = self.purge(age_limit, num_limit, force, batch);
-                self.after_commit(move || {
-                    let _ = reply.send(n);
-                });
+                self.reply(reply, n);
             }
         }
         self.run_actions();
     }
 
     /// Queue an effect to run once everything posted so far is durable.
-    fn after_commit(&mut self, f: impl FnOnce() + Send + 'static) {
-        self.out.effects.push(Box::new(f));
+    fn effect(&mut self, effect: Effect) {
+        self.out.effects.push(effect);
+    }
+
+    /// Answer `to` with `value` once everything posted so far is durable.
+    fn reply<T>(&mut self, to: oneshot::Sender<T>, value: T)
+    where
+        Answer<T>: Into<Reply>,
+    {
+        self.effect(Effect::Reply(Answer { to, value }.into()));
     }
 
     /// Append an event to a job's log: apply it (main log), queue the write and
@@ -595,7 +562,7 @@ impl Core {
             return false;
         }
         let line = event.to_json();
-        Self::queue_line(&mut self.out, &self.hub, active, id, Log::Main, line);
+        Self::queue_line(&mut self.out, active, id, Log::Main, line);
         self.out.touched.push(id);
         true
     }
@@ -605,17 +572,10 @@ impl Core {
         let Some(active) = self.jobs.get_mut(&id) else {
             return;
         };
-        Self::queue_line(&mut self.out, &self.hub, active, id, log, line);
+        Self::queue_line(&mut self.out, active, id, log, line);
     }
 
-    fn queue_line(
-        out: &mut Outbox,
-        hub: &Hub,
-        active: &mut Active,
-        id: JobId,
-        log: Log,
-        line: String,
-    ) {
+    fn queue_line(out: &mut Outbox, active: &mut Active, id: JobId, log: Log, line: String) {
         let slot = match log {
             Log::Main => 0,
             Log::Exec => 1,
@@ -630,14 +590,11 @@ impl Core {
             log,
             line,
         });
-        let hub = hub.clone();
-        out.effects.push(Box::new(move || {
-            hub.publish(Published::Line {
-                id,
-                log,
-                seq,
-                line: shared,
-            });
+        out.effects.push(Effect::Publish(Published::Line {
+            id,
+            log,
+            seq,
+            line: shared,
         }));
     }
 
@@ -647,7 +604,7 @@ impl Core {
         }
         let mut out = std::mem::take(&mut self.out);
         out.effects.extend(self.inactive.end_flush());
-        committer.send(&self.store, out.writes, out.effects).await;
+        committer.send(&*self.store, out.writes, out.effects).await;
     }
 
     fn context(
@@ -788,9 +745,7 @@ impl Core {
             self.out.writes.push(job.summary_write(id));
             let result = wait_result(id, &job);
             // Answered once the reaping is durable, so a restart cannot reap it again.
-            self.after_commit(move || {
-                let _ = reply.send(Ok(result));
-            });
+            self.reply(reply, Ok(result));
             return;
         }
         match id {
@@ -850,9 +805,7 @@ impl Core {
             let (_, reply) = self.waiters.swap_remove(pos);
             inactive.waitable = false;
             let result = wait_result(id, &inactive);
-            self.after_commit(move || {
-                let _ = reply.send(Ok(result));
-            });
+            self.reply(reply, Ok(result));
         }
         // Any-waiters left with nothing to wait for get an answer now. The
         // scan of active jobs is made only while someone waits, so a job's
@@ -874,8 +827,7 @@ impl Core {
         self.out.writes.push(inactive.summary_write(id));
         self.inactive.retired(id, inactive);
         self.antecedent_changed(id, Some((result, started)));
-        let hub = self.hub.clone();
-        self.after_commit(move || hub.publish(Published::Inactive { id }));
+        self.effect(Effect::Publish(Published::Inactive { id }));
     }
 }
 

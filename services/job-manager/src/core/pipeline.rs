@@ -5,7 +5,7 @@ use fluxgate_shared::JobId;
 use fluxgate_shared::job::{Action, JobState};
 use serde_json::Value;
 
-use super::{Core, perilog};
+use super::{Core, effect};
 
 /// Most rounds of owed actions for one job in one pass.
 const MAX_ROUNDS: usize = 32;
@@ -83,7 +83,7 @@ impl Core {
                     }
                     Action::CancelAlloc => self.cancel_alloc(id),
                     Action::StartExec { reattach } => {
-                        if !reattach && self.begin_perilog(id, perilog::Which::Prolog) {
+                        if !reattach && self.begin_perilog(id, effect::Which::Prolog) {
                             // The start is owed again once prolog-finish lands.
                             if let Some(a) = self.jobs.get_mut(&id) {
                                 a.job.guards.start_pending = false;
@@ -93,7 +93,7 @@ impl Core {
                         }
                     }
                     Action::FreeResources => {
-                        if self.begin_perilog(id, perilog::Which::Epilog) {
+                        if self.begin_perilog(id, effect::Which::Epilog) {
                             if let Some(a) = self.jobs.get_mut(&id) {
                                 a.job.guards.free_posted = false;
                             }

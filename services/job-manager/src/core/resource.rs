@@ -20,6 +20,7 @@ use serde_json::{Map, Value};
 use tokio::sync::{mpsc, oneshot};
 
 use super::Core;
+use super::effect::Effect;
 use crate::clock;
 use crate::error::Error;
 use crate::store::{Store, Write};
@@ -196,8 +197,7 @@ impl Core {
             }
             self.checkpoint_if_due();
         }
-        let journal = self.journal.clone();
-        self.after_commit(move || journal.push(&e));
+        self.effect(Effect::Journal(e));
         self.update_up();
     }
 
@@ -253,13 +253,7 @@ impl Core {
             self.acquirer = None;
             return;
         }
-        self.after_commit(move || {
-            if let Err(mpsc::error::TrySendError::Full(_)) = tx.try_send(msg) {
-                // The bounded buffer protects the service; the acquirer must
-                // re-acquire to resynchronise.
-                tracing::error!("acquirer too slow: an acquire response was dropped");
-            }
-        });
+        self.effect(Effect::Acquire { to: tx, msg });
     }
 
     pub(super) fn resource_msg(&mut self, msg: ResourceMsg) {
@@ -279,9 +273,7 @@ impl Core {
                             .map_err(|e| Error::Invalid(e.to_string()))
                     })
                     .map(|ev| self.post_resource(ev));
-                self.after_commit(move || {
-                    let _ = reply.send(r);
-                });
+                self.reply(reply, r);
             }
             ResourceMsg::Undrain {
                 targets,
@@ -302,9 +294,7 @@ impl Core {
                             self.post_resource(ev);
                         }
                     });
-                self.after_commit(move || {
-                    let _ = reply.send(r);
-                });
+                self.reply(reply, r);
             }
             ResourceMsg::Acquire { reply } => {
                 if self.acquirer.as_ref().is_some_and(|tx| !tx.is_closed()) {
@@ -327,18 +317,16 @@ impl Core {
                 );
                 // Queued behind what is already committed, so the deltas that
                 // follow apply to exactly this first response.
-                let first_tx = tx.clone();
-                self.after_commit(move || {
-                    let _ = first_tx.try_send(first);
+                self.effect(Effect::Acquire {
+                    to: tx.clone(),
+                    msg: first,
                 });
                 self.acquirer = Some(tx);
                 let _ = reply.send(Ok(rx));
             }
             ResourceMsg::Update { expiration, reply } => {
                 let r = self.update_expiration(expiration);
-                self.after_commit(move || {
-                    let _ = reply.send(r);
-                });
+                self.reply(reply, r);
             }
             ResourceMsg::Property {
                 name,
@@ -347,15 +335,11 @@ impl Core {
                 reply,
             } => {
                 let r = self.change_property(&name, &targets, remove);
-                self.after_commit(move || {
-                    let _ = reply.send(r);
-                });
+                self.reply(reply, r);
             }
             ResourceMsg::Reload { r, reply } => {
                 let r = self.reload(r);
-                self.after_commit(move || {
-                    let _ = reply.send(r);
-                });
+                self.reply(reply, r);
             }
             ResourceMsg::Status { reply } => {
                 let allocated = self.sched.pool().map(|p| p.allocated());
@@ -383,9 +367,7 @@ impl Core {
                 };
                 // Answered after what is already queued is committed, so that a
                 // caller who sees a change also finds it in the journal.
-                self.after_commit(move || {
-                    let _ = reply.send(view);
-                });
+                self.reply(reply, view);
             }
         }
     }
