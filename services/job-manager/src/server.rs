@@ -244,7 +244,7 @@ pub async fn serve(
 
     let (health_reporter, health_service) = tonic_health::server::health_reporter();
     health_reporter
-        .set_serving::<JobManagerServer<JobManagerService>>()
+        .set_serving::<JobManagerServer<JobManagerService<SqliteStore>>>()
         .await;
     let reflection = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(fluxgate_proto::FILE_DESCRIPTOR_SET)
@@ -284,7 +284,7 @@ pub async fn serve(
                 _ = fatal_rx.changed() => {}
             }
             health
-                .set_not_serving::<JobManagerServer<JobManagerService>>()
+                .set_not_serving::<JobManagerServer<JobManagerService<SqliteStore>>>()
                 .await;
             if let Some((interrupt, stopping)) = &check {
                 stopping.store(true, Ordering::Release);

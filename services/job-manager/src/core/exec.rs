@@ -20,7 +20,7 @@ use super::effect::Effect;
 use super::timers::Timer;
 use super::{Core, Msg};
 use crate::exec_link::{ExecMsg, ExecSink, StartJob};
-use crate::store::Log;
+use crate::store::{Log, Store};
 
 /// The core's inbox is where its exec link delivers.
 impl ExecSink for mpsc::Sender<Msg> {
@@ -52,7 +52,7 @@ impl ExecLinks {
     }
 }
 
-impl Core {
+impl<S: Store> Core<S> {
     pub(super) fn start_exec(&mut self, id: JobId, reattach: bool) {
         let Some(active) = self.jobs.get(&id) else {
             return;

@@ -5,9 +5,10 @@ use fluxgate_shared::{IdSet, JobState};
 use metrics::gauge;
 
 use super::Core;
+use crate::store::Store;
 use crate::telemetry::{JOBS, NODES, SCHED_PASS};
 
-impl Core {
+impl<S: Store> Core<S> {
     /// Count jobs and nodes by state into their gauges: O(active jobs), once a tick.
     pub(super) fn set_gauges(&self) {
         if self.config.metrics.listen.is_none() {

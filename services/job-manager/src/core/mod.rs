@@ -46,7 +46,7 @@ use crate::clock;
 use crate::config::Config;
 use crate::error::Error;
 use crate::hub::{HUB_LINE_MAX, Published};
-use crate::store::{Log, SqliteStore, Write};
+use crate::store::{Log, Store, Write};
 
 pub use crate::exec_link::ExecMsg;
 pub use commit::{Carrier, Committer};
@@ -276,8 +276,8 @@ struct Outbox {
 }
 
 /// The job pipeline's state; owned by one task.
-pub struct Core {
-    store: Arc<SqliteStore>,
+pub struct Core<S> {
+    store: Arc<S>,
     config: Arc<Config>,
     /// Boxed: the map's slots stay small however large an active job is,
     /// so a queue of a million pending jobs does not double in place.
@@ -307,7 +307,7 @@ pub struct Core {
     user_jobs: bounds::ActiveCounts,
 }
 
-impl std::fmt::Debug for Core {
+impl<S> std::fmt::Debug for Core<S> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Core")
             .field("active", &self.jobs.len())
@@ -316,11 +316,11 @@ impl std::fmt::Debug for Core {
     }
 }
 
-impl Core {
+impl<S: Store> Core<S> {
     /// A core over `store` with the given inventory; `job_credentials` mints
     /// each started job's credential and revokes it when the job ends.
     pub fn new(
-        store: Arc<SqliteStore>,
+        store: Arc<S>,
         config: Arc<Config>,
         inventory: Option<ResourceSet>,
         nodes: Nodes,

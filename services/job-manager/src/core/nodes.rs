@@ -14,6 +14,7 @@ use fluxgate_shared::{Hostlist, IdSet, JobState, ResourceSet};
 use tokio::sync::oneshot;
 
 use super::Core;
+use crate::store::Store;
 
 /// One node an exec process serves.
 #[derive(Debug, Clone, PartialEq)]
@@ -164,7 +165,7 @@ impl Nodes {
     }
 }
 
-impl Core {
+impl<S: Store> Core<S> {
     pub(super) fn node_msg(&mut self, msg: NodeMsg) {
         match msg {
             NodeMsg::Hello {

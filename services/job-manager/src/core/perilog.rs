@@ -18,8 +18,9 @@ use tokio::sync::mpsc;
 
 use super::effect::{Effect, PerilogRun, Which};
 use super::{Core, Msg};
+use crate::store::Store;
 
-impl Core {
+impl<S: Store> Core<S> {
     fn perilog_command(&self, which: Which) -> Option<String> {
         match which {
             Which::Prolog => self.config.perilog.prolog.clone(),

@@ -6,6 +6,7 @@ use fluxgate_shared::job::{Action, JobState};
 use serde_json::Value;
 
 use super::{Core, effect};
+use crate::store::Store;
 
 /// Most rounds of owed actions for one job in one pass.
 const MAX_ROUNDS: usize = 32;
@@ -22,7 +23,7 @@ pub fn priority_of(urgency: u8) -> u32 {
     }
 }
 
-impl Core {
+impl<S: Store> Core<S> {
     /// Run owed actions for every job touched since the last call.
     pub(super) fn run_actions(&mut self) {
         // Posting events touches more jobs (dependents, the scheduler's picks), so

@@ -103,7 +103,7 @@ pub struct ResourceView {
     pub allocated: Option<ResourceSet>,
 }
 
-impl Core {
+impl<S: Store> Core<S> {
     /// Build the resource state at start: replay the stored eventlog (a bad line
     /// is reported and skipped), then post `restart` and, for a configured
     /// inventory, `resource-define`.

@@ -36,7 +36,7 @@ pub struct Recovered {
     pub damaged: usize,
 }
 
-impl Core {
+impl<S: Store> Core<S> {
     /// The instance's FLUID epoch: read from the store, or fixed now.
     pub(super) fn fluid_epoch(&mut self) -> Result<u64, Error> {
         if let Some(v) = self.store.meta(EPOCH_KEY)? {

@@ -16,6 +16,7 @@ use serde_json::{Map, Value};
 use super::Core;
 use super::timers::Timer;
 use crate::clock;
+use crate::store::Store;
 
 /// The queue of jobs asking for resources and the pool they come from.
 #[derive(Debug)]
@@ -162,7 +163,7 @@ pub fn request(jobspec: &Jobspec) -> Result<AllocRequest, String> {
     Ok(req)
 }
 
-impl Core {
+impl<S: Store> Core<S> {
     /// The job's priority is known: queue it for resources.
     pub(super) fn request_alloc(&mut self, id: JobId) {
         let Some(active) = self.jobs.get(&id) else {

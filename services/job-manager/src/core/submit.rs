@@ -12,7 +12,7 @@ use super::output::OutputBudget;
 use super::{Active, Core, Spec};
 use crate::clock;
 use crate::error::Error;
-use crate::store::Write;
+use crate::store::{Store, Write};
 
 /// One job to submit, parsed and validated at the edge.
 #[derive(Debug, Clone)]
@@ -29,7 +29,7 @@ pub struct SubmitArgs {
     pub userid: u32,
 }
 
-impl Core {
+impl<S: Store> Core<S> {
     pub(super) fn submit(&mut self, args: SubmitArgs) -> Result<JobId, Error> {
         if !self.queue.started {
             let why = if self.queue.reason.is_empty() {
