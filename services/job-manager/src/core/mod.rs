@@ -853,3 +853,6 @@ fn wait_result(id: JobId, j: &Inactive) -> WaitResult {
     };
     WaitResult { id, success, error }
 }
+
+#[cfg(test)]
+mod tests;
