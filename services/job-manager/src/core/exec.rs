@@ -10,7 +10,7 @@
 //!   `output`; a stream that breaks before the final release -> an `exec`
 //!   exception and a final release on the job's behalf, so it can finish.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use fluxgate_shared::{Event, JobId, JobState};
 use serde_json::Value;
@@ -29,10 +29,12 @@ impl ExecSink for mpsc::Sender<Msg> {
     }
 }
 
-/// Where each rank's exec service listens.
+/// The exec side of the core: where each rank's exec service listens, and
+/// the jobs whose start waits for the services of their nodes to join.
 #[derive(Debug, Default)]
 pub struct ExecLinks {
     addr: HashMap<u32, String>,
+    deferred: BTreeSet<JobId>,
 }
 
 impl ExecLinks {
@@ -49,6 +51,21 @@ impl ExecLinks {
     /// Where `rank` is served.
     pub fn get(&self, rank: u32) -> Option<&str> {
         self.addr.get(&rank).map(String::as_str)
+    }
+
+    /// `id`'s start waits for nodes; false if it already did.
+    pub fn defer(&mut self, id: JobId) -> bool {
+        self.deferred.insert(id)
+    }
+
+    /// `id`'s start waits no more; false if it did not.
+    pub fn undefer(&mut self, id: JobId) -> bool {
+        self.deferred.remove(&id)
+    }
+
+    /// Jobs whose start waits for nodes.
+    pub fn deferred(&self) -> impl Iterator<Item = JobId> + '_ {
+        self.deferred.iter().copied()
     }
 }
 
@@ -79,7 +96,7 @@ impl<S: Store> Core<S> {
             // After a restart the exec services rejoin on their own time: wait
             // for them (bounded), rather than declaring the job lost. The start
             // guard stays set, so the start is not owed again until a node joins.
-            if self.deferred.insert(id) {
+            if self.exec.defer(id) {
                 let wait = self.config.exec.rejoin_timeout;
                 tracing::info!(job = %id, waiting = %missing.join(", "), "start waits for nodes to join");
                 self.timers
@@ -87,7 +104,7 @@ impl<S: Store> Core<S> {
             }
             return;
         }
-        if self.deferred.remove(&id) {
+        if self.exec.undefer(id) {
             self.timers.cancel_kind(id, &Timer::StartDeadline);
         }
         let leader = r.nodes().first().map(|n| n.rank()).unwrap_or(0);
@@ -150,7 +167,7 @@ impl<S: Store> Core<S> {
 
     /// Nodes joined: starts that waited for them may go now.
     pub(super) fn retry_deferred_starts(&mut self) {
-        for id in self.deferred.iter().copied() {
+        for id in self.exec.deferred() {
             if let Some(a) = self.jobs.get_mut(&id) {
                 a.job.guards.start_pending = false;
             }
@@ -160,7 +177,7 @@ impl<S: Store> Core<S> {
 
     /// A deferred start waited too long for its nodes.
     pub(super) fn start_deadline(&mut self, id: JobId) {
-        if !self.deferred.remove(&id) {
+        if !self.exec.undefer(id) {
             return;
         }
         let note = format!(

@@ -28,7 +28,7 @@ impl<S: Store> Core<S> {
             .pool()
             .map(|p| p.allocated().ranks())
             .unwrap_or_default();
-        let groups = self.res.status(&IdSet::new(), &allocated);
+        let groups = self.res.state().status(&IdSet::new(), &allocated);
         for (state, ranks) in [
             ("online", &groups.up),
             ("offline", &groups.offline),
@@ -36,7 +36,7 @@ impl<S: Store> Core<S> {
             ("drained", &groups.drained),
             ("draining", &groups.draining),
             ("allocated", &groups.allocated),
-            ("schedulable", &self.up),
+            ("schedulable", self.res.up()),
         ] {
             gauge!(NODES, "state" => state).set(ranks.count() as f64);
         }

@@ -31,6 +31,7 @@ mod submit;
 mod summary;
 mod timers;
 mod update;
+mod wait;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -144,9 +145,6 @@ pub enum Msg {
         status: i32,
     },
 }
-
-/// Where a `Wait` answer goes.
-type WaitReply = oneshot::Sender<Result<WaitResult, Error>>;
 
 /// What `Wait` answers.
 #[derive(Debug, Clone, PartialEq)]
@@ -277,30 +275,36 @@ struct Outbox {
 
 /// The job pipeline's state; owned by one task.
 pub struct Core<S> {
+    /// The durable store: written through the committer, read at recovery.
     store: Arc<S>,
     config: Arc<Config>,
-    /// Boxed: the map's slots stay small however large an active job is,
+    /// Active jobs. Boxed: the map's slots stay small however large an active job is,
     /// so a queue of a million pending jobs does not double in place.
     jobs: HashMap<JobId, Box<Active>>,
+    /// Inactive jobs: recent ones in memory, the rest in the store.
     inactive: inactive::InactiveJobs,
     ids: FluidGenerator,
     epoch_ms: u64,
+    /// Resources recovered jobs hold, marked allocated once the pool exists.
     held: Vec<Arc<ResourceSet>>,
+    /// Writes and effects of the message being handled.
     out: Outbox,
+    /// The queue and scheduler seat, with its policy.
     sched: sched::Sched,
+    /// Dependencies between jobs (RFC 26).
     deps: depend::Depends,
+    /// Time limits, begin times and start deadlines.
     timers: timers::Timers,
+    /// Where exec services listen; starts waiting for their nodes.
     exec: exec::ExecLinks,
+    /// Membership: which exec service serves which rank.
     nodes: Nodes,
-    res: fluxgate_shared::resource::ResourceState,
-    reslog: resource::ResLog,
-    up: fluxgate_shared::IdSet,
-    acquirer: Option<mpsc::Sender<Map<String, Value>>>,
-    last_heard: HashMap<u32, std::time::Instant>,
+    /// The resource module's state (RFC 44 state, eventlog, acquirer).
+    res: resource::Resources,
+    /// Whether submissions are taken.
     queue: QueueStatus,
-    waiters: Vec<(Option<JobId>, WaitReply)>,
-    /// Jobs whose start waits for nodes to join.
-    deferred: std::collections::BTreeSet<JobId>,
+    /// Requests waiting for jobs to end (`flux job wait`).
+    waiters: wait::Waiters,
     /// Mints each started job's credential and revokes it when the job ends.
     job_credentials: crate::auth::JobCredentials,
     /// Active jobs per user, for `[policy.limits] max_active_jobs`.
@@ -353,17 +357,12 @@ impl<S: Store> Core<S> {
             timers: timers::Timers::default(),
             exec: exec::ExecLinks::default(),
             nodes,
-            res: fluxgate_shared::resource::ResourceState::new(),
-            reslog: Default::default(),
-            up: fluxgate_shared::IdSet::new(),
-            acquirer: None,
-            last_heard: HashMap::new(),
+            res: resource::Resources::default(),
             queue: QueueStatus {
                 started: true,
                 reason: String::new(),
             },
-            waiters: Vec::new(),
-            deferred: Default::default(),
+            waiters: wait::Waiters::default(),
             job_credentials,
             user_jobs: Default::default(),
         };
@@ -733,49 +732,6 @@ impl<S: Store> Core<S> {
         Ok(())
     }
 
-    fn wait(&mut self, id: Option<JobId>, reply: oneshot::Sender<Result<WaitResult, Error>>) {
-        let reaped = match self.inactive.reap(&*self.store, id) {
-            Ok(r) => r,
-            Err(e) => {
-                let _ = reply.send(Err(e.into()));
-                return;
-            }
-        };
-        if let Some((id, job)) = reaped {
-            self.out.writes.push(job.summary_write(id));
-            let result = wait_result(id, &job);
-            // Answered once the reaping is durable, so a restart cannot reap it again.
-            self.reply(reply, Ok(result));
-            return;
-        }
-        match id {
-            Some(id) => match self.jobs.get(&id) {
-                Some(a) if !a.job.flags().waitable => {
-                    let _ = reply.send(Err(Error::WrongState(format!(
-                        "job {id} is not waitable (submit it with the waitable flag)"
-                    ))));
-                }
-                Some(_) => self.waiters.push((Some(id), reply)),
-                None => {
-                    let err = match self.inactive.contains(&*self.store, id) {
-                        Ok(true) => Error::WrongState(format!(
-                            "job {id} is not waitable (submit it with the waitable flag) or was already waited for"
-                        )),
-                        Ok(false) => Error::UnknownJob(id),
-                        Err(e) => e.into(),
-                    };
-                    let _ = reply.send(Err(err));
-                }
-            },
-            None if self.jobs.values().any(|a| a.job.flags().waitable) => {
-                self.waiters.push((None, reply));
-            }
-            None => {
-                let _ = reply.send(Err(Error::WrongState("there are no waitable jobs".into())));
-            }
-        }
-    }
-
     /// A job reached INACTIVE: keep its summary, answer waiters, tell watchers.
     fn retire(&mut self, id: JobId) {
         self.close_output(id);
@@ -787,7 +743,7 @@ impl<S: Store> Core<S> {
         self.user_jobs.removed(active.job.userid());
         self.sched.forget(id);
         self.timers.cancel(id);
-        self.deferred.remove(&id);
+        self.exec.undefer(id);
         let mut inactive = Inactive::from_job(
             &active.job,
             &active.spec,
@@ -796,62 +752,13 @@ impl<S: Store> Core<S> {
             &active.nodelist,
             clock::now,
         );
-        if inactive.waitable
-            && let Some(pos) = self
-                .waiters
-                .iter()
-                .position(|(w, _)| w.is_none_or(|w| w == id))
-        {
-            let (_, reply) = self.waiters.swap_remove(pos);
-            inactive.waitable = false;
-            let result = wait_result(id, &inactive);
-            self.reply(reply, Ok(result));
-        }
-        // Any-waiters left with nothing to wait for get an answer now. The
-        // scan of active jobs is made only while someone waits, so a job's
-        // end costs no work proportional to the queue.
-        if self.waiters.iter().any(|(w, _)| w.is_none())
-            && !self.jobs.values().any(|a| a.job.flags().waitable)
-        {
-            let mut keep = Vec::new();
-            for (w, reply) in self.waiters.drain(..) {
-                if w.is_none() {
-                    let _ = reply.send(Err(Error::WrongState("there are no waitable jobs".into())));
-                } else {
-                    keep.push((w, reply));
-                }
-            }
-            self.waiters = keep;
-        }
+        self.answer_waiters(id, &mut inactive);
         let (result, started) = (inactive.result, inactive.t_run.is_some());
         self.out.writes.push(inactive.summary_write(id));
         self.inactive.retired(id, inactive);
         self.antecedent_changed(id, Some((result, started)));
         self.effect(Effect::Publish(Published::Inactive { id }));
     }
-}
-
-fn wait_result(id: JobId, j: &Inactive) -> WaitResult {
-    let success = j.result == JobResult::Completed;
-    let error = if success {
-        String::new()
-    } else if let Some(e) = &j.exception {
-        if e.1.is_empty() {
-            format!("Fatal exception type={}", e.0)
-        } else {
-            format!("Fatal exception type={} {}", e.0, e.1)
-        }
-    } else if let Some(ws) = j.waitstatus {
-        let ws = fluxgate_shared::job::WaitStatus(ws);
-        match (ws.exit_code(), ws.signal()) {
-            (Some(code), _) => format!("task(s) exited with exit code {code}"),
-            (_, Some(sig)) => format!("task(s) terminated by signal {sig}"),
-            _ => "job failed".into(),
-        }
-    } else {
-        "job failed".into()
-    };
-    WaitResult { id, success, error }
 }
 
 #[cfg(test)]

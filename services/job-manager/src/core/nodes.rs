@@ -219,7 +219,7 @@ impl<S: Store> Core<S> {
                 online.insert(*rank);
             }
             self.nodes.online.insert(*rank);
-            self.last_heard.insert(*rank, std::time::Instant::now());
+            self.res.heard(*rank, std::time::Instant::now());
         }
         self.nodes
             .sessions
