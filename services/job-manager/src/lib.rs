@@ -13,3 +13,4 @@ pub mod journal;
 pub mod server;
 pub mod store;
 pub mod telemetry;
+pub mod values;

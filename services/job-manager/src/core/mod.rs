@@ -48,6 +48,7 @@ use crate::config::Config;
 use crate::error::Error;
 use crate::hub::{HUB_LINE_MAX, Published};
 use crate::store::{Log, Store, Write};
+use crate::values::{Severity, Urgency};
 
 pub use crate::exec_link::ExecMsg;
 pub use commit::{Carrier, Committer};
@@ -73,7 +74,7 @@ pub enum Msg {
     Raise {
         id: JobId,
         kind: String,
-        severity: u8,
+        severity: Severity,
         note: String,
         userid: u32,
         reply: oneshot::Sender<Result<(), Error>>,
@@ -87,7 +88,7 @@ pub enum Msg {
     /// Change a pending job's urgency; answers the old one.
     Urgency {
         id: JobId,
-        urgency: u8,
+        urgency: Urgency,
         userid: u32,
         reply: oneshot::Sender<Result<u8, Error>>,
     },
@@ -449,7 +450,7 @@ impl<S: Store> Core<S> {
                 userid,
                 reply,
             } => {
-                let r = self.raise(id, &kind, severity, &note, Some(userid));
+                let r = self.raise(id, &kind, severity.get(), &note, Some(userid));
                 self.reply(reply, r);
             }
             Msg::Kill { id, signum, reply } => {
@@ -637,11 +638,6 @@ impl<S: Store> Core<S> {
                 "exception type {kind:?} must be a non-empty word"
             )));
         }
-        if severity > 7 {
-            return Err(Error::Invalid(format!(
-                "exception severity {severity} is out of range 0-7"
-            )));
-        }
         bounds::check_note("exception note", note)?;
         if kind.len() > 64 {
             return Err(Error::Invalid(format!(
@@ -697,12 +693,7 @@ impl<S: Store> Core<S> {
         Ok(())
     }
 
-    fn set_urgency(&mut self, id: JobId, urgency: u8, userid: u32) -> Result<u8, Error> {
-        if urgency > 31 {
-            return Err(Error::Invalid(format!(
-                "urgency {urgency} is out of range 0-31"
-            )));
-        }
+    fn set_urgency(&mut self, id: JobId, urgency: Urgency, userid: u32) -> Result<u8, Error> {
         let active = self.active(id)?;
         if !active.job.state().is_pending() {
             return Err(Error::WrongState(format!(
@@ -715,7 +706,7 @@ impl<S: Store> Core<S> {
             "urgency",
             Self::context([
                 ("userid", Value::from(userid)),
-                ("urgency", Value::from(urgency)),
+                ("urgency", Value::from(urgency.get())),
             ]),
         );
         self.reprioritize(id);

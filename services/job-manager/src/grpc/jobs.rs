@@ -23,6 +23,7 @@ use crate::core::{self, ListFilter, Msg, QueueAction, SubmitArgs, bounds};
 use crate::error::Error;
 use crate::hub::{Hub, Published};
 use crate::store::{Log, LogPos, Store};
+use crate::values::{Severity, Urgency};
 
 /// Lines buffered per watcher before the watcher's stream is back-pressured.
 const WATCH_BUFFER: usize = 256;
@@ -97,10 +98,7 @@ impl<S: Store> JobManagerService<S> {
         severity: u32,
         note: String,
     ) -> Result<(), Error> {
-        let severity = u8::try_from(severity)
-            .ok()
-            .filter(|s| *s <= 7)
-            .ok_or_else(|| Error::Invalid(format!("severity {severity} is out of range 0-7")))?;
+        let severity = Severity::new(severity)?;
         let userid = caller.uid;
         ask(&self.inbox, |reply| Msg::Raise {
             id: JobId::from(id),
@@ -259,13 +257,8 @@ impl<S: Store> JobManager for JobManagerService<S> {
     ) -> Result<Response<pb::SetUrgencyResponse>, Status> {
         let caller = caller(&request)?;
         let req = request.into_inner();
-        let urgency = u8::try_from(req.urgency)
-            .ok()
-            .filter(|u| *u <= 31)
-            .ok_or_else(|| {
-                Status::invalid_argument(format!("urgency {} is out of range 0-31", req.urgency))
-            })?;
-        self.authorize(&caller, Action::SetUrgency(urgency), req.id)
+        let urgency = Urgency::new(req.urgency)?;
+        self.authorize(&caller, Action::SetUrgency(urgency.get()), req.id)
             .await?;
         // The verified identity, never a userid from the request.
         let userid = caller.uid;
