@@ -286,7 +286,11 @@ pub(super) fn read_summary(
             let stored = store.read_job(id.into())?;
             Ok(stored
                 .ok_or_else(|| "job vanished from the store".to_string())
-                .and_then(|s| super::replay::replay_stored(&s).map(|r| r.to_inactive()))
+                .and_then(|s| {
+                    super::replay::replay_stored(&s)
+                        .map(|r| r.to_inactive())
+                        .map_err(|e| e.to_string())
+                })
                 .unwrap_or_else(|why| Inactive::damaged(0, &why)))
         }
     }

@@ -35,6 +35,44 @@ impl Replayed {
             .unwrap_or_default()
     }
 
+    /// Its prolog and epilog as the log records them.
+    pub(super) fn perilogs(&self) -> Perilogs {
+        // (starts, finishes, description of the last start) per command.
+        let mut seen: [(usize, usize, Option<&str>); 2] = [(0, 0, None); 2];
+        for e in &self.events {
+            let (slot, start) = match &*e.name {
+                "prolog-start" => (0, true),
+                "prolog-finish" => (0, false),
+                "epilog-start" => (1, true),
+                "epilog-finish" => (1, false),
+                _ => continue,
+            };
+            if start {
+                seen[slot].0 += 1;
+                seen[slot].2 = Some(
+                    e.context
+                        .as_ref()
+                        .and_then(|c| c.get("description"))
+                        .and_then(|d| d.as_str())
+                        .unwrap_or_default(),
+                );
+            } else {
+                seen[slot].1 += 1;
+            }
+        }
+        let interrupted = ["prolog", "epilog"]
+            .into_iter()
+            .zip(seen)
+            .filter(|(_, (starts, ends, _))| starts > ends)
+            .map(|(w, (_, _, desc))| (w, desc.unwrap_or_default().to_string()))
+            .collect();
+        Perilogs {
+            prolog_started: seen[0].0 > 0,
+            epilog_started: seen[1].0 > 0,
+            interrupted,
+        }
+    }
+
     /// Its summary, once it is inactive.
     pub(super) fn to_inactive(&self) -> Inactive {
         let nnodes = self.r.as_ref().and_then(|r| u32::try_from(r.nnodes()).ok());
@@ -49,9 +87,36 @@ impl Replayed {
     }
 }
 
+/// Why a stored job cannot be replayed.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum ReplayFailure {
+    /// Its eventlog does not fold.
+    #[error("{0}")]
+    Eventlog(#[from] job::ReplayError),
+    /// Its jobspec no longer parses.
+    #[error("stored jobspec: {0}")]
+    Jobspec(#[from] fluxgate_shared::jobspec::JobspecError),
+    /// Its R no longer parses.
+    #[error("stored R: {0}")]
+    R(#[from] fluxgate_shared::rset::RsetError),
+}
+
+/// What a replayed eventlog says of the job's prolog and epilog, read in
+/// one pass over its events.
+#[derive(Debug, Default, PartialEq)]
+pub(super) struct Perilogs {
+    /// A `prolog-start` is in the log.
+    pub prolog_started: bool,
+    /// An `epilog-start` is in the log.
+    pub epilog_started: bool,
+    /// Started and not finished ("prolog" before "epilog"), with the
+    /// description of the last start.
+    pub interrupted: Vec<(&'static str, String)>,
+}
+
 /// Replay a stored job: its eventlog (bad lines skipped, with a warning),
 /// jobspec and R. Why not, when any of them cannot be read.
-pub(super) fn replay_stored(s: &StoredJob) -> Result<Replayed, String> {
+pub(super) fn replay_stored(s: &StoredJob) -> Result<Replayed, ReplayFailure> {
     let id = JobId::from(s.id);
     let mut text = s.eventlog.join("\n");
     text.push('\n');
@@ -59,13 +124,9 @@ pub(super) fn replay_stored(s: &StoredJob) -> Result<Replayed, String> {
     for e in &log.errors {
         tracing::warn!(job = %id, error = %e, "skipping a bad stored event");
     }
-    let job = job::replay(&log.events).map_err(|e| e.to_string())?;
-    let jobspec = Jobspec::parse(&s.jobspec).map_err(|e| format!("stored jobspec: {e}"))?;
-    let r = match s.r.as_deref().map(ResourceSet::parse) {
-        Some(Ok(r)) => Some(r),
-        Some(Err(e)) => return Err(format!("stored R: {e}")),
-        None => None,
-    };
+    let job = job::replay(&log.events)?;
+    let jobspec = Jobspec::parse(&s.jobspec).map_err(ReplayFailure::Jobspec)?;
+    let r = s.r.as_deref().map(ResourceSet::parse).transpose()?;
     Ok(Replayed {
         job,
         jobspec,

@@ -1005,3 +1005,49 @@ async fn a_stopped_queue_refuses_submissions_until_started() {
         assert_eq!(r.is_ok(), ok, "{r:?}");
     }
 }
+
+#[tokio::test]
+async fn a_prolog_interrupted_by_a_restart_is_finished_as_failed() {
+    let store = Arc::new(MemoryStore::new());
+    let id = {
+        let mut b = Bench::over(Arc::clone(&store), 1, config(), true).await;
+        let id = b.submit(ONE).await;
+        // As if a prolog had started when the job manager stopped.
+        let line = Event::new(
+            T0,
+            "prolog-start",
+            Some(
+                [("description".to_string(), Value::from("site-prolog"))]
+                    .into_iter()
+                    .collect(),
+            ),
+        )
+        .to_json();
+        store
+            .commit(vec![crate::store::Write::Append {
+                id: id.into(),
+                log: Log::Main,
+                line,
+            }])
+            .await
+            .unwrap();
+        id
+    };
+    let mut with_prolog = config();
+    with_prolog.perilog.prolog = Some("site-prolog".into());
+    let mut b = Bench::over(store, 1, with_prolog, true).await;
+    assert_eq!(
+        b.events(id),
+        seq(&[
+            &TO_RUN,
+            &["prolog-start", "flux-restart", "prolog-finish", "exception"],
+            &["free", "clean"]
+        ])
+    );
+    assert_eq!(b.context(id, "prolog-finish")["status"], 256);
+    assert_eq!(b.context(id, "prolog-finish")["description"], "site-prolog");
+    assert_eq!(b.context(id, "exception")["type"], "prolog");
+    assert!(b.starts().is_empty(), "the job never starts");
+    let _ = b.state(id);
+    b.flush().await;
+}
