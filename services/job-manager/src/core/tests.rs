@@ -1051,3 +1051,131 @@ async fn a_prolog_interrupted_by_a_restart_is_finished_as_failed() {
     let _ = b.state(id);
     b.flush().await;
 }
+
+#[tokio::test]
+async fn losing_a_node_ends_the_jobs_running_there() {
+    let mut b = Bench::new(2).await;
+    let on0 = b.submit(&spec(1, 0.0, "")).await;
+    let on1 = b.submit(&spec(1, 0.0, "")).await;
+    b.exec(ExecMsg::Started { id: on0 }).await;
+    b.exec(ExecMsg::Started { id: on1 }).await;
+    // Session 2 serves rank 1.
+    b.handle(Msg::Node(NodeMsg::Gone { session: 2 })).await;
+    assert_eq!(b.state(on0), Some(JobState::Run));
+    assert_eq!(b.state(on1), Some(JobState::Cleanup));
+    assert_eq!(b.context(on1, "exception")["type"], "node-failure");
+    assert_eq!(
+        b.context(on1, "exception")["note"],
+        "lost contact with rank 1 (node1)"
+    );
+    // Its exec service is gone: nothing can be told to it.
+    assert!(
+        !b.calls()
+            .iter()
+            .any(|c| matches!(c, Call::Exception { id, .. } if *id == on1))
+    );
+}
+
+#[tokio::test]
+async fn a_longer_time_limit_reaches_the_running_job_and_its_timer() {
+    let mut b = Bench::new(1).await;
+    let id = b.submit(&spec(1, 60.0, "")).await;
+    b.exec(ExecMsg::Started { id }).await;
+    let (reply, mut rx) = oneshot::channel();
+    let updates: Map<String, Value> =
+        [("attributes.system.duration".to_string(), Value::from(120.0))]
+            .into_iter()
+            .collect();
+    b.handle(Msg::Update { id, updates, reply }).await;
+    assert_eq!(rx.try_recv().unwrap(), Ok(Some(T0 + 120.0)));
+    assert_eq!(
+        b.calls().last(),
+        Some(&Call::Expiration {
+            id,
+            expiration: T0 + 120.0
+        })
+    );
+    b.advance(90.0).await;
+    assert_eq!(
+        b.state(id),
+        Some(JobState::Run),
+        "the old limit no longer holds"
+    );
+    b.advance(31.0).await;
+    assert_eq!(b.context(id, "exception")["type"], "timeout");
+}
+
+#[tokio::test]
+async fn a_drained_node_takes_no_new_jobs_until_undrained() {
+    let mut b = Bench::new(1).await;
+    let (reply, mut rx) = oneshot::channel();
+    b.handle(Msg::Resource(ResourceMsg::Drain {
+        targets: "0".into(),
+        reason: Some("maintenance".into()),
+        mode: Default::default(),
+        reply,
+    }))
+    .await;
+    assert_eq!(rx.try_recv().unwrap(), Ok(()));
+    let id = b.submit(ONE).await;
+    assert_eq!(b.state(id), Some(JobState::Sched));
+    let (reply, mut rx) = oneshot::channel();
+    b.handle(Msg::Resource(ResourceMsg::Undrain {
+        targets: "0".into(),
+        reason: None,
+        force: false,
+        reply,
+    }))
+    .await;
+    assert_eq!(rx.try_recv().unwrap(), Ok(()));
+    assert_eq!(b.state(id), Some(JobState::Run));
+    let stored = b.store.resource_eventlog().unwrap();
+    let names: Vec<String> = stored
+        .iter()
+        .map(|l| Event::parse_json(l).unwrap().name.to_string())
+        .filter(|n| n == "drain" || n == "undrain")
+        .collect();
+    assert_eq!(names, ["drain", "undrain"]);
+}
+
+#[tokio::test]
+async fn waiting_for_a_waitable_job_is_answered_once_it_ends() {
+    let mut b = Bench::new(1).await;
+    let jobspec = Jobspec::parse(ONE).unwrap();
+    let (reply, mut rx) = oneshot::channel();
+    b.handle(Msg::Submit {
+        jobs: vec![SubmitArgs {
+            jobspec_json: jobspec.to_json(),
+            jobspec: Arc::new(jobspec),
+            urgency: Urgency::DEFAULT,
+            // FLUX_JOB_WAITABLE.
+            flags: 4,
+            userid: OWNER,
+        }],
+        reply,
+    })
+    .await;
+    let id = rx.try_recv().unwrap().remove(0).unwrap();
+    let (reply, mut waiting) = oneshot::channel();
+    b.handle(Msg::Wait {
+        id: Some(id),
+        reply,
+    })
+    .await;
+    assert!(waiting.try_recv().is_err(), "no answer while it runs");
+    b.run_to_end(id, 1 << 8).await;
+    let result = waiting.try_recv().unwrap().unwrap();
+    assert_eq!(result.id, id);
+    assert!(!result.success);
+    assert_eq!(result.error, "task(s) exited with exit code 1");
+    let (reply, mut again) = oneshot::channel();
+    b.handle(Msg::Wait {
+        id: Some(id),
+        reply,
+    })
+    .await;
+    assert!(matches!(
+        again.try_recv().unwrap(),
+        Err(Error::WrongState(_))
+    ));
+}
