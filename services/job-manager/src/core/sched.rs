@@ -348,3 +348,88 @@ impl<S: Store> Core<S> {
         self.post(id, "free", None);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use fluxgate_shared::rset::Node;
+
+    use super::*;
+
+    fn pool_of(nodes: u32) -> ResourceSet {
+        ResourceSet::from_nodes((0..nodes).map(|r| {
+            Node::new(
+                r,
+                Some(&format!("node{r}")),
+                IdSet::from_range(0, 3),
+                IdSet::new(),
+            )
+        }))
+        .unwrap()
+    }
+
+    /// A policy that grants nothing.
+    #[derive(Debug, Default)]
+    struct Refuse;
+
+    impl Policy for Refuse {
+        fn name(&self) -> &'static str {
+            "refuse"
+        }
+        fn alloc(
+            &mut self,
+            _pool: &mut Pool,
+            _id: JobId,
+            _req: &AllocRequest,
+        ) -> Result<ResourceSet, AllocError> {
+            Err(AllocError::Busy)
+        }
+        fn changed(&mut self) {}
+    }
+
+    fn seat(policy: Box<dyn Policy>) -> Sched {
+        let mut s = Sched::with_policy(policy);
+        let inventory = pool_of(2);
+        let all = inventory.ranks();
+        s.define(inventory);
+        s.set_up(&all, true);
+        s
+    }
+
+    #[test]
+    fn the_seat_asks_its_policy_and_keeps_a_busy_job_queued() {
+        let mut s = seat(Box::new(Refuse));
+        assert_eq!(s.policy(), "refuse");
+        let id = JobId::from(1u64);
+        s.enqueue(id, 16);
+        let req = AllocRequest::slots(1, 1);
+        assert!(matches!(s.try_alloc(id, &req), Err(AllocError::Busy)));
+        assert_eq!(s.head(), Some(id), "a busy job stays at the head");
+    }
+
+    #[test]
+    fn fcfs_grants_first_fit_and_waits_after_busy_until_a_change() {
+        let mut s = seat(Box::new(Fcfs::default()));
+        assert_eq!(s.policy(), "fcfs");
+        let whole = |n| {
+            let mut r = AllocRequest::slots(n, 4);
+            r.nnodes = n;
+            r.exclusive = true;
+            r
+        };
+        let (a, b) = (JobId::from(1u64), JobId::from(2u64));
+        s.enqueue(a, 16);
+        s.enqueue(b, 16);
+        let got = s.try_alloc(a, &whole(2)).unwrap();
+        assert_eq!(got.ranks(), IdSet::from_range(0, 1));
+        assert_eq!(s.head(), Some(b));
+        assert!(matches!(s.try_alloc(b, &whole(1)), Err(AllocError::Busy)));
+        // Nothing changed: the stalled head is not looked at again.
+        assert!(matches!(s.try_alloc(b, &whole(1)), Err(AllocError::Busy)));
+        s.free(&got).unwrap();
+        assert_eq!(
+            s.try_alloc(b, &whole(1)).unwrap().ranks(),
+            IdSet::from_range(0, 0)
+        );
+        assert_eq!(s.head(), None);
+    }
+}
