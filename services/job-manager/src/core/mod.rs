@@ -54,7 +54,7 @@ pub use crate::exec_link::ExecMsg;
 pub use commit::{Carrier, Committer};
 pub use effect::{Answer, Effect, Reply};
 pub use list::{JobInfo, ListFilter, merge as merge_listings, stored_inactive};
-pub use nodes::{NodeInfo, NodeMsg, Nodes};
+pub use nodes::{JoinRefused, NodeInfo, NodeMsg, Nodes};
 pub use resource::{ResourceMsg, ResourceView};
 pub use restart::Recovered;
 pub use submit::SubmitArgs;

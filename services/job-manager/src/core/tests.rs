@@ -1179,3 +1179,37 @@ async fn waiting_for_a_waitable_job_is_answered_once_it_ends() {
         Err(Error::WrongState(_))
     ));
 }
+
+#[tokio::test]
+async fn a_host_outside_the_inventory_cannot_join() {
+    let mut b = Bench::new(1).await;
+    let hello = |host: &str, reply| {
+        Msg::Node(NodeMsg::Hello {
+            session: 99,
+            nodes: vec![NodeInfo {
+                hostname: host.into(),
+                cores: IdSet::from_range(0, 3),
+                gpus: IdSet::new(),
+            }],
+            addr: "http://elsewhere:1".into(),
+            reply,
+        })
+    };
+    let (reply, mut rx) = oneshot::channel();
+    b.handle(hello("stranger", reply)).await;
+    let refused = rx.try_recv().unwrap().unwrap_err();
+    assert_eq!(refused, JoinRefused::Unknown("stranger".into()));
+    assert_eq!(
+        refused.to_string(),
+        "host stranger is not in this instance's resource inventory"
+    );
+    let (reply, mut rx) = oneshot::channel();
+    b.handle(Msg::Node(NodeMsg::Hello {
+        session: 100,
+        nodes: Vec::new(),
+        addr: "http://elsewhere:1".into(),
+        reply,
+    }))
+    .await;
+    assert_eq!(rx.try_recv().unwrap(), Err(JoinRefused::NoNode));
+}
