@@ -1,7 +1,8 @@
 //! The gRPC edge toward exec services: start streams in, kills and exceptions out.
-//! Proto messages stop here; the core sees [`ExecMsg`]s.
+//! Proto messages stop here; the core sees [`ExecMsg`]s, delivered through
+//! an [`ExecSink`]. [`GrpcExec`] is the core's [`ExecLink`] in service.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use fluxgate_proto::v1 as pb;
@@ -9,32 +10,13 @@ use fluxgate_proto::v1::exec_client::ExecClient;
 use fluxgate_proto::v1::start_response::Response;
 use fluxgate_shared::JobId;
 use fluxgate_shared::job::apply_jobspec_updates;
-use serde_json::{Map, Value};
-use tokio::sync::mpsc;
+use serde_json::Value;
 use tonic::metadata::AsciiMetadataValue;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
 
-use crate::auth::JobCredentials;
-use crate::core::{ExecMsg, Msg};
-use crate::store::{SqliteStore, Store};
+use crate::exec_link::{ExecLink, ExecMsg, ExecSink, StartJob};
+use crate::store::Store;
 use crate::telemetry;
-
-/// A start request, ready to send.
-#[derive(Debug, Clone)]
-pub struct StartJob {
-    pub id: JobId,
-    pub userid: u32,
-    /// Changes to apply to the stored jobspec (`jobspec-update`).
-    pub jobspec_updates: Map<String, Value>,
-    pub r: String,
-    pub reattach: bool,
-    pub leader: String,
-    pub peers: BTreeMap<u32, String>,
-    /// R's expiration, when the job has one: its credential's too.
-    pub expiration: Option<f64>,
-    /// Mints the job's credential for its tasks.
-    pub credentials: JobCredentials,
-}
 
 /// How the job manager reaches exec services: the node credential sent on
 /// every call, so that they run only what the job manager asks (none when
@@ -108,29 +90,67 @@ fn channel(addr: &str, access: &ExecAccess) -> Result<Channel, String> {
     Ok(c)
 }
 
-/// Send the start request and feed every response to the core.
-pub fn start(
-    job: StartJob,
-    store: Arc<SqliteStore>,
-    inbox: mpsc::Sender<Msg>,
-    credential: ExecAccess,
-) {
+/// The exec link over gRPC: start streams read into `sink`, the jobspec
+/// read from `store`, every call carrying `access`.
+#[derive(Debug)]
+pub struct GrpcExec<S, K> {
+    store: Arc<S>,
+    sink: K,
+    access: ExecAccess,
+}
+
+impl<S: Store, K: ExecSink> GrpcExec<S, K> {
+    /// A link that reads jobspecs from `store` and answers into `sink`.
+    pub fn new(store: Arc<S>, sink: K, access: ExecAccess) -> Self {
+        GrpcExec {
+            store,
+            sink,
+            access,
+        }
+    }
+}
+
+impl<S: Store, K: ExecSink> ExecLink for GrpcExec<S, K> {
+    fn start(&self, job: StartJob) {
+        start(
+            job,
+            Arc::clone(&self.store),
+            self.sink.clone(),
+            self.access.clone(),
+        );
+    }
+
+    fn exception(&self, addr: String, id: JobId, kind: String, note: String) {
+        exception(addr, id, kind, note, self.access.clone());
+    }
+
+    fn signal(&self, addr: String, id: JobId, signum: i32) {
+        kill(addr, id, signum, self.access.clone());
+    }
+
+    fn expiration(&self, addr: String, id: JobId, expiration: f64) {
+        expiration_to(addr, id, expiration, self.access.clone());
+    }
+}
+
+/// Send the start request and feed every response to `sink`.
+fn start<S: Store, K: ExecSink>(job: StartJob, store: Arc<S>, sink: K, credential: ExecAccess) {
     let reattach = if job.reattach { "true" } else { "false" };
     metrics::counter!(telemetry::EXEC_STARTS, "reattach" => reattach).increment(1);
     tokio::spawn(async move {
         let id = job.id;
         let lost = |error: String| ExecMsg::Lost { id, error };
-        let outcome = run_start(job, store, &inbox, &credential).await;
+        let outcome = run_start(job, store, &sink, &credential).await;
         if let Err(error) = outcome {
             metrics::counter!(telemetry::EXEC_LOST).increment(1);
-            let _ = inbox.send(Msg::Exec(lost(error))).await;
+            let _ = sink.deliver(lost(error)).await;
         }
     });
 }
 
 /// The jobspec to send: as stored (durable since submit, which was
 /// committed before any start), with its updates applied.
-async fn jobspec(store: Arc<SqliteStore>, job: &StartJob) -> Result<String, String> {
+async fn jobspec<S: Store>(store: Arc<S>, job: &StartJob) -> Result<String, String> {
     let id = job.id;
     let text = tokio::task::spawn_blocking(move || store.jobspec(id.into()))
         .await
@@ -168,10 +188,10 @@ async fn job_credential(job: &StartJob) -> String {
     }
 }
 
-async fn run_start(
+async fn run_start<S: Store, K: ExecSink>(
     job: StartJob,
-    store: Arc<SqliteStore>,
-    inbox: &mpsc::Sender<Msg>,
+    store: Arc<S>,
+    sink: &K,
     access: &ExecAccess,
 ) -> Result<(), String> {
     let id = job.id;
@@ -236,7 +256,7 @@ async fn run_start(
             Response::ExecEvent(line) => (ExecMsg::ExecLine { id, line }, false),
             Response::OutputEvent(line) => (ExecMsg::OutputLine { id, line }, false),
         };
-        if inbox.send(Msg::Exec(msg)).await.is_err() {
+        if !sink.deliver(msg).await {
             return Ok(());
         }
         if last {
@@ -281,7 +301,7 @@ where
 }
 
 /// Deliver a fatal exception to the job's leader exec service.
-pub fn exception(addr: String, id: JobId, kind: String, note: String, credential: ExecAccess) {
+fn exception(addr: String, id: JobId, kind: String, note: String, credential: ExecAccess) {
     tell(
         addr,
         id,
@@ -300,7 +320,7 @@ pub fn exception(addr: String, id: JobId, kind: String, note: String, credential
 }
 
 /// Signal the job's tasks through its leader exec service.
-pub fn kill(addr: String, id: JobId, signum: i32, credential: ExecAccess) {
+fn kill(addr: String, id: JobId, signum: i32, credential: ExecAccess) {
     tell(
         addr,
         id,
@@ -318,7 +338,7 @@ pub fn kill(addr: String, id: JobId, signum: i32, credential: ExecAccess) {
 
 /// Tell the job's leader exec service its new R expiration (RFC 32 practice:
 /// the execution system hears a running job's `resource-update`).
-pub fn expiration(addr: String, id: JobId, expiration: f64, credential: ExecAccess) {
+fn expiration_to(addr: String, id: JobId, expiration: f64, credential: ExecAccess) {
     tell(
         addr,
         id,

@@ -17,7 +17,8 @@ use tonic::transport::server::TcpIncoming;
 
 use crate::auth::{ActiveJobs, Authenticator, JobCredentials, keys};
 use crate::config::Config;
-use crate::core::{self, Committer, Core, Links, Nodes};
+use crate::core::{self, Carrier, Committer, Core, Nodes};
+use crate::exec_client::GrpcExec;
 use crate::grpc::jobs::JobManagerService;
 use crate::grpc::node::NodeService;
 use crate::grpc::resource::ResourceService;
@@ -99,36 +100,35 @@ fn is_loopback(listen: &str) -> bool {
         .unwrap_or_else(|_| listen.starts_with("localhost:"))
 }
 
-/// Run the job manager until `shutdown` resolves; `ready` hears the bound address.
-pub async fn serve(
-    config: Config,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-    ready: impl FnOnce(SocketAddr) + Send,
-) -> Result<(), ServeError> {
-    let config = Arc::new(config);
-    // 0700 before anything is created in it: the store holds every user's
-    // environment and output, and beside it are the key and the tokens.
-    fluxgate_os::private::create_dir(&config.statedir)
-        .map_err(|e| ServeError::Config(format!("statedir {}: {e}", config.statedir.display())))?;
-    let (inventory, nodes) = inventory(&config)?;
-    let tls = crate::auth::tls::server_config(&config.tls).map_err(ServeError::Config)?;
-    let exec_ca = match &config.exec.tls_ca {
-        Some(path) => Some(std::fs::read(path).map_err(|source| ServeError::Io {
-            what: format!("cannot read exec.tls_ca {}", path.display()),
-            source,
-        })?),
-        None => None,
-    };
-    let (authenticator, node_token, job_credentials) = if config.auth.enabled {
-        let keys = keys::load_or_create(&config).map_err(ServeError::Config)?;
+/// The CA of exec services' certificates, when `exec.tls_ca` names one.
+fn exec_ca(config: &Config) -> Result<Option<Vec<u8>>, ServeError> {
+    match &config.exec.tls_ca {
+        Some(path) => Ok(Some(std::fs::read(path).map_err(|source| {
+            ServeError::Io {
+                what: format!("cannot read exec.tls_ca {}", path.display()),
+                source,
+            }
+        })?)),
+        None => Ok(None),
+    }
+}
+
+/// Who may call: the authenticator, the node token exec services must
+/// present (none when open) and the minter of per-job credentials.
+fn credentials(
+    config: &Config,
+    serves_tls: bool,
+) -> Result<(Authenticator, Option<String>, JobCredentials), ServeError> {
+    if config.auth.enabled {
+        let keys = keys::load_or_create(config).map_err(ServeError::Config)?;
         tracing::info!(
             owner_token = %config.statedir.join(keys::OWNER_TOKEN_FILE).display(),
             node_token = %config.statedir.join(keys::NODE_TOKEN_FILE).display(),
             "credentials required: tokens signed with {}, client certificates {}",
-            keys::key_path(&config).display(),
+            keys::key_path(config).display(),
             if config.tls.client_ca.is_some() { "accepted" } else { "not configured" },
         );
-        if tls.is_none() && !is_loopback(&config.listen) {
+        if !serves_tls && !is_loopback(&config.listen) {
             tracing::warn!(
                 listen = %config.listen,
                 "tokens travel in clear text: serve TLS (tls.cert, tls.key) off loopback"
@@ -146,61 +146,36 @@ pub async fn serve(
             config.auth.users.clone(),
             active,
         );
-        (auth, Some(keys.node_token), credentials)
+        Ok((auth, Some(keys.node_token), credentials))
     } else {
         if config.tls.client_ca.is_some() {
             tracing::warn!(
                 "tls.client_ca is set but auth.enabled is not: certificates are checked, \
-                 yet every client acts as the owner"
+             yet every client acts as the owner"
             );
         }
         tracing::warn!(
             owner_uid = config.owner_uid,
             "running open: no credentials are checked and every client acts as the \
-             instance owner (set auth.enabled = true to require them)"
+         instance owner (set auth.enabled = true to require them)"
         );
-        (
+        Ok((
             Authenticator::open(config.owner_uid),
             None,
             JobCredentials::disabled(),
-        )
-    };
-    let exec_access =
-        crate::exec_client::ExecAccess::new(node_token.as_deref(), exec_ca.as_deref())
-            .map_err(ServeError::Config)?;
-    let store = Arc::new(SqliteStore::open(&store_path(&config.statedir))?);
-    let hub = Hub::default();
-    let journal = Journal::new(config.resource.journal_capacity);
-    let (inbox_tx, inbox_rx) = mpsc::channel(core::INBOX_CAPACITY);
-    let links = Links {
-        hub: hub.clone(),
-        journal: journal.clone(),
-        self_tx: inbox_tx.clone(),
-        exec_access,
-        job_credentials,
-    };
-    let core = Core::new(
-        Arc::clone(&store),
-        Arc::clone(&config),
-        inventory,
-        nodes,
-        links,
-    )
-    .map_err(|e| ServeError::Config(e.to_string()))?;
+        ))
+    }
+}
 
-    let (fatal_tx, fatal_rx) = watch::channel(None::<String>);
-    let fatal_tx = Arc::new(fatal_tx);
-    let committer = {
-        let fatal_tx = Arc::clone(&fatal_tx);
-        Committer::spawn(move |e| {
-            let _ = fatal_tx.send(Some(e));
-        })
-    };
-    // A large store closed cleanly is checked beside serving, so that the
-    // start does not read every page first; damage stops the job manager
-    // with the same error an open would give. A shutdown interrupts the
-    // check: the store was clean when opened and is closed cleanly again.
-    let check = if store.check_owed() {
+/// A large store closed cleanly is checked beside serving, so that the
+/// start does not read every page first; damage stops the job manager
+/// with the same error an open would give. A shutdown interrupts the
+/// check: the store was clean when opened and is closed cleanly again.
+fn spawn_store_check(
+    store: &SqliteStore,
+    fatal_tx: Arc<watch::Sender<Option<String>>>,
+) -> Result<Option<(rusqlite::InterruptHandle, Arc<AtomicBool>)>, ServeError> {
+    Ok(if store.check_owed() {
         let check = store.check()?;
         let interrupt = check.interrupt_handle();
         let stopping = Arc::new(AtomicBool::new(false));
@@ -227,24 +202,78 @@ pub async fn serve(
         Some((interrupt, stopping))
     } else {
         None
-    };
-    let core_stop = CancellationToken::new();
-    let mut core_task = tokio::spawn(core.run(inbox_rx, committer, core_stop.clone()));
+    })
+}
 
-    let listener = TcpListener::bind(&config.listen)
+/// Listen on `listen`; the listener and the address it got.
+async fn bind(listen: &str) -> Result<(TcpListener, SocketAddr), ServeError> {
+    let listener = TcpListener::bind(listen)
         .await
         .map_err(|source| ServeError::Io {
-            what: format!("cannot listen on {}", config.listen),
+            what: format!("cannot listen on {listen}"),
             source,
         })?;
     let addr = listener.local_addr().map_err(|source| ServeError::Io {
         what: "cannot read the bound address".into(),
         source,
     })?;
+    Ok((listener, addr))
+}
+
+/// Run the job manager until `shutdown` resolves; `ready` hears the bound address.
+pub async fn serve(
+    config: Config,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+    ready: impl FnOnce(SocketAddr) + Send,
+) -> Result<(), ServeError> {
+    let config = Arc::new(config);
+    // 0700 before anything is created in it: the store holds every user's
+    // environment and output, and beside it are the key and the tokens.
+    fluxgate_os::private::create_dir(&config.statedir)
+        .map_err(|e| ServeError::Config(format!("statedir {}: {e}", config.statedir.display())))?;
+    let (inventory, nodes) = inventory(&config)?;
+    let tls = crate::auth::tls::server_config(&config.tls).map_err(ServeError::Config)?;
+    let exec_ca = exec_ca(&config)?;
+    let (authenticator, node_token, job_credentials) = credentials(&config, tls.is_some())?;
+    let exec_access =
+        crate::exec_client::ExecAccess::new(node_token.as_deref(), exec_ca.as_deref())
+            .map_err(ServeError::Config)?;
+    let store = Arc::new(SqliteStore::open(&store_path(&config.statedir))?);
+    let hub = Hub::default();
+    let journal = Journal::new(config.resource.journal_capacity);
+    let (inbox_tx, inbox_rx) = mpsc::channel(core::INBOX_CAPACITY);
+    let core = Core::new(
+        Arc::clone(&store),
+        Arc::clone(&config),
+        inventory,
+        nodes,
+        job_credentials,
+    )
+    .map_err(|e| ServeError::Config(e.to_string()))?;
+
+    let (fatal_tx, fatal_rx) = watch::channel(None::<String>);
+    let fatal_tx = Arc::new(fatal_tx);
+    let committer = {
+        let fatal_tx = Arc::clone(&fatal_tx);
+        let carrier = Carrier {
+            hub: hub.clone(),
+            journal: journal.clone(),
+            exec: GrpcExec::new(Arc::clone(&store), inbox_tx.clone(), exec_access),
+            inbox: inbox_tx.clone(),
+        };
+        Committer::spawn(carrier, move |e| {
+            let _ = fatal_tx.send(Some(e));
+        })
+    };
+    let check = spawn_store_check(&store, fatal_tx)?;
+    let core_stop = CancellationToken::new();
+    let mut core_task = tokio::spawn(core.run(inbox_rx, committer, core_stop.clone()));
+
+    let (listener, addr) = bind(&config.listen).await?;
 
     let (health_reporter, health_service) = tonic_health::server::health_reporter();
     health_reporter
-        .set_serving::<JobManagerServer<JobManagerService>>()
+        .set_serving::<JobManagerServer<JobManagerService<SqliteStore>>>()
         .await;
     let reflection = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(fluxgate_proto::FILE_DESCRIPTOR_SET)
@@ -284,7 +313,7 @@ pub async fn serve(
                 _ = fatal_rx.changed() => {}
             }
             health
-                .set_not_serving::<JobManagerServer<JobManagerService>>()
+                .set_not_serving::<JobManagerServer<JobManagerService<SqliteStore>>>()
                 .await;
             if let Some((interrupt, stopping)) = &check {
                 stopping.store(true, Ordering::Release);

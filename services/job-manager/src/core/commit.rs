@@ -1,14 +1,67 @@
-//! The committer: waits for each batch to be durable, in order, then runs the
-//! effects that were waiting for it.
+//! The committer: waits for each batch to be durable, in order, then carries
+//! out the effects that were waiting for it.
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 
-use crate::store::{Ack, SqliteStore, Store, Write};
+use super::Msg;
+use super::effect::Effect;
+use crate::exec_link::ExecLink;
+use crate::hub::Hub;
+use crate::journal::Journal;
+use crate::store::{Ack, Store, Write};
 
-/// Work that may only happen once the writes before it are on disk.
-pub type Effect = Box<dyn FnOnce() + Send>;
+/// Everything outside the core that effects reach.
+#[derive(Debug)]
+pub struct Carrier<E> {
+    /// Watchers of eventlogs.
+    pub hub: Hub,
+    /// The resource journal.
+    pub journal: Journal,
+    /// The exec services.
+    pub exec: E,
+    /// The core's inbox, for what a prolog or epilog says when it ends.
+    pub inbox: mpsc::Sender<Msg>,
+}
+
+impl<E: ExecLink> Carrier<E> {
+    /// Carry out one effect.
+    pub fn carry(&self, effect: Effect) {
+        match effect {
+            Effect::Reply(reply) => reply.send(),
+            Effect::Publish(p) => self.hub.publish(p),
+            Effect::Journal(e) => self.journal.push(&e),
+            Effect::Acquire { to, msg } => {
+                if let Err(mpsc::error::TrySendError::Full(_)) = to.try_send(msg) {
+                    // The bounded buffer protects the service; the acquirer must
+                    // re-acquire to resynchronise.
+                    tracing::error!("acquirer too slow: an acquire response was dropped");
+                }
+            }
+            Effect::Perilog(run) => {
+                tokio::spawn(super::perilog::run(*run, self.inbox.clone()));
+            }
+            Effect::ExecStart(job) => self.exec.start(*job),
+            Effect::ExecKill {
+                addr,
+                id,
+                kind,
+                note,
+            } => self.exec.exception(addr, id, kind, note),
+            Effect::ExecSignal { addr, id, signum } => self.exec.signal(addr, id, signum),
+            Effect::ExecExpiration {
+                addr,
+                id,
+                expiration,
+            } => self.exec.expiration(addr, id, expiration),
+            Effect::InactiveDurable { mark, flush } => {
+                mark.fetch_max(flush, Ordering::Release);
+            }
+        }
+    }
+}
 
 /// Batches handed to the store but not yet acknowledged, bounded.
 const IN_FLIGHT: usize = 256;
@@ -32,7 +85,10 @@ pub struct Committer {
 impl Committer {
     /// Start the committer task. If the store fails, `on_fatal` is called once and
     /// no further effect runs: what was not acknowledged was never promised.
-    pub fn spawn(on_fatal: impl FnOnce(String) + Send + 'static) -> Self {
+    pub fn spawn<E: ExecLink>(
+        carrier: Carrier<E>,
+        on_fatal: impl FnOnce(String) + Send + 'static,
+    ) -> Self {
         let (tx, mut rx) = mpsc::channel::<Pending>(IN_FLIGHT);
         tokio::spawn(async move {
             let mut on_fatal = Some(on_fatal);
@@ -49,7 +105,7 @@ impl Committer {
                     return;
                 }
                 for effect in effects {
-                    effect();
+                    carrier.carry(effect);
                 }
             }
         });
@@ -60,7 +116,7 @@ impl Committer {
     }
 
     /// Enqueue `writes` (in call order) and schedule `effects` after them.
-    pub async fn send(&self, store: &Arc<SqliteStore>, writes: Vec<Write>, effects: Vec<Effect>) {
+    pub async fn send<S: Store>(&self, store: &S, writes: Vec<Write>, effects: Vec<Effect>) {
         // A batch larger than the whole budget waits for everything before it.
         let bytes = writes
             .iter()

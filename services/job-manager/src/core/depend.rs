@@ -15,6 +15,7 @@ use super::Core;
 use super::timers::Timer;
 use crate::clock;
 use crate::error::Error;
+use crate::store::Store;
 
 /// What a dependency waits for.
 #[derive(Debug, Clone, PartialEq)]
@@ -74,7 +75,7 @@ pub struct Depends {
     on_job: HashMap<JobId, Vec<(JobId, Scheme, String)>>,
 }
 
-impl Core {
+impl<S: Store> Core<S> {
     /// Check a jobspec's dependencies; the ones still outstanding come back.
     pub(super) fn resolve_dependencies(
         &self,

@@ -1,75 +1,40 @@
 //! The job manager's side of RFC 32: start requests out, responses in.
 //!
-//! `start_exec` runs in the action step and only prepares the request; the
-//! request leaves after the `alloc` (or `flux-restart`) before it is durable.
-//! The exec client (crate::exec_client) turns the response stream into
-//! [`ExecMsg`]s on the core's inbox:
+//! `start_exec` runs in the action step and only queues an
+//! [`Effect::ExecStart`]; the committer hands it to the exec link
+//! ([`crate::exec_link::ExecLink`], gRPC in `crate::exec_client`) once the
+//! `alloc` (or `flux-restart`) before it is durable. The link turns the
+//! response stream into [`ExecMsg`]s on the core's inbox (its [`ExecSink`]):
 //!   start -> `start`; release -> `release`; exception -> `exception`;
 //!   finish -> `finish`; exec/output lines -> appended to `exec.eventlog` /
 //!   `output`; a stream that breaks before the final release -> an `exec`
 //!   exception and a final release on the job's behalf, so it can finish.
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use fluxgate_shared::{Event, JobId, JobState};
 use serde_json::Value;
+use tokio::sync::mpsc;
 
-use super::Core;
+use super::effect::Effect;
 use super::timers::Timer;
-use crate::exec_client::{self, StartJob};
-use crate::store::Log;
+use super::{Core, Msg};
+use crate::exec_link::{ExecMsg, ExecSink, StartJob};
+use crate::store::{Log, Store};
 
-/// What an exec start stream said about a job.
-#[derive(Debug, Clone, PartialEq)]
-pub enum ExecMsg {
-    /// The tasks are running.
-    Started { id: JobId },
-    /// Re-attached to running tasks after a restart.
-    Reattached { id: JobId },
-    /// Targets released; `final` is the last response.
-    Release {
-        id: JobId,
-        ranks: String,
-        last: bool,
-    },
-    /// An exception from the exec service.
-    Exception {
-        id: JobId,
-        kind: String,
-        severity: u8,
-        note: String,
-    },
-    /// The tasks ended; the largest wait status.
-    Finish { id: JobId, status: i32 },
-    /// An RFC 50 line for `exec.eventlog`.
-    ExecLine { id: JobId, line: String },
-    /// An RFC 24 line for `output`.
-    OutputLine { id: JobId, line: String },
-    /// The stream ended before the final release.
-    Lost { id: JobId, error: String },
-}
-
-impl ExecMsg {
-    /// The job it is about.
-    pub fn id(&self) -> JobId {
-        match self {
-            ExecMsg::Started { id }
-            | ExecMsg::Reattached { id }
-            | ExecMsg::Release { id, .. }
-            | ExecMsg::Exception { id, .. }
-            | ExecMsg::Finish { id, .. }
-            | ExecMsg::ExecLine { id, .. }
-            | ExecMsg::OutputLine { id, .. }
-            | ExecMsg::Lost { id, .. } => *id,
-        }
+/// The core's inbox is where its exec link delivers.
+impl ExecSink for mpsc::Sender<Msg> {
+    async fn deliver(&self, msg: ExecMsg) -> bool {
+        self.send(Msg::Exec(msg)).await.is_ok()
     }
 }
 
-/// Where each rank's exec service listens.
+/// The exec side of the core: where each rank's exec service listens, and
+/// the jobs whose start waits for the services of their nodes to join.
 #[derive(Debug, Default)]
 pub struct ExecLinks {
     addr: HashMap<u32, String>,
+    deferred: BTreeSet<JobId>,
 }
 
 impl ExecLinks {
@@ -87,9 +52,24 @@ impl ExecLinks {
     pub fn get(&self, rank: u32) -> Option<&str> {
         self.addr.get(&rank).map(String::as_str)
     }
+
+    /// `id`'s start waits for nodes; false if it already did.
+    pub fn defer(&mut self, id: JobId) -> bool {
+        self.deferred.insert(id)
+    }
+
+    /// `id`'s start waits no more; false if it did not.
+    pub fn undefer(&mut self, id: JobId) -> bool {
+        self.deferred.remove(&id)
+    }
+
+    /// Jobs whose start waits for nodes.
+    pub fn deferred(&self) -> impl Iterator<Item = JobId> + '_ {
+        self.deferred.iter().copied()
+    }
 }
 
-impl Core {
+impl<S: Store> Core<S> {
     pub(super) fn start_exec(&mut self, id: JobId, reattach: bool) {
         let Some(active) = self.jobs.get(&id) else {
             return;
@@ -116,7 +96,7 @@ impl Core {
             // After a restart the exec services rejoin on their own time: wait
             // for them (bounded), rather than declaring the job lost. The start
             // guard stays set, so the start is not owed again until a node joins.
-            if self.deferred.insert(id) {
+            if self.exec.defer(id) {
                 let wait = self.config.exec.rejoin_timeout;
                 tracing::info!(job = %id, waiting = %missing.join(", "), "start waits for nodes to join");
                 self.timers
@@ -124,7 +104,7 @@ impl Core {
             }
             return;
         }
-        if self.deferred.remove(&id) {
+        if self.exec.undefer(id) {
             self.timers.cancel_kind(id, &Timer::StartDeadline);
         }
         let leader = r.nodes().first().map(|n| n.rank()).unwrap_or(0);
@@ -144,10 +124,7 @@ impl Core {
             expiration: r.expiration(),
             credentials: self.job_credentials.clone(),
         };
-        let inbox = self.self_tx.clone();
-        let store = Arc::clone(&self.store);
-        let credential = self.exec_access.clone();
-        self.after_commit(move || exec_client::start(job, store, inbox, credential));
+        self.effect(Effect::ExecStart(Box::new(job)));
     }
 
     /// Forward a fatal exception to the running job's exec service.
@@ -155,15 +132,18 @@ impl Core {
         let Some(addr) = self.leader_addr(id) else {
             return;
         };
-        let (kind, note) = (kind.to_string(), note.to_string());
-        let credential = self.exec_access.clone();
-        self.after_commit(move || exec_client::exception(addr, id, kind, note, credential));
+        self.effect(Effect::ExecKill {
+            addr,
+            id,
+            kind: kind.to_string(),
+            note: note.to_string(),
+        });
     }
 
-    /// Signal a running job's tasks.
+    /// Signal a running job's tasks, once what is queued before is durable.
     pub(super) fn exec_kill(&mut self, id: JobId, signum: i32) {
         if let Some(addr) = self.leader_addr(id) {
-            exec_client::kill(addr, id, signum, self.exec_access.clone());
+            self.effect(Effect::ExecSignal { addr, id, signum });
         }
     }
 
@@ -171,8 +151,11 @@ impl Core {
     /// `resource-update` is durable.
     pub(super) fn exec_expiration(&mut self, id: JobId, expiration: f64) {
         if let Some(addr) = self.leader_addr(id) {
-            let access = self.exec_access.clone();
-            self.after_commit(move || exec_client::expiration(addr, id, expiration, access));
+            self.effect(Effect::ExecExpiration {
+                addr,
+                id,
+                expiration,
+            });
         }
     }
 
@@ -184,7 +167,7 @@ impl Core {
 
     /// Nodes joined: starts that waited for them may go now.
     pub(super) fn retry_deferred_starts(&mut self) {
-        for id in self.deferred.iter().copied() {
+        for id in self.exec.deferred() {
             if let Some(a) = self.jobs.get_mut(&id) {
                 a.job.guards.start_pending = false;
             }
@@ -194,7 +177,7 @@ impl Core {
 
     /// A deferred start waited too long for its nodes.
     pub(super) fn start_deadline(&mut self, id: JobId) {
-        if !self.deferred.remove(&id) {
+        if !self.exec.undefer(id) {
             return;
         }
         let note = format!(

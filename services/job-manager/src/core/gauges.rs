@@ -5,9 +5,10 @@ use fluxgate_shared::{IdSet, JobState};
 use metrics::gauge;
 
 use super::Core;
+use crate::store::Store;
 use crate::telemetry::{JOBS, NODES, SCHED_PASS};
 
-impl Core {
+impl<S: Store> Core<S> {
     /// Count jobs and nodes by state into their gauges: O(active jobs), once a tick.
     pub(super) fn set_gauges(&self) {
         if self.config.metrics.listen.is_none() {
@@ -27,7 +28,7 @@ impl Core {
             .pool()
             .map(|p| p.allocated().ranks())
             .unwrap_or_default();
-        let groups = self.res.status(&IdSet::new(), &allocated);
+        let groups = self.res.state().status(&IdSet::new(), &allocated);
         for (state, ranks) in [
             ("online", &groups.up),
             ("offline", &groups.offline),
@@ -35,7 +36,7 @@ impl Core {
             ("drained", &groups.drained),
             ("draining", &groups.draining),
             ("allocated", &groups.allocated),
-            ("schedulable", &self.up),
+            ("schedulable", self.res.up()),
         ] {
             gauge!(NODES, "state" => state).set(ranks.count() as f64);
         }

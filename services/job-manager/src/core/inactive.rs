@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use fluxgate_shared::JobId;
 use fluxgate_shared::job::{Job, JobResult, JobState};
 
-use super::commit::Effect;
+use super::effect::Effect;
 use super::{Inactive, Spec};
 use crate::store::{Store, StoreError};
 
@@ -160,10 +160,10 @@ impl InactiveJobs {
         if !std::mem::take(&mut self.dirty) {
             return None;
         }
-        let mark = Arc::clone(&self.durable);
-        Some(Box::new(move || {
-            mark.fetch_max(this, Ordering::Release);
-        }))
+        Some(Effect::InactiveDurable {
+            mark: Arc::clone(&self.durable),
+            flush: this,
+        })
     }
 
     /// How many inactive jobs there are.
@@ -286,7 +286,11 @@ pub(super) fn read_summary(
             let stored = store.read_job(id.into())?;
             Ok(stored
                 .ok_or_else(|| "job vanished from the store".to_string())
-                .and_then(|s| super::restart::replay_stored(&s).map(|r| r.to_inactive()))
+                .and_then(|s| {
+                    super::replay::replay_stored(&s)
+                        .map(|r| r.to_inactive())
+                        .map_err(|e| e.to_string())
+                })
                 .unwrap_or_else(|why| Inactive::damaged(0, &why)))
         }
     }
@@ -364,8 +368,8 @@ mod tests {
         if !writes.is_empty() {
             store.commit(writes).await.unwrap();
         }
-        if let Some(effect) = effect {
-            effect();
+        if let Some(Effect::InactiveDurable { mark, flush }) = effect {
+            mark.fetch_max(flush, Ordering::Release);
         }
     }
 

@@ -118,7 +118,7 @@ impl ListFilter {
     }
 }
 
-impl Core {
+impl<S: Store> Core<S> {
     /// The active jobs that pass `f` (and inactive ones held only in
     /// memory); the stored inactive ones come from [`stored_inactive`].
     pub(super) fn list(&self, f: &ListFilter) -> Vec<JobInfo> {

@@ -13,6 +13,7 @@
 pub mod bounds;
 mod commit;
 mod depend;
+pub mod effect;
 mod exec;
 mod gauges;
 mod inactive;
@@ -22,6 +23,7 @@ pub mod output;
 mod perilog;
 mod pipeline;
 mod purge;
+mod replay;
 mod resource;
 mod restart;
 pub mod sched;
@@ -29,6 +31,7 @@ mod submit;
 mod summary;
 mod timers;
 mod update;
+mod wait;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -43,13 +46,15 @@ use tokio::sync::{mpsc, oneshot};
 use crate::clock;
 use crate::config::Config;
 use crate::error::Error;
-use crate::hub::{HUB_LINE_MAX, Hub, Published};
-use crate::store::{Log, SqliteStore, Write};
+use crate::hub::{HUB_LINE_MAX, Published};
+use crate::store::{Log, Store, Write};
+use crate::values::{Severity, Urgency};
 
-pub use commit::Committer;
-pub use exec::ExecMsg;
+pub use crate::exec_link::ExecMsg;
+pub use commit::{Carrier, Committer};
+pub use effect::{Answer, Effect, Reply};
 pub use list::{JobInfo, ListFilter, merge as merge_listings, stored_inactive};
-pub use nodes::{NodeInfo, NodeMsg, Nodes};
+pub use nodes::{JoinRefused, NodeInfo, NodeMsg, Nodes};
 pub use resource::{ResourceMsg, ResourceView};
 pub use restart::Recovered;
 pub use submit::SubmitArgs;
@@ -69,7 +74,7 @@ pub enum Msg {
     Raise {
         id: JobId,
         kind: String,
-        severity: u8,
+        severity: Severity,
         note: String,
         userid: u32,
         reply: oneshot::Sender<Result<(), Error>>,
@@ -83,7 +88,7 @@ pub enum Msg {
     /// Change a pending job's urgency; answers the old one.
     Urgency {
         id: JobId,
-        urgency: u8,
+        urgency: Urgency,
         userid: u32,
         reply: oneshot::Sender<Result<u8, Error>>,
     },
@@ -137,13 +142,10 @@ pub enum Msg {
     /// A prolog or epilog command ended with this wait status.
     Perilog {
         id: JobId,
-        which: perilog::Which,
+        which: effect::Which,
         status: i32,
     },
 }
-
-/// Where a `Wait` answer goes.
-type WaitReply = oneshot::Sender<Result<WaitResult, Error>>;
 
 /// What `Wait` answers.
 #[derive(Debug, Clone, PartialEq)]
@@ -266,65 +268,51 @@ pub struct Inactive {
 #[derive(Default)]
 struct Outbox {
     writes: Vec<Write>,
-    effects: Vec<commit::Effect>,
+    effects: Vec<Effect>,
     touched: Vec<JobId>,
     /// Something changed that may let the head of the queue run.
     resched: bool,
 }
 
-/// How the core reaches everything outside it.
-#[derive(Debug)]
-pub struct Links {
-    /// Watchers of eventlogs.
-    pub hub: Hub,
-    /// The resource journal.
-    pub journal: crate::journal::Journal,
-    /// The core's own inbox (for messages it sends itself).
-    pub self_tx: mpsc::Sender<Msg>,
-    /// How exec services are reached: node credential and TLS.
-    pub exec_access: crate::exec_client::ExecAccess,
-    /// Mints each started job's credential and revokes it when the job ends.
-    pub job_credentials: crate::auth::JobCredentials,
-}
-
 /// The job pipeline's state; owned by one task.
-pub struct Core {
-    store: Arc<SqliteStore>,
+pub struct Core<S> {
+    /// The durable store: written through the committer, read at recovery.
+    store: Arc<S>,
     config: Arc<Config>,
-    hub: Hub,
-    /// Boxed: the map's slots stay small however large an active job is,
+    /// Active jobs. Boxed: the map's slots stay small however large an active job is,
     /// so a queue of a million pending jobs does not double in place.
     jobs: HashMap<JobId, Box<Active>>,
+    /// Inactive jobs: recent ones in memory, the rest in the store.
     inactive: inactive::InactiveJobs,
     ids: FluidGenerator,
     epoch_ms: u64,
+    /// Resources recovered jobs hold, marked allocated once the pool exists.
     held: Vec<Arc<ResourceSet>>,
+    /// Writes and effects of the message being handled.
     out: Outbox,
+    /// The queue and scheduler seat, with its policy.
     sched: sched::Sched,
+    /// Dependencies between jobs (RFC 26).
     deps: depend::Depends,
+    /// Time limits, begin times and start deadlines.
     timers: timers::Timers,
+    /// Where exec services listen; starts waiting for their nodes.
     exec: exec::ExecLinks,
+    /// Membership: which exec service serves which rank.
     nodes: Nodes,
-    res: fluxgate_shared::resource::ResourceState,
-    reslog: resource::ResLog,
-    journal: crate::journal::Journal,
-    up: fluxgate_shared::IdSet,
-    acquirer: Option<mpsc::Sender<Map<String, Value>>>,
-    last_heard: HashMap<u32, std::time::Instant>,
+    /// The resource module's state (RFC 44 state, eventlog, acquirer).
+    res: resource::Resources,
+    /// Whether submissions are taken.
     queue: QueueStatus,
-    waiters: Vec<(Option<JobId>, WaitReply)>,
-    /// Jobs whose start waits for nodes to join.
-    deferred: std::collections::BTreeSet<JobId>,
-    self_tx: mpsc::Sender<Msg>,
-    /// How exec services are reached: node credential and TLS.
-    exec_access: crate::exec_client::ExecAccess,
+    /// Requests waiting for jobs to end (`flux job wait`).
+    waiters: wait::Waiters,
     /// Mints each started job's credential and revokes it when the job ends.
     job_credentials: crate::auth::JobCredentials,
     /// Active jobs per user, for `[policy.limits] max_active_jobs`.
     user_jobs: bounds::ActiveCounts,
 }
 
-impl std::fmt::Debug for Core {
+impl<S> std::fmt::Debug for Core<S> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Core")
             .field("active", &self.jobs.len())
@@ -333,22 +321,16 @@ impl std::fmt::Debug for Core {
     }
 }
 
-impl Core {
-    /// A core over `store` with the given inventory, reaching out through `links`.
+impl<S: Store> Core<S> {
+    /// A core over `store` with the given inventory; `job_credentials` mints
+    /// each started job's credential and revokes it when the job ends.
     pub fn new(
-        store: Arc<SqliteStore>,
+        store: Arc<S>,
         config: Arc<Config>,
         inventory: Option<ResourceSet>,
         nodes: Nodes,
-        links: Links,
+        job_credentials: crate::auth::JobCredentials,
     ) -> Result<Self, Error> {
-        let Links {
-            hub,
-            journal,
-            self_tx,
-            exec_access,
-            job_credentials,
-        } = links;
         let ids = FluidGenerator::new(0, 0)
             .map_err(|e| Error::Invalid(format!("job id generator: {e}")))?;
         let mut sched = sched::Sched::new();
@@ -365,7 +347,6 @@ impl Core {
         let mut core = Core {
             store,
             config,
-            hub,
             jobs: HashMap::new(),
             inactive: Default::default(),
             ids,
@@ -377,20 +358,12 @@ impl Core {
             timers: timers::Timers::default(),
             exec: exec::ExecLinks::default(),
             nodes,
-            res: fluxgate_shared::resource::ResourceState::new(),
-            reslog: Default::default(),
-            journal,
-            up: fluxgate_shared::IdSet::new(),
-            acquirer: None,
-            last_heard: HashMap::new(),
+            res: resource::Resources::default(),
             queue: QueueStatus {
                 started: true,
                 reason: String::new(),
             },
-            waiters: Vec::new(),
-            deferred: Default::default(),
-            self_tx,
-            exec_access,
+            waiters: wait::Waiters::default(),
             job_credentials,
             user_jobs: Default::default(),
         };
@@ -467,9 +440,7 @@ impl Core {
         match msg {
             Msg::Submit { jobs, reply } => {
                 let results = jobs.into_iter().map(|j| self.submit(j)).collect();
-                self.after_commit(move || {
-                    let _ = reply.send(results);
-                });
+                self.reply(reply, results);
             }
             Msg::Raise {
                 id,
@@ -479,14 +450,12 @@ impl Core {
                 userid,
                 reply,
             } => {
-                let r = self.raise(id, &kind, severity, &note, Some(userid));
-                self.after_commit(move || {
-                    let _ = reply.send(r);
-                });
+                let r = self.raise(id, &kind, severity.get(), &note, Some(userid));
+                self.reply(reply, r);
             }
             Msg::Kill { id, signum, reply } => {
                 let r = self.kill(id, signum);
-                let _ = reply.send(r);
+                self.reply(reply, r);
             }
             Msg::Urgency {
                 id,
@@ -495,22 +464,16 @@ impl Core {
                 reply,
             } => {
                 let r = self.set_urgency(id, urgency, userid);
-                self.after_commit(move || {
-                    let _ = reply.send(r);
-                });
+                self.reply(reply, r);
             }
             Msg::Memo { id, memo, reply } => {
                 let r = self.memo(id, memo);
-                self.after_commit(move || {
-                    let _ = reply.send(r);
-                });
+                self.reply(reply, r);
             }
             Msg::List { filter, reply } => {
                 // Answered once what the listing reflects is durable.
                 let jobs = self.list(&filter);
-                self.after_commit(move || {
-                    let _ = reply.send(jobs);
-                });
+                self.reply(reply, jobs);
             }
             Msg::Lookup { id, reply } => {
                 let known = if self.jobs.contains_key(&id) {
@@ -556,9 +519,7 @@ impl Core {
             Msg::Perilog { id, which, status } => self.end_perilog(id, which, status),
             Msg::Update { id, updates, reply } => {
                 let r = self.update(id, updates);
-                self.after_commit(move || {
-                    let _ = reply.send(r);
-                });
+                self.reply(reply, r);
             }
             Msg::Purge {
                 age_limit,
@@ -568,17 +529,23 @@ impl Core {
                 reply,
             } => {
                 let n = self.purge(age_limit, num_limit, force, batch);
-                self.after_commit(move || {
-                    let _ = reply.send(n);
-                });
+                self.reply(reply, n);
             }
         }
         self.run_actions();
     }
 
     /// Queue an effect to run once everything posted so far is durable.
-    fn after_commit(&mut self, f: impl FnOnce() + Send + 'static) {
-        self.out.effects.push(Box::new(f));
+    fn effect(&mut self, effect: Effect) {
+        self.out.effects.push(effect);
+    }
+
+    /// Answer `to` with `value` once everything posted so far is durable.
+    fn reply<T>(&mut self, to: oneshot::Sender<T>, value: T)
+    where
+        Answer<T>: Into<Reply>,
+    {
+        self.effect(Effect::Reply(Answer { to, value }.into()));
     }
 
     /// Append an event to a job's log: apply it (main log), queue the write and
@@ -595,7 +562,7 @@ impl Core {
             return false;
         }
         let line = event.to_json();
-        Self::queue_line(&mut self.out, &self.hub, active, id, Log::Main, line);
+        Self::queue_line(&mut self.out, active, id, Log::Main, line);
         self.out.touched.push(id);
         true
     }
@@ -605,17 +572,10 @@ impl Core {
         let Some(active) = self.jobs.get_mut(&id) else {
             return;
         };
-        Self::queue_line(&mut self.out, &self.hub, active, id, log, line);
+        Self::queue_line(&mut self.out, active, id, log, line);
     }
 
-    fn queue_line(
-        out: &mut Outbox,
-        hub: &Hub,
-        active: &mut Active,
-        id: JobId,
-        log: Log,
-        line: String,
-    ) {
+    fn queue_line(out: &mut Outbox, active: &mut Active, id: JobId, log: Log, line: String) {
         let slot = match log {
             Log::Main => 0,
             Log::Exec => 1,
@@ -630,14 +590,11 @@ impl Core {
             log,
             line,
         });
-        let hub = hub.clone();
-        out.effects.push(Box::new(move || {
-            hub.publish(Published::Line {
-                id,
-                log,
-                seq,
-                line: shared,
-            });
+        out.effects.push(Effect::Publish(Published::Line {
+            id,
+            log,
+            seq,
+            line: shared,
         }));
     }
 
@@ -647,7 +604,7 @@ impl Core {
         }
         let mut out = std::mem::take(&mut self.out);
         out.effects.extend(self.inactive.end_flush());
-        committer.send(&self.store, out.writes, out.effects).await;
+        committer.send(&*self.store, out.writes, out.effects).await;
     }
 
     fn context(
@@ -679,11 +636,6 @@ impl Core {
         if kind.is_empty() || kind.chars().any(|c| c.is_whitespace()) {
             return Err(Error::Invalid(format!(
                 "exception type {kind:?} must be a non-empty word"
-            )));
-        }
-        if severity > 7 {
-            return Err(Error::Invalid(format!(
-                "exception severity {severity} is out of range 0-7"
             )));
         }
         bounds::check_note("exception note", note)?;
@@ -741,12 +693,7 @@ impl Core {
         Ok(())
     }
 
-    fn set_urgency(&mut self, id: JobId, urgency: u8, userid: u32) -> Result<u8, Error> {
-        if urgency > 31 {
-            return Err(Error::Invalid(format!(
-                "urgency {urgency} is out of range 0-31"
-            )));
-        }
+    fn set_urgency(&mut self, id: JobId, urgency: Urgency, userid: u32) -> Result<u8, Error> {
         let active = self.active(id)?;
         if !active.job.state().is_pending() {
             return Err(Error::WrongState(format!(
@@ -759,7 +706,7 @@ impl Core {
             "urgency",
             Self::context([
                 ("userid", Value::from(userid)),
-                ("urgency", Value::from(urgency)),
+                ("urgency", Value::from(urgency.get())),
             ]),
         );
         self.reprioritize(id);
@@ -776,51 +723,6 @@ impl Core {
         Ok(())
     }
 
-    fn wait(&mut self, id: Option<JobId>, reply: oneshot::Sender<Result<WaitResult, Error>>) {
-        let reaped = match self.inactive.reap(&*self.store, id) {
-            Ok(r) => r,
-            Err(e) => {
-                let _ = reply.send(Err(e.into()));
-                return;
-            }
-        };
-        if let Some((id, job)) = reaped {
-            self.out.writes.push(job.summary_write(id));
-            let result = wait_result(id, &job);
-            // Answered once the reaping is durable, so a restart cannot reap it again.
-            self.after_commit(move || {
-                let _ = reply.send(Ok(result));
-            });
-            return;
-        }
-        match id {
-            Some(id) => match self.jobs.get(&id) {
-                Some(a) if !a.job.flags().waitable => {
-                    let _ = reply.send(Err(Error::WrongState(format!(
-                        "job {id} is not waitable (submit it with the waitable flag)"
-                    ))));
-                }
-                Some(_) => self.waiters.push((Some(id), reply)),
-                None => {
-                    let err = match self.inactive.contains(&*self.store, id) {
-                        Ok(true) => Error::WrongState(format!(
-                            "job {id} is not waitable (submit it with the waitable flag) or was already waited for"
-                        )),
-                        Ok(false) => Error::UnknownJob(id),
-                        Err(e) => e.into(),
-                    };
-                    let _ = reply.send(Err(err));
-                }
-            },
-            None if self.jobs.values().any(|a| a.job.flags().waitable) => {
-                self.waiters.push((None, reply));
-            }
-            None => {
-                let _ = reply.send(Err(Error::WrongState("there are no waitable jobs".into())));
-            }
-        }
-    }
-
     /// A job reached INACTIVE: keep its summary, answer waiters, tell watchers.
     fn retire(&mut self, id: JobId) {
         self.close_output(id);
@@ -832,7 +734,7 @@ impl Core {
         self.user_jobs.removed(active.job.userid());
         self.sched.forget(id);
         self.timers.cancel(id);
-        self.deferred.remove(&id);
+        self.exec.undefer(id);
         let mut inactive = Inactive::from_job(
             &active.job,
             &active.spec,
@@ -841,63 +743,14 @@ impl Core {
             &active.nodelist,
             clock::now,
         );
-        if inactive.waitable
-            && let Some(pos) = self
-                .waiters
-                .iter()
-                .position(|(w, _)| w.is_none_or(|w| w == id))
-        {
-            let (_, reply) = self.waiters.swap_remove(pos);
-            inactive.waitable = false;
-            let result = wait_result(id, &inactive);
-            self.after_commit(move || {
-                let _ = reply.send(Ok(result));
-            });
-        }
-        // Any-waiters left with nothing to wait for get an answer now. The
-        // scan of active jobs is made only while someone waits, so a job's
-        // end costs no work proportional to the queue.
-        if self.waiters.iter().any(|(w, _)| w.is_none())
-            && !self.jobs.values().any(|a| a.job.flags().waitable)
-        {
-            let mut keep = Vec::new();
-            for (w, reply) in self.waiters.drain(..) {
-                if w.is_none() {
-                    let _ = reply.send(Err(Error::WrongState("there are no waitable jobs".into())));
-                } else {
-                    keep.push((w, reply));
-                }
-            }
-            self.waiters = keep;
-        }
+        self.answer_waiters(id, &mut inactive);
         let (result, started) = (inactive.result, inactive.t_run.is_some());
         self.out.writes.push(inactive.summary_write(id));
         self.inactive.retired(id, inactive);
         self.antecedent_changed(id, Some((result, started)));
-        let hub = self.hub.clone();
-        self.after_commit(move || hub.publish(Published::Inactive { id }));
+        self.effect(Effect::Publish(Published::Inactive { id }));
     }
 }
 
-fn wait_result(id: JobId, j: &Inactive) -> WaitResult {
-    let success = j.result == JobResult::Completed;
-    let error = if success {
-        String::new()
-    } else if let Some(e) = &j.exception {
-        if e.1.is_empty() {
-            format!("Fatal exception type={}", e.0)
-        } else {
-            format!("Fatal exception type={} {}", e.0, e.1)
-        }
-    } else if let Some(ws) = j.waitstatus {
-        let ws = fluxgate_shared::job::WaitStatus(ws);
-        match (ws.exit_code(), ws.signal()) {
-            (Some(code), _) => format!("task(s) exited with exit code {code}"),
-            (_, Some(sig)) => format!("task(s) terminated by signal {sig}"),
-            _ => "job failed".into(),
-        }
-    } else {
-        "job failed".into()
-    };
-    WaitResult { id, success, error }
-}
+#[cfg(test)]
+mod tests;

@@ -14,6 +14,7 @@ use fluxgate_shared::{Hostlist, IdSet, JobState, ResourceSet};
 use tokio::sync::oneshot;
 
 use super::Core;
+use crate::store::Store;
 
 /// One node an exec process serves.
 #[derive(Debug, Clone, PartialEq)]
@@ -26,6 +27,20 @@ pub struct NodeInfo {
     pub gpus: IdSet,
 }
 
+/// Why a join stream's hello is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum JoinRefused {
+    /// The hello lists no node.
+    #[error("hello names no node")]
+    NoNode,
+    /// Every rank of a size-configured instance is taken.
+    #[error("host {host} cannot join: the instance already has its {size} nodes")]
+    Full { host: String, size: u32 },
+    /// The host is not one of the configured ones.
+    #[error("host {0} is not in this instance's resource inventory")]
+    Unknown(String),
+}
+
 /// Messages from the join streams.
 #[derive(Debug)]
 pub enum NodeMsg {
@@ -34,7 +49,7 @@ pub enum NodeMsg {
         session: u64,
         nodes: Vec<NodeInfo>,
         addr: String,
-        reply: oneshot::Sender<Result<Vec<u32>, String>>,
+        reply: oneshot::Sender<Result<Vec<u32>, JoinRefused>>,
     },
     /// A heartbeat on a join stream.
     Heartbeat { session: u64 },
@@ -121,7 +136,7 @@ impl Nodes {
         }
     }
 
-    fn rank_for(&mut self, host: &str) -> Result<u32, String> {
+    fn rank_for(&mut self, host: &str) -> Result<u32, JoinRefused> {
         if let Some(r) = self.rank_of_host.get(host) {
             return Ok(*r);
         }
@@ -131,12 +146,11 @@ impl Nodes {
                 self.rank_of_host.insert(host.to_string(), r);
                 Ok(r)
             }
-            Source::Size(n) => Err(format!(
-                "host {host} cannot join: the instance already has its {n} nodes"
-            )),
-            _ => Err(format!(
-                "host {host} is not in this instance's resource inventory"
-            )),
+            Source::Size(size) => Err(JoinRefused::Full {
+                host: host.to_string(),
+                size,
+            }),
+            _ => Err(JoinRefused::Unknown(host.to_string())),
         }
     }
 
@@ -164,7 +178,7 @@ impl Nodes {
     }
 }
 
-impl Core {
+impl<S: Store> Core<S> {
     pub(super) fn node_msg(&mut self, msg: NodeMsg) {
         match msg {
             NodeMsg::Hello {
@@ -194,9 +208,9 @@ impl Core {
         session: u64,
         nodes: Vec<NodeInfo>,
         addr: String,
-    ) -> Result<Vec<u32>, String> {
+    ) -> Result<Vec<u32>, JoinRefused> {
         if nodes.is_empty() {
-            return Err("hello names no node".into());
+            return Err(JoinRefused::NoNode);
         }
         let mut ranks = Vec::with_capacity(nodes.len());
         for n in &nodes {
@@ -218,7 +232,7 @@ impl Core {
                 online.insert(*rank);
             }
             self.nodes.online.insert(*rank);
-            self.last_heard.insert(*rank, std::time::Instant::now());
+            self.res.heard(*rank, std::time::Instant::now());
         }
         self.nodes
             .sessions

@@ -199,7 +199,7 @@ fn without_data(event: &Event) -> String {
     Event::new(event.timestamp, event.name.as_str(), Some(ctx)).to_json()
 }
 
-impl Core {
+impl<S: Store> Core<S> {
     /// Append an output line from exec within the job's budget.
     pub(super) fn append_output(&mut self, id: JobId, event: &Event, line: String) {
         let Some(active) = self.jobs.get_mut(&id) else {

@@ -16,27 +16,11 @@ use fluxgate_shared::JobId;
 use serde_json::Value;
 use tokio::sync::mpsc;
 
+use super::effect::{Effect, PerilogRun, Which};
 use super::{Core, Msg};
+use crate::store::Store;
 
-/// Which command.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Which {
-    /// Before the job starts.
-    Prolog,
-    /// After the job ends, before its resources are freed.
-    Epilog,
-}
-
-impl Which {
-    fn name(self) -> &'static str {
-        match self {
-            Which::Prolog => "prolog",
-            Which::Epilog => "epilog",
-        }
-    }
-}
-
-impl Core {
+impl<S: Store> Core<S> {
     fn perilog_command(&self, which: Which) -> Option<String> {
         match which {
             Which::Prolog => self.config.perilog.prolog.clone(),
@@ -70,11 +54,14 @@ impl Core {
         ) {
             return false;
         }
-        let inbox = self.self_tx.clone();
         let timeout = Duration::from_secs_f64(self.config.perilog.timeout.max(0.001));
-        self.after_commit(move || {
-            tokio::spawn(run(cmd, id, userid, which, timeout, inbox));
-        });
+        self.effect(Effect::Perilog(Box::new(PerilogRun {
+            cmd,
+            id,
+            userid,
+            which,
+            timeout,
+        })));
         true
     }
 
@@ -102,14 +89,15 @@ impl Core {
     }
 }
 
-async fn run(
-    cmd: String,
-    id: JobId,
-    userid: u32,
-    which: Which,
-    timeout: Duration,
-    inbox: mpsc::Sender<Msg>,
-) {
+/// Run the command; its wait status comes back on the core's inbox.
+pub(super) async fn run(run: PerilogRun, inbox: mpsc::Sender<Msg>) {
+    let PerilogRun {
+        cmd,
+        id,
+        userid,
+        which,
+        timeout,
+    } = run;
     let child = tokio::process::Command::new("/bin/sh")
         .arg("-c")
         .arg(&cmd)

@@ -5,7 +5,8 @@ use fluxgate_shared::JobId;
 use fluxgate_shared::job::{Action, JobState};
 use serde_json::Value;
 
-use super::{Core, perilog};
+use super::{Core, effect};
+use crate::store::Store;
 
 /// Most rounds of owed actions for one job in one pass.
 const MAX_ROUNDS: usize = 32;
@@ -22,7 +23,7 @@ pub fn priority_of(urgency: u8) -> u32 {
     }
 }
 
-impl Core {
+impl<S: Store> Core<S> {
     /// Run owed actions for every job touched since the last call.
     pub(super) fn run_actions(&mut self) {
         // Posting events touches more jobs (dependents, the scheduler's picks), so
@@ -83,7 +84,7 @@ impl Core {
                     }
                     Action::CancelAlloc => self.cancel_alloc(id),
                     Action::StartExec { reattach } => {
-                        if !reattach && self.begin_perilog(id, perilog::Which::Prolog) {
+                        if !reattach && self.begin_perilog(id, effect::Which::Prolog) {
                             // The start is owed again once prolog-finish lands.
                             if let Some(a) = self.jobs.get_mut(&id) {
                                 a.job.guards.start_pending = false;
@@ -93,7 +94,7 @@ impl Core {
                         }
                     }
                     Action::FreeResources => {
-                        if self.begin_perilog(id, perilog::Which::Epilog) {
+                        if self.begin_perilog(id, effect::Which::Epilog) {
                             if let Some(a) = self.jobs.get_mut(&id) {
                                 a.job.guards.free_posted = false;
                             }

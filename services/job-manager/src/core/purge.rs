@@ -5,12 +5,12 @@
 use super::Core;
 use crate::clock;
 use crate::error::Error;
-use crate::store::Write;
+use crate::store::{Store, Write};
 
 /// Most jobs purged per tick by the configured limits.
 const TICK_BATCH: usize = 1000;
 
-impl Core {
+impl<S: Store> Core<S> {
     /// Jobs to purge, oldest first: older than `age_limit`, or beyond the newest
     /// `num_limit`. With `force` they are purged (at most `batch`, 0 = all);
     /// either way the count is returned.

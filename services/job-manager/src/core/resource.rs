@@ -8,6 +8,7 @@
 //! recomputed; its delta moves the scheduler's pool and is the RFC 28
 //! `{up, down}` response sent to the one acquirer.
 
+use std::collections::HashMap;
 use std::time::Instant;
 
 use fluxgate_shared::eventlog::parse_eventlog_lenient;
@@ -20,6 +21,7 @@ use serde_json::{Map, Value};
 use tokio::sync::{mpsc, oneshot};
 
 use super::Core;
+use super::effect::Effect;
 use crate::clock;
 use crate::error::Error;
 use crate::store::{Store, Write};
@@ -87,6 +89,95 @@ pub struct ResLog {
     threshold: usize,
 }
 
+/// The resource module's own state, as flux-core's resource module keeps
+/// it: the RFC 44 fold, what is stored of its eventlog, the targets the
+/// scheduler may use, the one acquirer (RFC 28) and when each rank was
+/// last heard from (torpid detection).
+#[derive(Debug, Default)]
+pub struct Resources {
+    /// Drain, online and torpid state: the fold of the resource eventlog.
+    state: ResourceState,
+    /// What is stored of the resource eventlog.
+    log: ResLog,
+    /// Schedulable targets, as last told to the scheduler and acquirer.
+    up: IdSet,
+    /// The scheduler that acquired the resources, while it listens.
+    acquirer: Option<mpsc::Sender<Map<String, Value>>>,
+    /// When each rank's exec service was last heard from.
+    last_heard: HashMap<u32, Instant>,
+}
+
+impl Resources {
+    /// The RFC 44 state.
+    pub fn state(&self) -> &ResourceState {
+        &self.state
+    }
+
+    /// Schedulable targets.
+    pub fn up(&self) -> &IdSet {
+        &self.up
+    }
+
+    /// Rank `rank` was heard from at `now`.
+    pub fn heard(&mut self, rank: u32, now: Instant) {
+        self.last_heard.insert(rank, now);
+    }
+
+    /// Ranks of `online` not heard from within `limit` of `now` and not
+    /// yet torpid.
+    fn newly_silent(&self, online: &IdSet, now: Instant, limit: std::time::Duration) -> IdSet {
+        let mut silent = IdSet::new();
+        for rank in online.iter() {
+            let quiet = self
+                .last_heard
+                .get(&rank)
+                .is_none_or(|t| now.duration_since(*t) > limit);
+            if quiet && !self.state.torpid().contains(rank) {
+                silent.insert(rank);
+            }
+        }
+        silent
+    }
+
+    /// The acquirer, while it still listens.
+    fn live_acquirer(&mut self) -> Option<mpsc::Sender<Map<String, Value>>> {
+        if self.acquirer.as_ref().is_some_and(mpsc::Sender::is_closed) {
+            self.acquirer = None;
+        }
+        self.acquirer.clone()
+    }
+
+    /// Record a stored event in what is known of the stored eventlog.
+    fn stored(&mut self, event: &ResourceEvent, timestamp: f64) {
+        self.log.len += 1;
+        match event {
+            ResourceEvent::ResourceDefine { .. } => self.log.define = Some(timestamp),
+            ResourceEvent::ResourceUpdate { .. } => self.log.update = Some(timestamp),
+            _ => {}
+        }
+    }
+
+    /// The checkpoint of the stored eventlog, when it holds more than
+    /// `max` lines (0: never); then it is what is stored.
+    fn checkpoint_due(&mut self, max: usize) -> Option<Vec<String>> {
+        if max == 0 || self.log.len <= self.log.threshold.max(max) {
+            return None;
+        }
+        let events = checkpoint(&self.state, self.log.define, self.log.update);
+        let lines: Vec<String> = events.iter().map(|e| e.to_json()).collect();
+        tracing::info!(
+            from = self.log.len,
+            to = lines.len(),
+            "resource eventlog checkpointed"
+        );
+        self.log.len = lines.len();
+        // A checkpoint as long as the limit (thousands of distinct drains)
+        // must not be redone on every event.
+        self.log.threshold = max.max(2 * lines.len());
+        Some(lines)
+    }
+}
+
 /// A snapshot of resource state for status and list.
 #[derive(Debug, Clone, Default)]
 pub struct ResourceView {
@@ -102,7 +193,7 @@ pub struct ResourceView {
     pub allocated: Option<ResourceSet>,
 }
 
-impl Core {
+impl<S: Store> Core<S> {
     /// Build the resource state at start: replay the stored eventlog (a bad line
     /// is reported and skipped), then post `restart` and, for a configured
     /// inventory, `resource-define`.
@@ -127,7 +218,7 @@ impl Core {
                     }
                 }
                 let (define, update) = last_definition_times(&log.events);
-                self.reslog = ResLog {
+                self.res.log = ResLog {
                     len: lines.len(),
                     define,
                     update,
@@ -136,7 +227,7 @@ impl Core {
             }
             Err(e) => tracing::error!(error = %e, "cannot read the resource eventlog"),
         }
-        self.res = state;
+        self.res.state = state;
         // Without a host map yet (size mode) a checkpoint would lose the
         // hostnames that let drains follow their nodes; it waits for one.
         if hosts.is_some() {
@@ -167,7 +258,7 @@ impl Core {
 
     /// The inventory became known by discovery.
     pub(super) fn define_discovered(&mut self, inventory: ResourceSet, first_definition: bool) {
-        if first_definition && self.res.ranks().is_empty() {
+        if first_definition && self.res.state.ranks().is_empty() {
             // Size mode: the hostnames are known only now.
             let hosts = inventory.nodelist().unwrap_or_default();
             self.post_restart(hosts);
@@ -183,21 +274,15 @@ impl Core {
     /// Apply, store (if persistent), journal and propagate one resource event.
     pub(super) fn post_resource(&mut self, event: ResourceEvent) {
         let e = event.to_event(clock::now());
-        self.res.apply_typed(e.timestamp, &event);
+        self.res.state.apply_typed(e.timestamp, &event);
         if event.is_persistent() {
             self.out
                 .writes
                 .push(Write::ResourceEvent { line: e.to_json() });
-            self.reslog.len += 1;
-            match event {
-                ResourceEvent::ResourceDefine { .. } => self.reslog.define = Some(e.timestamp),
-                ResourceEvent::ResourceUpdate { .. } => self.reslog.update = Some(e.timestamp),
-                _ => {}
-            }
+            self.res.stored(&event, e.timestamp);
             self.checkpoint_if_due();
         }
-        let journal = self.journal.clone();
-        self.after_commit(move || journal.push(&e));
+        self.effect(Effect::Journal(e));
         self.update_up();
     }
 
@@ -205,24 +290,11 @@ impl Core {
     /// more than `eventlog_max` lines. The replacement is one write in the
     /// batch, so a crash leaves either the old log or the checkpoint.
     fn checkpoint_if_due(&mut self) {
-        let max = self.config.resource.eventlog_max;
-        if max == 0 || self.reslog.len <= self.reslog.threshold.max(max) {
-            return;
+        if let Some(lines) = self.res.checkpoint_due(self.config.resource.eventlog_max) {
+            self.out
+                .writes
+                .push(Write::ReplaceResourceEventlog { lines });
         }
-        let events = checkpoint(&self.res, self.reslog.define, self.reslog.update);
-        let lines: Vec<String> = events.iter().map(|e| e.to_json()).collect();
-        tracing::info!(
-            from = self.reslog.len,
-            to = lines.len(),
-            "resource eventlog checkpointed"
-        );
-        self.reslog.len = lines.len();
-        // A checkpoint as long as the limit (thousands of distinct drains)
-        // must not be redone on every event.
-        self.reslog.threshold = max.max(2 * lines.len());
-        self.out
-            .writes
-            .push(Write::ReplaceResourceEventlog { lines });
     }
 
     /// Recompute the schedulable targets and tell the scheduler and acquirer.
@@ -232,34 +304,24 @@ impl Core {
         };
         let new_up = self
             .res
+            .state
             .schedulable(&IdSet::new())
             .intersection(&pool.inventory().ranks());
-        let delta = AcquireDelta::between(&self.up, &new_up);
+        let delta = AcquireDelta::between(&self.res.up, &new_up);
         if delta.is_empty() {
             return;
         }
         self.sched.set_up(&delta.up, true);
         self.sched.set_up(&delta.down, false);
-        self.up = new_up;
+        self.res.up = new_up;
         self.out.resched = true;
         self.send_acquire(delta.to_json());
     }
 
     fn send_acquire(&mut self, msg: Map<String, Value>) {
-        let Some(tx) = self.acquirer.clone() else {
-            return;
-        };
-        if tx.is_closed() {
-            self.acquirer = None;
-            return;
+        if let Some(tx) = self.res.live_acquirer() {
+            self.effect(Effect::Acquire { to: tx, msg });
         }
-        self.after_commit(move || {
-            if let Err(mpsc::error::TrySendError::Full(_)) = tx.try_send(msg) {
-                // The bounded buffer protects the service; the acquirer must
-                // re-acquire to resynchronise.
-                tracing::error!("acquirer too slow: an acquire response was dropped");
-            }
-        });
     }
 
     pub(super) fn resource_msg(&mut self, msg: ResourceMsg) {
@@ -275,13 +337,12 @@ impl Core {
                     .map_or(Ok(()), |r| super::bounds::check_note("drain reason", r))
                     .and_then(|()| {
                         self.res
+                            .state
                             .plan_drain(&targets, reason.as_deref(), mode, &IdSet::new())
                             .map_err(|e| Error::Invalid(e.to_string()))
                     })
                     .map(|ev| self.post_resource(ev));
-                self.after_commit(move || {
-                    let _ = reply.send(r);
-                });
+                self.reply(reply, r);
             }
             ResourceMsg::Undrain {
                 targets,
@@ -294,6 +355,7 @@ impl Core {
                     .map_or(Ok(()), |r| super::bounds::check_note("undrain reason", r))
                     .and_then(|()| {
                         self.res
+                            .state
                             .plan_undrain(&targets, reason.as_deref(), force)
                             .map_err(|e| Error::Invalid(e.to_string()))
                     })
@@ -302,12 +364,10 @@ impl Core {
                             self.post_resource(ev);
                         }
                     });
-                self.after_commit(move || {
-                    let _ = reply.send(r);
-                });
+                self.reply(reply, r);
             }
             ResourceMsg::Acquire { reply } => {
-                if self.acquirer.as_ref().is_some_and(|tx| !tx.is_closed()) {
+                if self.res.acquirer.as_ref().is_some_and(|tx| !tx.is_closed()) {
                     let _ = reply.send(Err(Error::Unavailable(
                         "resources are already acquired by another scheduler (EBUSY)".into(),
                     )));
@@ -323,22 +383,20 @@ impl Core {
                 let (tx, rx) = mpsc::channel(ACQUIRE_BUFFER);
                 let first = fluxgate_shared::resource::acquire_initial(
                     pool.inventory().to_json(),
-                    &self.up,
+                    &self.res.up,
                 );
                 // Queued behind what is already committed, so the deltas that
                 // follow apply to exactly this first response.
-                let first_tx = tx.clone();
-                self.after_commit(move || {
-                    let _ = first_tx.try_send(first);
+                self.effect(Effect::Acquire {
+                    to: tx.clone(),
+                    msg: first,
                 });
-                self.acquirer = Some(tx);
+                self.res.acquirer = Some(tx);
                 let _ = reply.send(Ok(rx));
             }
             ResourceMsg::Update { expiration, reply } => {
                 let r = self.update_expiration(expiration);
-                self.after_commit(move || {
-                    let _ = reply.send(r);
-                });
+                self.reply(reply, r);
             }
             ResourceMsg::Property {
                 name,
@@ -347,28 +405,25 @@ impl Core {
                 reply,
             } => {
                 let r = self.change_property(&name, &targets, remove);
-                self.after_commit(move || {
-                    let _ = reply.send(r);
-                });
+                self.reply(reply, r);
             }
             ResourceMsg::Reload { r, reply } => {
                 let r = self.reload(r);
-                self.after_commit(move || {
-                    let _ = reply.send(r);
-                });
+                self.reply(reply, r);
             }
             ResourceMsg::Status { reply } => {
                 let allocated = self.sched.pool().map(|p| p.allocated());
                 let alloc_ranks = allocated.as_ref().map(|r| r.ranks()).unwrap_or_default();
-                let groups = self.res.status(&IdSet::new(), &alloc_ranks);
+                let groups = self.res.state.status(&IdSet::new(), &alloc_ranks);
                 let drains = self
                     .res
+                    .state
                     .drain_groups()
                     .iter()
                     .map(|g| {
                         (
                             g.ranks.clone(),
-                            self.res.nodelist(&g.ranks).encode(),
+                            self.res.state.nodelist(&g.ranks).encode(),
                             g.timestamp,
                             g.reason.clone().unwrap_or_default(),
                         )
@@ -377,15 +432,13 @@ impl Core {
                 let view = ResourceView {
                     inventory: self.sched.pool().map(|p| p.inventory().clone()),
                     groups,
-                    up: self.up.clone(),
+                    up: self.res.up.clone(),
                     drains,
                     allocated,
                 };
                 // Answered after what is already queued is committed, so that a
                 // caller who sees a change also finds it in the journal.
-                self.after_commit(move || {
-                    let _ = reply.send(view);
-                });
+                self.reply(reply, view);
             }
         }
     }
@@ -418,6 +471,7 @@ impl Core {
             .map_err(|e| Error::Invalid(e.to_string()))?;
         let ranks = self
             .res
+            .state
             .resolve_targets(targets)
             .map_err(|e| Error::Invalid(e.to_string()))?;
         let Some(pool) = self.sched.pool_mut() else {
@@ -525,7 +579,7 @@ impl Core {
         }
         // Every target is down in the new pool: the delta from nothing brings
         // the schedulable ones up again.
-        self.up = IdSet::new();
+        self.res.up = IdSet::new();
         self.post_resource(ResourceEvent::ResourceDefine {
             method: "reload".into(),
         });
@@ -540,8 +594,8 @@ impl Core {
         let now = Instant::now();
         let mut lively = IdSet::new();
         for &r in ranks {
-            self.last_heard.insert(r, now);
-            if self.res.torpid().contains(r) {
+            self.res.heard(r, now);
+            if self.res.state.torpid().contains(r) {
                 lively.insert(r);
             }
         }
@@ -555,16 +609,7 @@ impl Core {
         let limit =
             std::time::Duration::from_secs_f64(self.config.resource.torpid_timeout.max(0.1));
         let now = Instant::now();
-        let mut torpid = IdSet::new();
-        for rank in self.nodes.online().iter() {
-            let silent = self
-                .last_heard
-                .get(&rank)
-                .is_none_or(|t| now.duration_since(*t) > limit);
-            if silent && !self.res.torpid().contains(rank) {
-                torpid.insert(rank);
-            }
-        }
+        let torpid = self.res.newly_silent(self.nodes.online(), now, limit);
         if !torpid.is_empty() {
             tracing::warn!(ranks = %torpid, "nodes stopped heartbeating");
             self.post_resource(ResourceEvent::Torpid { idset: torpid });

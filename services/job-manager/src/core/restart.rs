@@ -8,14 +8,14 @@
 
 use std::sync::Arc;
 
-use fluxgate_shared::eventlog::parse_eventlog_lenient;
-use fluxgate_shared::job::{self, JobState};
+use fluxgate_shared::JobId;
+use fluxgate_shared::job::JobState;
 use fluxgate_shared::jobid::FluidGenerator;
-use fluxgate_shared::{Event, JobId, Jobspec, ResourceSet};
 
 use super::depend::Scheme;
 use super::inactive::InactiveJobs;
 use super::output::OutputBudget;
+use super::replay::{ReplayFailure, Replayed, replay_stored};
 use super::timers::Timer;
 use super::{Active, Core, Inactive, Spec};
 use crate::clock;
@@ -24,6 +24,17 @@ use crate::store::{Log, Store, StoredJob, Write};
 
 /// Meta key of the FLUID epoch (ms since the Unix epoch), fixed at first start.
 const EPOCH_KEY: &str = "fluid_epoch_ms";
+
+/// What a reactivated job still needs once `flux-restart` is posted.
+struct Resume {
+    state: JobState,
+    /// Outstanding dependencies, by description.
+    deps: Vec<String>,
+    /// Prolog or epilog started and not finished, with its description.
+    interrupted: Vec<(&'static str, String)>,
+    /// R's expiration, when it has one.
+    expiration: Option<f64>,
+}
 
 /// What recovery found, for the log line.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -36,7 +47,7 @@ pub struct Recovered {
     pub damaged: usize,
 }
 
-impl Core {
+impl<S: Store> Core<S> {
     /// The instance's FLUID epoch: read from the store, or fixed now.
     pub(super) fn fluid_epoch(&mut self) -> Result<u64, Error> {
         if let Some(v) = self.store.meta(EPOCH_KEY)? {
@@ -89,23 +100,13 @@ impl Core {
     }
 
     /// Rebuild one job; true if it is still active.
-    fn recover_one(&mut self, id: JobId, s: StoredJob) -> Result<bool, String> {
-        let s = match s.summary.as_deref().map(Inactive::from_summary) {
-            // A summary without a readable time: trust it, and write it again
-            // so that the next start finds the job inactive.
-            Some(Ok(inactive)) => {
-                self.out.writes.push(inactive.summary_write(id));
-                self.inactive.retired(id, inactive);
-                return Ok(false);
-            }
-            Some(Err(e)) => {
-                tracing::warn!(job = %id, error = %e, "rebuilding a job from its eventlog");
-                s
-            }
-            None => s,
+    fn recover_one(&mut self, id: JobId, s: StoredJob) -> Result<bool, ReplayFailure> {
+        let Some(s) = self.unless_summarized(id, s) else {
+            return Ok(false);
         };
         let replayed = replay_stored(&s).inspect_err(|e| {
-            self.inactive.damaged(id, Inactive::damaged(s.userid, e));
+            self.inactive
+                .damaged(id, Inactive::damaged(s.userid, &e.to_string()));
         })?;
         if replayed.job.state() == JobState::Inactive {
             // A store of format 1 gets each summary now, so the next start
@@ -116,7 +117,35 @@ impl Core {
             self.inactive.retired(id, inactive);
             return Ok(false);
         }
+        let resume = self.reactivate(id, replayed);
+        self.resume(id, resume);
+        Ok(true)
+    }
+
+    /// The stored job, unless its summary says it is inactive (then it is
+    /// kept as such).
+    fn unless_summarized(&mut self, id: JobId, s: StoredJob) -> Option<StoredJob> {
+        match s.summary.as_deref().map(Inactive::from_summary) {
+            // A summary without a readable time: trust it, and write it again
+            // so that the next start finds the job inactive.
+            Some(Ok(inactive)) => {
+                self.out.writes.push(inactive.summary_write(id));
+                self.inactive.retired(id, inactive);
+                None
+            }
+            Some(Err(e)) => {
+                tracing::warn!(job = %id, error = %e, "rebuilding a job from its eventlog");
+                Some(s)
+            }
+            None => Some(s),
+        }
+    }
+
+    /// Make a replayed active job active again; what it still needs after
+    /// the `flux-restart` is answered.
+    fn reactivate(&mut self, id: JobId, replayed: Replayed) -> Resume {
         let (t_run, nodelist) = (replayed.t_run(), replayed.nodelist());
+        let perilogs = replayed.perilogs();
         let Replayed {
             job,
             jobspec,
@@ -134,41 +163,18 @@ impl Core {
         if let Some(r) = &r {
             self.held.push(Arc::clone(r));
         }
-        let state = job.state();
-        let deps: Vec<String> = job.dependencies().iter().cloned().collect();
-        let seen = |name: &str| events.iter().any(|e| e.name == name);
+        let resume = Resume {
+            state: job.state(),
+            deps: job.dependencies().iter().cloned().collect(),
+            interrupted: perilogs.interrupted,
+            expiration,
+        };
         // A prolog or epilog is not run twice for a job, even when a restart
-        // interrupted it; an interrupted one is finished below as failed.
+        // interrupted it; an interrupted one is finished in `resume` as failed.
         let (prolog_done, epilog_done) = (
-            seen("prolog-start") || job.has_started(),
-            seen("epilog-start"),
+            perilogs.prolog_started || job.has_started(),
+            perilogs.epilog_started,
         );
-        let interrupted: Vec<(&'static str, String)> = ["prolog", "epilog"]
-            .into_iter()
-            .filter_map(|w| {
-                let starts = events
-                    .iter()
-                    .filter(|e| e.name == format!("{w}-start"))
-                    .count();
-                let ends = events
-                    .iter()
-                    .filter(|e| e.name == format!("{w}-finish"))
-                    .count();
-                let desc = events
-                    .iter()
-                    .rev()
-                    .find(|e| e.name == format!("{w}-start"))
-                    .and_then(|e| {
-                        e.context
-                            .as_ref()?
-                            .get("description")?
-                            .as_str()
-                            .map(str::to_string)
-                    })
-                    .unwrap_or_default();
-                (starts > ends).then_some((w, desc))
-            })
-            .collect();
         let mut spec = Spec::of(&jobspec);
         // A duration changed by `update` is in the eventlog only.
         if let Some(d) = job
@@ -203,8 +209,14 @@ impl Core {
                 output,
             }),
         );
+        resume
+    }
+
+    /// Post `flux-restart`, end what the restart interrupted, and set again
+    /// the timers and dependency watches the job had.
+    fn resume(&mut self, id: JobId, resume: Resume) {
         self.post(id, "flux-restart", None);
-        for (which, description) in interrupted {
+        for (which, description) in resume.interrupted {
             self.post(
                 id,
                 &format!("{which}-finish"),
@@ -217,17 +229,16 @@ impl Core {
             let severity = if which == "prolog" { 0 } else { 1 };
             let _ = self.raise(id, which, severity, &note, None);
         }
-        if state == JobState::Run
-            && let Some(t) = expiration
+        if resume.state == JobState::Run
+            && let Some(t) = resume.expiration
         {
             self.timers.add(t, id, Timer::Expiration);
         }
-        if state == JobState::Depend {
-            for d in deps {
+        if resume.state == JobState::Depend {
+            for d in resume.deps {
                 self.rewatch_dependency(id, d);
             }
         }
-        Ok(true)
     }
 
     /// Watch again an outstanding dependency found in a replayed eventlog.
@@ -264,70 +275,4 @@ impl Core {
             self.sched.mark_allocated(&r);
         }
     }
-}
-
-/// A stored job replayed through the fold, with what was read to do it.
-#[derive(Debug)]
-pub(super) struct Replayed {
-    pub job: job::Job,
-    pub jobspec: Jobspec,
-    pub r: Option<ResourceSet>,
-    pub events: Vec<Event>,
-}
-
-impl Replayed {
-    /// When it started (its `start` event).
-    fn t_run(&self) -> Option<f64> {
-        self.events
-            .iter()
-            .find(|e| e.name == "start")
-            .map(|e| e.timestamp)
-    }
-
-    /// The nodes of its R, encoded.
-    fn nodelist(&self) -> String {
-        self.r
-            .as_ref()
-            .and_then(|r| r.nodelist())
-            .map(|h| h.encode())
-            .unwrap_or_default()
-    }
-
-    /// Its summary, once it is inactive.
-    pub(super) fn to_inactive(&self) -> Inactive {
-        let nnodes = self.r.as_ref().and_then(|r| u32::try_from(r.nnodes()).ok());
-        Inactive::from_job(
-            &self.job,
-            &Spec::of(&self.jobspec),
-            self.t_run(),
-            nnodes,
-            &self.nodelist(),
-            Default::default,
-        )
-    }
-}
-
-/// Replay a stored job: its eventlog (bad lines skipped, with a warning),
-/// jobspec and R. Why not, when any of them cannot be read.
-pub(super) fn replay_stored(s: &StoredJob) -> Result<Replayed, String> {
-    let id = JobId::from(s.id);
-    let mut text = s.eventlog.join("\n");
-    text.push('\n');
-    let log = parse_eventlog_lenient(&text);
-    for e in &log.errors {
-        tracing::warn!(job = %id, error = %e, "skipping a bad stored event");
-    }
-    let job = job::replay(&log.events).map_err(|e| e.to_string())?;
-    let jobspec = Jobspec::parse(&s.jobspec).map_err(|e| format!("stored jobspec: {e}"))?;
-    let r = match s.r.as_deref().map(ResourceSet::parse) {
-        Some(Ok(r)) => Some(r),
-        Some(Err(e)) => return Err(format!("stored R: {e}")),
-        None => None,
-    };
-    Ok(Replayed {
-        job,
-        jobspec,
-        r,
-        events: log.events,
-    })
 }

@@ -1,5 +1,7 @@
-//! The scheduler: pending jobs by priority then submit order, allocated first
-//! fit from the pool (RFC 27's sched-simple policy, in process).
+//! The scheduler seat: pending jobs by priority then submit order, and the
+//! pool they are allocated from; a [`Policy`] object decides what the job at
+//! the head gets. Today's one policy is [`Fcfs`] (RFC 27's sched-simple,
+//! first fit, in process).
 //!
 //! Strict order: when the job at the head cannot get resources now, nothing
 //! behind it is tried, so a large job is not starved by small ones. Each pass
@@ -16,28 +18,91 @@ use serde_json::{Map, Value};
 use super::Core;
 use super::timers::Timer;
 use crate::clock;
+use crate::store::Store;
 
-/// The queue of jobs asking for resources and the pool they come from.
-#[derive(Debug)]
-pub struct Sched {
-    queue: BTreeSet<(Reverse<u32>, JobId)>,
-    priority: HashMap<JobId, u32>,
-    pool: Option<Pool>,
+/// A scheduling policy: what the job at the head of the queue gets. Pure:
+/// no I/O and no clock reads (a policy that needs the time takes it as an
+/// argument), so it runs the same in service, in tests and in simulation.
+pub trait Policy: std::fmt::Debug + Send {
+    /// Its name, as configuration spells it.
+    fn name(&self) -> &'static str;
+    /// Resources from `pool` for job `id` asking `req`: granted, busy for
+    /// now ([`AllocError::Busy`]), or never.
+    fn alloc(
+        &mut self,
+        pool: &mut Pool,
+        id: JobId,
+        req: &AllocRequest,
+    ) -> Result<ResourceSet, AllocError>;
+    /// Resources were freed, came up or were redefined: a busy answer may
+    /// change.
+    fn changed(&mut self);
+}
+
+/// First come, first served, first fit (flux's sched-simple).
+#[derive(Debug, Default)]
+pub struct Fcfs {
     /// The head that last got Busy, while nothing has been freed or come up
     /// since: asking again could only get Busy again (a Busy answer costs a
     /// look at the whole inventory), so it waits, as sched-simple does.
     stalled: Option<JobId>,
 }
 
+impl Policy for Fcfs {
+    fn name(&self) -> &'static str {
+        "fcfs"
+    }
+
+    fn alloc(
+        &mut self,
+        pool: &mut Pool,
+        id: JobId,
+        req: &AllocRequest,
+    ) -> Result<ResourceSet, AllocError> {
+        if self.stalled == Some(id) {
+            return Err(AllocError::Busy);
+        }
+        let answer = pool.alloc(req);
+        if matches!(answer, Err(AllocError::Busy)) {
+            self.stalled = Some(id);
+        }
+        answer
+    }
+
+    fn changed(&mut self) {
+        self.stalled = None;
+    }
+}
+
+/// The queue of jobs asking for resources, the pool they come from and
+/// the policy that decides.
+#[derive(Debug)]
+pub struct Sched {
+    queue: BTreeSet<(Reverse<u32>, JobId)>,
+    priority: HashMap<JobId, u32>,
+    pool: Option<Pool>,
+    policy: Box<dyn Policy>,
+}
+
 impl Sched {
-    /// A scheduler with no inventory yet: jobs wait until it is defined.
+    /// A first-fit scheduler with no inventory yet: jobs wait until it is defined.
     pub fn new() -> Self {
+        Self::with_policy(Box::new(Fcfs::default()))
+    }
+
+    /// A scheduler deciding by `policy`.
+    pub fn with_policy(policy: Box<dyn Policy>) -> Self {
         Sched {
             queue: BTreeSet::new(),
             priority: HashMap::new(),
             pool: None,
-            stalled: None,
+            policy,
         }
+    }
+
+    /// The policy's name.
+    pub fn policy(&self) -> &'static str {
+        self.policy.name()
     }
 
     /// The pool, once the inventory is known.
@@ -52,7 +117,7 @@ impl Sched {
 
     /// The inventory changed: the stalled head may fit now.
     pub fn unstall(&mut self) {
-        self.stalled = None;
+        self.policy.changed();
     }
 
     /// Replace the inventory (resource-define); everything starts free and down.
@@ -61,7 +126,7 @@ impl Sched {
         let all = pool.inventory().ranks();
         pool.set_up(&all, false);
         self.pool = Some(pool);
-        self.stalled = None;
+        self.policy.changed();
     }
 
     /// Take resources a recovered job holds out of the pool.
@@ -79,7 +144,7 @@ impl Sched {
             pool.set_up(ranks, up);
         }
         if up {
-            self.stalled = None;
+            self.policy.changed();
         }
     }
 
@@ -113,14 +178,9 @@ impl Sched {
     /// is [`AllocError::Busy`] the job leaves the queue, granted or refused;
     /// with no inventory yet every request is busy.
     pub fn try_alloc(&mut self, id: JobId, req: &AllocRequest) -> Result<ResourceSet, AllocError> {
-        if self.stalled == Some(id) {
-            return Err(AllocError::Busy);
-        }
         let pool = self.pool.as_mut().ok_or(AllocError::Busy)?;
-        let answer = pool.alloc(req);
-        if matches!(answer, Err(AllocError::Busy)) {
-            self.stalled = Some(id);
-        } else {
+        let answer = self.policy.alloc(pool, id, req);
+        if !matches!(answer, Err(AllocError::Busy)) {
             self.dequeue(id);
         }
         answer
@@ -128,7 +188,7 @@ impl Sched {
 
     /// Return `r` to the pool; ranks that have left the inventory are skipped.
     pub fn free(&mut self, r: &ResourceSet) -> Result<(), AllocError> {
-        self.stalled = None;
+        self.policy.changed();
         match &mut self.pool {
             Some(pool) => pool.free_tolerant(r),
             None => Ok(()),
@@ -162,7 +222,7 @@ pub fn request(jobspec: &Jobspec) -> Result<AllocRequest, String> {
     Ok(req)
 }
 
-impl Core {
+impl<S: Store> Core<S> {
     /// The job's priority is known: queue it for resources.
     pub(super) fn request_alloc(&mut self, id: JobId) {
         let Some(active) = self.jobs.get(&id) else {
@@ -236,6 +296,7 @@ impl Core {
     /// expiration in the inventory R; `None` when they do not.
     pub(super) fn instance_expiration(&self) -> Option<f64> {
         self.res
+            .state()
             .expiration()
             .or_else(|| self.sched.pool().and_then(|p| p.inventory().expiration()))
             .filter(|t| *t > 0.0)
@@ -285,5 +346,90 @@ impl Core {
         }
         self.timers.cancel_kind(id, &Timer::Expiration);
         self.post(id, "free", None);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use fluxgate_shared::rset::Node;
+
+    use super::*;
+
+    fn pool_of(nodes: u32) -> ResourceSet {
+        ResourceSet::from_nodes((0..nodes).map(|r| {
+            Node::new(
+                r,
+                Some(&format!("node{r}")),
+                IdSet::from_range(0, 3),
+                IdSet::new(),
+            )
+        }))
+        .unwrap()
+    }
+
+    /// A policy that grants nothing.
+    #[derive(Debug, Default)]
+    struct Refuse;
+
+    impl Policy for Refuse {
+        fn name(&self) -> &'static str {
+            "refuse"
+        }
+        fn alloc(
+            &mut self,
+            _pool: &mut Pool,
+            _id: JobId,
+            _req: &AllocRequest,
+        ) -> Result<ResourceSet, AllocError> {
+            Err(AllocError::Busy)
+        }
+        fn changed(&mut self) {}
+    }
+
+    fn seat(policy: Box<dyn Policy>) -> Sched {
+        let mut s = Sched::with_policy(policy);
+        let inventory = pool_of(2);
+        let all = inventory.ranks();
+        s.define(inventory);
+        s.set_up(&all, true);
+        s
+    }
+
+    #[test]
+    fn the_seat_asks_its_policy_and_keeps_a_busy_job_queued() {
+        let mut s = seat(Box::new(Refuse));
+        assert_eq!(s.policy(), "refuse");
+        let id = JobId::from(1u64);
+        s.enqueue(id, 16);
+        let req = AllocRequest::slots(1, 1);
+        assert!(matches!(s.try_alloc(id, &req), Err(AllocError::Busy)));
+        assert_eq!(s.head(), Some(id), "a busy job stays at the head");
+    }
+
+    #[test]
+    fn fcfs_grants_first_fit_and_waits_after_busy_until_a_change() {
+        let mut s = seat(Box::new(Fcfs::default()));
+        assert_eq!(s.policy(), "fcfs");
+        let whole = |n| {
+            let mut r = AllocRequest::slots(n, 4);
+            r.nnodes = n;
+            r.exclusive = true;
+            r
+        };
+        let (a, b) = (JobId::from(1u64), JobId::from(2u64));
+        s.enqueue(a, 16);
+        s.enqueue(b, 16);
+        let got = s.try_alloc(a, &whole(2)).unwrap();
+        assert_eq!(got.ranks(), IdSet::from_range(0, 1));
+        assert_eq!(s.head(), Some(b));
+        assert!(matches!(s.try_alloc(b, &whole(1)), Err(AllocError::Busy)));
+        // Nothing changed: the stalled head is not looked at again.
+        assert!(matches!(s.try_alloc(b, &whole(1)), Err(AllocError::Busy)));
+        s.free(&got).unwrap();
+        assert_eq!(
+            s.try_alloc(b, &whole(1)).unwrap().ranks(),
+            IdSet::from_range(0, 0)
+        );
+        assert_eq!(s.head(), None);
     }
 }

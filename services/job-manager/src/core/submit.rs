@@ -12,7 +12,8 @@ use super::output::OutputBudget;
 use super::{Active, Core, Spec};
 use crate::clock;
 use crate::error::Error;
-use crate::store::Write;
+use crate::store::{Store, Write};
+use crate::values::Urgency;
 
 /// One job to submit, parsed and validated at the edge.
 #[derive(Debug, Clone)]
@@ -21,15 +22,15 @@ pub struct SubmitArgs {
     pub jobspec: Arc<Jobspec>,
     /// Its JSON text as stored.
     pub jobspec_json: String,
-    /// 0..31.
-    pub urgency: u8,
+    /// Checked at the edge.
+    pub urgency: Urgency,
     /// FLUX_JOB_* flags mask.
     pub flags: i64,
     /// The submitting user.
     pub userid: u32,
 }
 
-impl Core {
+impl<S: Store> Core<S> {
     pub(super) fn submit(&mut self, args: SubmitArgs) -> Result<JobId, Error> {
         if !self.queue.started {
             let why = if self.queue.reason.is_empty() {
@@ -51,12 +52,6 @@ impl Core {
         // flux's shell refuses a bad `output.limit` when the job starts;
         // here it is refused before anything is stored.
         super::output::job_limit(&args.jobspec)?;
-        if args.urgency > 31 {
-            return Err(Error::Invalid(format!(
-                "urgency {} is out of range 0-31",
-                args.urgency
-            )));
-        }
         // flux-core's duration validator: inside an instance that expires, a
         // job whose time limit reaches past the expiration is refused here.
         let duration = args.jobspec.duration();
@@ -100,7 +95,7 @@ impl Core {
             "submit",
             Self::context([
                 ("userid", Value::from(args.userid)),
-                ("urgency", Value::from(args.urgency)),
+                ("urgency", Value::from(args.urgency.get())),
                 ("flags", Value::from(args.flags)),
                 ("version", Value::from(1)),
             ]),

@@ -9,6 +9,7 @@ use fluxgate_shared::JobId;
 
 use super::Core;
 use crate::clock;
+use crate::store::Store;
 
 /// What a timer does when it fires.
 #[derive(Debug, Clone, PartialEq)]
@@ -114,7 +115,7 @@ impl Timers {
     }
 }
 
-impl Core {
+impl<S: Store> Core<S> {
     pub(super) fn fire_timers(&mut self) {
         for (id, timer) in self.timers.due(clock::now()) {
             match timer {

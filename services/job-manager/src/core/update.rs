@@ -18,7 +18,7 @@ use super::Core;
 use super::timers::Timer;
 use crate::clock;
 use crate::error::Error;
-use crate::store::Write;
+use crate::store::{Store, Write};
 
 /// The only key `Update` accepts.
 pub const DURATION_KEY: &str = "attributes.system.duration";
@@ -41,7 +41,7 @@ fn duration_of(updates: &Map<String, Value>) -> Result<f64, Error> {
     }
 }
 
-impl Core {
+impl<S: Store> Core<S> {
     /// Apply `updates` to job `id`; answers a running job's new expiration.
     pub(super) fn update(
         &mut self,

@@ -22,7 +22,8 @@ use crate::config::Config;
 use crate::core::{self, ListFilter, Msg, QueueAction, SubmitArgs, bounds};
 use crate::error::Error;
 use crate::hub::{Hub, Published};
-use crate::store::{Log, LogPos, SqliteStore, Store};
+use crate::store::{Log, LogPos, Store};
+use crate::values::{Severity, Urgency};
 
 /// Lines buffered per watcher before the watcher's stream is back-pressured.
 const WATCH_BUFFER: usize = 256;
@@ -38,9 +39,9 @@ const REPLY_MAX: usize = (4 << 20) - (64 << 10);
 
 /// The JobManager service.
 #[derive(Debug, Clone)]
-pub struct JobManagerService {
+pub struct JobManagerService<S> {
     inbox: mpsc::Sender<Msg>,
-    store: Arc<SqliteStore>,
+    store: Arc<S>,
     hub: Hub,
     config: Arc<Config>,
     cancel: CancellationToken,
@@ -48,11 +49,11 @@ pub struct JobManagerService {
     parse_gate: Arc<ParseGate>,
 }
 
-impl JobManagerService {
+impl<S: Store> JobManagerService<S> {
     /// A service over the core's inbox, the store (reads) and the hub (watchers).
     pub fn new(
         inbox: mpsc::Sender<Msg>,
-        store: Arc<SqliteStore>,
+        store: Arc<S>,
         hub: Hub,
         config: Arc<Config>,
         cancel: CancellationToken,
@@ -97,10 +98,7 @@ impl JobManagerService {
         severity: u32,
         note: String,
     ) -> Result<(), Error> {
-        let severity = u8::try_from(severity)
-            .ok()
-            .filter(|s| *s <= 7)
-            .ok_or_else(|| Error::Invalid(format!("severity {severity} is out of range 0-7")))?;
+        let severity = Severity::new(severity)?;
         let userid = caller.uid;
         ask(&self.inbox, |reply| Msg::Raise {
             id: JobId::from(id),
@@ -117,7 +115,7 @@ impl JobManagerService {
 type LineStream = Pin<Box<dyn Stream<Item = Result<pb::EventlogLine, Status>> + Send>>;
 
 #[tonic::async_trait]
-impl JobManager for JobManagerService {
+impl<S: Store> JobManager for JobManagerService<S> {
     async fn submit(
         &self,
         request: Request<pb::SubmitRequest>,
@@ -259,13 +257,8 @@ impl JobManager for JobManagerService {
     ) -> Result<Response<pb::SetUrgencyResponse>, Status> {
         let caller = caller(&request)?;
         let req = request.into_inner();
-        let urgency = u8::try_from(req.urgency)
-            .ok()
-            .filter(|u| *u <= 31)
-            .ok_or_else(|| {
-                Status::invalid_argument(format!("urgency {} is out of range 0-31", req.urgency))
-            })?;
-        self.authorize(&caller, Action::SetUrgency(urgency), req.id)
+        let urgency = Urgency::new(req.urgency)?;
+        self.authorize(&caller, Action::SetUrgency(urgency.get()), req.id)
             .await?;
         // The verified identity, never a userid from the request.
         let userid = caller.uid;
@@ -332,7 +325,7 @@ impl JobManager for JobManagerService {
                                 "unknown key {other:?}: expected jobspec, R, eventlog, exec.eventlog or output"
                             ))
                         })?;
-                        let page = read_log_bytes(&store, id, log, req.offset, budget)?;
+                        let page = read_log_bytes(&*store, id, log, req.offset, budget)?;
                         if page.text.is_empty() && req.offset == 0 {
                             return Err(Error::WrongState(format!("job {id} has no {other}")));
                         }
@@ -591,8 +584,8 @@ struct LogBytes {
 /// Whole lines of a stored log from line `offset` on, each ending in a
 /// newline, while they fit in `budget` bytes (at least one, so a reader
 /// always moves on), read a store page at a time.
-fn read_log_bytes(
-    store: &SqliteStore,
+fn read_log_bytes<S: Store>(
+    store: &S,
     id: JobId,
     log: Log,
     offset: u64,
@@ -621,8 +614,8 @@ fn read_log_bytes(
 }
 
 /// One page of a stored log from `from` on, and the position after it.
-async fn read_page(
-    store: &Arc<SqliteStore>,
+async fn read_page<S: Store>(
+    store: &Arc<S>,
     id: JobId,
     log: Log,
     from: LogPos,
@@ -640,8 +633,8 @@ async fn read_page(
 /// from `pos` on, a page at a time, so that a reader that does not read
 /// holds up one page, never a copy of the whole log. The position reached,
 /// or `None` once the reader is gone or a read failed (the reader was told).
-async fn send_pages(
-    store: &Arc<SqliteStore>,
+async fn send_pages<S: Store>(
+    store: &Arc<S>,
     id: JobId,
     log: Log,
     mut pos: LogPos,
@@ -675,7 +668,7 @@ async fn send_pages(
 }
 
 /// Is the job's stored eventlog final (it ends with `clean`)?
-async fn is_final(store: &Arc<SqliteStore>, id: JobId) -> Result<bool, Status> {
+async fn is_final<S: Store>(store: &Arc<S>, id: JobId) -> Result<bool, Status> {
     let store = Arc::clone(store);
     let main = tokio::task::spawn_blocking(move || store.read_log(id.into(), Log::Main))
         .await
@@ -689,9 +682,9 @@ async fn is_final(store: &Arc<SqliteStore>, id: JobId) -> Result<bool, Status> {
 }
 
 /// Stream published lines from position `next` until the job is inactive.
-async fn follow_log(
+async fn follow_log<S: Store>(
     mut rx: broadcast::Receiver<Published>,
-    store: Arc<SqliteStore>,
+    store: Arc<S>,
     id: JobId,
     log: Log,
     mut next: LogPos,

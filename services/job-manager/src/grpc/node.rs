@@ -98,7 +98,7 @@ impl Node for NodeService {
             })
         })
         .await?
-        .map_err(Status::failed_precondition)?;
+        .map_err(|e| Status::failed_precondition(e.to_string()))?;
         let (tx, rx) = mpsc::channel(4);
         let welcome = pb::JoinReply {
             reply: Some(pb::join_reply::Reply::Welcome(pb::Welcome {

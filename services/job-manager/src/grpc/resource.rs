@@ -19,23 +19,23 @@ use super::{allow, ask};
 use crate::auth::caller;
 use crate::core::{Msg, ResourceMsg};
 use crate::journal::Journal;
-use crate::store::{SqliteStore, Store};
+use crate::store::Store;
 
 /// The Resource service.
 #[derive(Debug, Clone)]
-pub struct ResourceService {
+pub struct ResourceService<S> {
     inbox: mpsc::Sender<Msg>,
     journal: Journal,
-    store: Arc<SqliteStore>,
+    store: Arc<S>,
     cancel: CancellationToken,
 }
 
-impl ResourceService {
+impl<S: Store> ResourceService<S> {
     /// A service over the core, the journal and the store.
     pub fn new(
         inbox: mpsc::Sender<Msg>,
         journal: Journal,
-        store: Arc<SqliteStore>,
+        store: Arc<S>,
         cancel: CancellationToken,
     ) -> Self {
         ResourceService {
@@ -54,7 +54,7 @@ fn non_empty(s: String) -> Option<String> {
 }
 
 #[tonic::async_trait]
-impl Resource for ResourceService {
+impl<S: Store> Resource for ResourceService<S> {
     type AcquireStream = Boxed<pb::AcquireResponse>;
 
     async fn acquire(

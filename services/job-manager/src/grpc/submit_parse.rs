@@ -28,6 +28,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use super::allow;
 use crate::core::SubmitArgs;
 use crate::error::Error;
+use crate::values::Urgency;
 
 /// Jobspecs of one user parsed at the same time.
 pub const PER_USER_PARSES: usize = 2;
@@ -184,11 +185,7 @@ pub fn parse_submit(
     };
     let mut jobspec = Jobspec::parse_with(&req.jobspec, &limits)
         .map_err(|e| Error::Invalid(format!("jobspec: {e}")))?;
-    let urgency = req.urgency.unwrap_or(16);
-    let urgency = u8::try_from(urgency)
-        .ok()
-        .filter(|u| *u <= 31)
-        .ok_or_else(|| Error::Invalid(format!("urgency {urgency} is out of range 0-31")))?;
+    let urgency = Urgency::new(req.urgency.unwrap_or(u32::from(Urgency::DEFAULT.get())))?;
     const KNOWN: u32 = 2 | 4 | 8;
     if req.flags & !KNOWN != 0 {
         return Err(Error::Invalid(format!(
@@ -197,7 +194,7 @@ pub fn parse_submit(
         )));
     }
     let action = Action::Submit {
-        urgency,
+        urgency: urgency.get(),
         waitable: req.flags & pb::SubmitFlag::Waitable as u32 != 0,
         novalidate: req.flags & pb::SubmitFlag::Novalidate as u32 != 0,
     };

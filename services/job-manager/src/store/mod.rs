@@ -9,12 +9,14 @@
 //! The store is a trait so that a replicated backend can replace the embedded
 //! SQLite one without touching the job pipeline.
 
+pub mod memory;
 mod schema;
 mod sqlite;
 mod writer;
 
 use std::future::Future;
 
+pub use memory::MemoryStore;
 pub use sqlite::SqliteStore;
 
 /// The per-job eventlogs the store keeps (RFC 16 key names).

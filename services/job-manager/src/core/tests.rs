@@ -1,0 +1,1215 @@
+//! The core's pipeline without network, processes or wall clock: an
+//! in-memory store, a recording exec link and the test clock drive jobs
+//! through RFC 21, and each test asserts the events the store holds and the
+//! effects the core asked for.
+
+use std::sync::{Arc, Mutex};
+
+use fluxgate_shared::rset::Node;
+use fluxgate_shared::{Event, IdSet, JobId, Jobspec, ResourceSet};
+use serde_json::{Map, Value};
+use tokio::sync::{mpsc, oneshot};
+
+use super::*;
+use crate::auth::JobCredentials;
+use crate::exec_link::{ExecLink, StartJob};
+use crate::hub::Hub;
+use crate::journal::Journal;
+use crate::store::{Log, MemoryStore, Store};
+use crate::values::{Severity, Urgency};
+
+/// A request the core made of the exec services.
+#[derive(Debug, Clone, PartialEq)]
+enum Call {
+    Start { id: JobId, reattach: bool },
+    Exception { id: JobId, kind: String },
+    Signal { id: JobId, signum: i32 },
+    Expiration { id: JobId, expiration: f64 },
+}
+
+/// An exec link that records what it is asked.
+#[derive(Debug, Clone, Default)]
+struct Recording(Arc<Mutex<Vec<Call>>>);
+
+impl Recording {
+    fn push(&self, c: Call) {
+        self.0.lock().unwrap().push(c);
+    }
+}
+
+impl ExecLink for Recording {
+    fn start(&self, job: StartJob) {
+        self.push(Call::Start {
+            id: job.id,
+            reattach: job.reattach,
+        });
+    }
+    fn exception(&self, _addr: String, id: JobId, kind: String, _note: String) {
+        self.push(Call::Exception { id, kind });
+    }
+    fn signal(&self, _addr: String, id: JobId, signum: i32) {
+        self.push(Call::Signal { id, signum });
+    }
+    fn expiration(&self, _addr: String, id: JobId, expiration: f64) {
+        self.push(Call::Expiration { id, expiration });
+    }
+}
+
+const T0: f64 = 1_800_000_000.0;
+const OWNER: u32 = 1000;
+
+/// A core over an in-memory store, its nodes joined, its effects carried
+/// out at each flush as the committer would.
+struct Bench {
+    core: Core<MemoryStore>,
+    store: Arc<MemoryStore>,
+    carrier: Carrier<Recording>,
+    calls: Recording,
+    nodes: u32,
+}
+
+fn inventory(nodes: u32, cores: u32) -> ResourceSet {
+    ResourceSet::from_nodes((0..nodes).map(|r| {
+        Node::new(
+            r,
+            Some(&format!("node{r}")),
+            IdSet::from_range(0, cores - 1),
+            IdSet::new(),
+        )
+    }))
+    .unwrap()
+}
+
+fn config() -> Config {
+    Config {
+        owner_uid: OWNER,
+        ..Config::default()
+    }
+}
+
+impl Bench {
+    /// `nodes` nodes of 4 cores, all joined.
+    async fn new(nodes: u32) -> Bench {
+        Self::over(Arc::new(MemoryStore::new()), nodes, config(), true).await
+    }
+
+    async fn over(store: Arc<MemoryStore>, nodes: u32, config: Config, join: bool) -> Bench {
+        crate::clock::test::set(T0);
+        let inv = inventory(nodes, 4);
+        let members = Nodes::fixed(&inv);
+        let core = Core::new(
+            Arc::clone(&store),
+            Arc::new(config),
+            Some(inv),
+            members,
+            JobCredentials::disabled(),
+        )
+        .unwrap();
+        let calls = Recording::default();
+        let (inbox, _) = mpsc::channel(16);
+        let carrier = Carrier {
+            hub: Hub::default(),
+            journal: Journal::new(1024),
+            exec: calls.clone(),
+            inbox,
+        };
+        let mut b = Bench {
+            core,
+            store,
+            carrier,
+            calls,
+            nodes,
+        };
+        b.flush().await;
+        if join {
+            b.join_all().await;
+        }
+        b
+    }
+
+    /// Every node's exec service says hello.
+    async fn join_all(&mut self) {
+        for r in 0..self.nodes {
+            let (tx, mut rx) = oneshot::channel();
+            self.core.handle(Msg::Node(NodeMsg::Hello {
+                session: u64::from(r) + 1,
+                nodes: vec![NodeInfo {
+                    hostname: format!("node{r}"),
+                    cores: IdSet::from_range(0, 3),
+                    gpus: IdSet::new(),
+                }],
+                addr: format!("http://node{r}:1"),
+                reply: tx,
+            }));
+            assert_eq!(rx.try_recv().unwrap(), Ok(vec![r]));
+        }
+        self.flush().await;
+    }
+
+    /// Make the batch durable and carry out its effects, as the committer does.
+    async fn flush(&mut self) {
+        let out = std::mem::take(&mut self.core.out);
+        let mut effects = out.effects;
+        effects.extend(self.core.inactive.end_flush());
+        if !out.writes.is_empty() {
+            self.store.commit(out.writes).await.unwrap();
+        }
+        for e in effects {
+            self.carrier.carry(e);
+        }
+    }
+
+    async fn handle(&mut self, msg: Msg) {
+        self.core.handle(msg);
+        self.flush().await;
+    }
+
+    async fn submit_as(&mut self, yaml: &str, urgency: u8, userid: u32) -> Result<JobId, Error> {
+        let jobspec = Jobspec::parse(yaml).expect("test jobspec");
+        let json = jobspec.to_json();
+        let (reply, mut rx) = oneshot::channel();
+        self.handle(Msg::Submit {
+            jobs: vec![SubmitArgs {
+                jobspec: Arc::new(jobspec),
+                jobspec_json: json,
+                urgency: Urgency::new(u32::from(urgency)).unwrap(),
+                flags: 0,
+                userid,
+            }],
+            reply,
+        })
+        .await;
+        rx.try_recv().unwrap().remove(0)
+    }
+
+    async fn submit(&mut self, yaml: &str) -> JobId {
+        self.submit_as(yaml, 16, OWNER).await.unwrap()
+    }
+
+    async fn exec(&mut self, msg: ExecMsg) {
+        self.handle(Msg::Exec(msg)).await;
+    }
+
+    /// The exec service runs the job to a normal end with `status`.
+    async fn run_to_end(&mut self, id: JobId, status: i32) {
+        self.exec(ExecMsg::Started { id }).await;
+        self.finish(id, status).await;
+    }
+
+    async fn finish(&mut self, id: JobId, status: i32) {
+        self.exec(ExecMsg::Finish { id, status }).await;
+        self.exec(ExecMsg::Release {
+            id,
+            ranks: "all".into(),
+            last: true,
+        })
+        .await;
+    }
+
+    async fn raise(&mut self, id: JobId, kind: &str, severity: u8) -> Result<(), Error> {
+        let (reply, mut rx) = oneshot::channel();
+        self.handle(Msg::Raise {
+            id,
+            kind: kind.into(),
+            severity: Severity::new(u32::from(severity)).unwrap(),
+            note: "from a test".into(),
+            userid: OWNER,
+            reply,
+        })
+        .await;
+        rx.try_recv().unwrap()
+    }
+
+    async fn cancel(&mut self, id: JobId) {
+        self.raise(id, "cancel", 0).await.unwrap();
+    }
+
+    async fn urgency(&mut self, id: JobId, urgency: u8) -> Result<u8, Error> {
+        let (reply, mut rx) = oneshot::channel();
+        self.handle(Msg::Urgency {
+            id,
+            urgency: Urgency::new(u32::from(urgency)).unwrap(),
+            userid: OWNER,
+            reply,
+        })
+        .await;
+        rx.try_recv().unwrap()
+    }
+
+    /// Move the test clock on and fire what is due.
+    async fn advance(&mut self, secs: f64) {
+        crate::clock::test::advance(secs);
+        self.core.fire_timers();
+        self.flush().await;
+    }
+
+    /// Event names of a job's stored eventlog.
+    fn events(&self, id: JobId) -> Vec<String> {
+        self.lines(id)
+            .iter()
+            .map(|l| Event::parse_json(l).unwrap().name.to_string())
+            .collect()
+    }
+
+    fn lines(&self, id: JobId) -> Vec<String> {
+        self.store
+            .read_log(id.into(), Log::Main)
+            .unwrap()
+            .unwrap_or_default()
+    }
+
+    /// The context of the job's last event named `name`.
+    fn context(&self, id: JobId, name: &str) -> Map<String, Value> {
+        self.lines(id)
+            .iter()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .rfind(|e| e["name"] == name)
+            .and_then(|e| e.get("context").and_then(Value::as_object).cloned())
+            .unwrap_or_default()
+    }
+
+    fn calls(&self) -> Vec<Call> {
+        self.calls.0.lock().unwrap().clone()
+    }
+
+    fn starts(&self) -> Vec<JobId> {
+        self.calls()
+            .into_iter()
+            .filter_map(|c| match c {
+                Call::Start { id, .. } => Some(id),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn state(&self, id: JobId) -> Option<JobState> {
+        self.core.jobs.get(&id).map(|a| a.job.state())
+    }
+}
+
+/// One task on one core, running `true`.
+const ONE: &str = "version: 1
+resources:
+  - type: slot
+    count: 1
+    label: task
+    with:
+      - type: core
+        count: 1
+tasks:
+  - command: [\"true\"]
+    slot: task
+    count:
+      per_slot: 1
+attributes:
+  system:
+    duration: 0
+";
+
+/// A jobspec of `nodes` whole nodes, `duration` seconds, with `system` attributes added.
+fn spec(nodes: u32, duration: f64, system: &str) -> String {
+    format!(
+        "version: 1
+resources:
+  - type: node
+    count: {nodes}
+    exclusive: true
+    with:
+      - type: slot
+        count: 1
+        label: task
+        with:
+          - type: core
+            count: 4
+tasks:
+  - command: [\"true\"]
+    slot: task
+    count:
+      per_slot: 1
+attributes:
+  system:
+    duration: {duration}
+{system}"
+    )
+}
+
+fn with_dependency(scheme: &str, on: JobId) -> String {
+    spec(
+        1,
+        0.0,
+        &format!(
+            "    dependencies:\n      - scheme: {scheme}\n        value: \"{}\"\n",
+            u64::from(on)
+        ),
+    )
+}
+
+const TO_RUN: [&str; 5] = ["submit", "validate", "depend", "priority", "alloc"];
+const AFTER_RUN: [&str; 5] = ["start", "finish", "release", "free", "clean"];
+
+fn seq(parts: &[&[&str]]) -> Vec<String> {
+    parts
+        .iter()
+        .flat_map(|p| p.iter().map(|s| s.to_string()))
+        .collect()
+}
+
+// ---- the whole pipeline -------------------------------------------------
+
+#[tokio::test]
+async fn a_job_walks_every_state_in_order() {
+    let mut b = Bench::new(1).await;
+    let id = b.submit(ONE).await;
+    assert_eq!(b.events(id), seq(&[&TO_RUN]));
+    assert_eq!(b.state(id), Some(JobState::Run));
+    assert_eq!(
+        b.calls(),
+        vec![Call::Start {
+            id,
+            reattach: false
+        }]
+    );
+    b.run_to_end(id, 0).await;
+    assert_eq!(b.events(id), seq(&[&TO_RUN, &AFTER_RUN]));
+    assert_eq!(b.state(id), None, "the job is inactive");
+    assert_eq!(b.core.inactive.count(), 1);
+}
+
+#[tokio::test]
+async fn events_are_stored_before_the_exec_start_is_asked() {
+    let mut b = Bench::new(1).await;
+    let jobspec = Jobspec::parse(ONE).unwrap();
+    let (reply, _rx) = oneshot::channel();
+    b.core.handle(Msg::Submit {
+        jobs: vec![SubmitArgs {
+            jobspec_json: jobspec.to_json(),
+            jobspec: Arc::new(jobspec),
+            urgency: Urgency::DEFAULT,
+            flags: 0,
+            userid: OWNER,
+        }],
+        reply,
+    });
+    // Before the batch is durable nothing has left the core.
+    assert!(b.calls().is_empty());
+    let start_at = b
+        .core
+        .out
+        .effects
+        .iter()
+        .position(|e| matches!(e, Effect::ExecStart(_)))
+        .expect("a start is queued");
+    let reply_at = b
+        .core
+        .out
+        .effects
+        .iter()
+        .position(|e| matches!(e, Effect::Reply(Reply::Submit(_))))
+        .expect("the answer is queued");
+    assert!(
+        reply_at < start_at,
+        "the submit is answered before the start leaves"
+    );
+    b.flush().await;
+    assert_eq!(b.starts().len(), 1);
+}
+
+#[tokio::test]
+async fn every_event_is_published_with_its_position() {
+    let mut b = Bench::new(1).await;
+    let mut rx = b.carrier.hub.subscribe();
+    let id = b.submit(ONE).await;
+    let mut seen = Vec::new();
+    while let Ok(Published::Line {
+        id: j, log, seq, ..
+    }) = rx.try_recv()
+    {
+        assert_eq!((j, log), (id, Log::Main));
+        seen.push(seq);
+    }
+    assert_eq!(seen, vec![0, 1, 2, 3, 4]);
+}
+
+#[tokio::test]
+async fn a_failing_job_ends_with_its_status() {
+    let mut b = Bench::new(1).await;
+    let id = b.submit(ONE).await;
+    b.run_to_end(id, 256).await;
+    assert_eq!(b.events(id), seq(&[&TO_RUN, &AFTER_RUN]));
+    assert_eq!(b.context(id, "finish")["status"], 256);
+    let inactive = b.core.inactive.get(&*b.store, id).unwrap().unwrap();
+    assert_eq!(inactive.result, fluxgate_shared::job::JobResult::Failed);
+}
+
+#[tokio::test]
+async fn jobs_queue_for_busy_nodes_and_run_when_they_are_freed() {
+    let mut b = Bench::new(1).await;
+    let first = b.submit(&spec(1, 0.0, "")).await;
+    let second = b.submit(&spec(1, 0.0, "")).await;
+    assert_eq!(b.events(second), seq(&[&TO_RUN[..4]]));
+    assert_eq!(b.state(second), Some(JobState::Sched));
+    b.run_to_end(first, 0).await;
+    assert_eq!(b.events(second), seq(&[&TO_RUN]));
+    assert_eq!(b.starts(), vec![first, second]);
+}
+
+#[tokio::test]
+async fn an_unsatisfiable_request_gets_an_alloc_exception_at_once() {
+    let mut b = Bench::new(2).await;
+    let id = b.submit(&spec(3, 0.0, "")).await;
+    assert_eq!(b.events(id), seq(&[&TO_RUN[..4], &["exception", "clean"]]));
+    assert_eq!(b.context(id, "exception")["type"], "alloc");
+    assert!(b.starts().is_empty());
+}
+
+#[tokio::test]
+async fn exec_and_output_lines_go_to_their_own_logs() {
+    let mut b = Bench::new(1).await;
+    let id = b.submit(ONE).await;
+    let line = Event::new(T0, "init", None).to_json();
+    b.exec(ExecMsg::ExecLine {
+        id,
+        line: line.clone(),
+    })
+    .await;
+    b.exec(ExecMsg::ExecLine {
+        id,
+        line: "not json".into(),
+    })
+    .await;
+    let exec = b.store.read_log(id.into(), Log::Exec).unwrap().unwrap();
+    assert_eq!(exec, vec![line], "a malformed line is dropped");
+    assert_eq!(b.events(id), seq(&[&TO_RUN]), "the main log is untouched");
+}
+
+// ---- exceptions at every state ----------------------------------------
+
+#[tokio::test]
+async fn cancel_while_pending_in_sched() {
+    let mut b = Bench::new(1).await;
+    let busy = b.submit(&spec(1, 0.0, "")).await;
+    let id = b.submit(&spec(1, 0.0, "")).await;
+    b.cancel(id).await;
+    assert_eq!(b.events(id), seq(&[&TO_RUN[..4], &["exception", "clean"]]));
+    assert_eq!(b.starts(), vec![busy]);
+}
+
+#[tokio::test]
+async fn cancel_while_held_in_priority() {
+    let mut b = Bench::new(1).await;
+    let id = b.submit_as(ONE, 0, OWNER).await.unwrap();
+    assert_eq!(b.events(id), seq(&[&TO_RUN[..4]]));
+    assert_eq!(b.context(id, "priority")["priority"], 0);
+    b.cancel(id).await;
+    assert_eq!(b.events(id), seq(&[&TO_RUN[..4], &["exception", "clean"]]));
+}
+
+#[tokio::test]
+async fn cancel_while_depending() {
+    let mut b = Bench::new(1).await;
+    let busy = b.submit(&spec(1, 0.0, "")).await;
+    let id = b.submit(&with_dependency("afterok", busy)).await;
+    assert_eq!(b.state(id), Some(JobState::Depend));
+    b.cancel(id).await;
+    assert_eq!(
+        b.events(id),
+        seq(&[&["submit", "dependency-add", "validate", "exception", "clean"]])
+    );
+}
+
+#[tokio::test]
+async fn cancel_while_running_tells_exec_and_waits_for_release() {
+    let mut b = Bench::new(1).await;
+    let id = b.submit(ONE).await;
+    b.exec(ExecMsg::Started { id }).await;
+    b.cancel(id).await;
+    assert_eq!(
+        b.calls().last(),
+        Some(&Call::Exception {
+            id,
+            kind: "cancel".into()
+        })
+    );
+    assert_eq!(b.state(id), Some(JobState::Cleanup));
+    assert_eq!(b.events(id), seq(&[&TO_RUN, &["start", "exception"]]));
+    b.finish(id, 15).await;
+    assert_eq!(
+        b.events(id),
+        seq(&[
+            &TO_RUN,
+            &["start", "exception", "finish", "release", "free", "clean"]
+        ])
+    );
+}
+
+#[tokio::test]
+async fn cancel_before_the_start_arrives() {
+    let mut b = Bench::new(1).await;
+    let id = b.submit(ONE).await;
+    b.cancel(id).await;
+    assert_eq!(b.state(id), Some(JobState::Cleanup));
+    assert!(b.calls().contains(&Call::Exception {
+        id,
+        kind: "cancel".into()
+    }));
+    // The exec service ends the stream with a final release of nothing run.
+    b.exec(ExecMsg::Release {
+        id,
+        ranks: "all".into(),
+        last: true,
+    })
+    .await;
+    assert_eq!(
+        b.events(id),
+        seq(&[&TO_RUN, &["exception", "release", "free", "clean"]])
+    );
+}
+
+#[tokio::test]
+async fn an_exception_in_cleanup_is_recorded_only() {
+    let mut b = Bench::new(1).await;
+    let id = b.submit(ONE).await;
+    b.exec(ExecMsg::Started { id }).await;
+    b.cancel(id).await;
+    let before = b.calls().len();
+    b.raise(id, "again", 0).await.unwrap();
+    assert_eq!(b.calls().len(), before, "exec is told once");
+    assert_eq!(
+        b.events(id),
+        seq(&[&TO_RUN, &["start", "exception", "exception"]])
+    );
+}
+
+#[tokio::test]
+async fn a_non_fatal_exception_leaves_the_job_running() {
+    let mut b = Bench::new(1).await;
+    let id = b.submit(ONE).await;
+    b.exec(ExecMsg::Started { id }).await;
+    b.raise(id, "note", 3).await.unwrap();
+    assert_eq!(b.state(id), Some(JobState::Run));
+    assert_eq!(b.context(id, "exception")["severity"], 3);
+    assert_eq!(b.starts(), vec![id]);
+    assert!(
+        !b.calls()
+            .iter()
+            .any(|c| matches!(c, Call::Exception { .. }))
+    );
+}
+
+#[tokio::test]
+async fn an_exec_exception_ends_a_running_job() {
+    let mut b = Bench::new(1).await;
+    let id = b.submit(ONE).await;
+    b.exec(ExecMsg::Started { id }).await;
+    b.exec(ExecMsg::Exception {
+        id,
+        kind: "exec".into(),
+        severity: 0,
+        note: "task lost".into(),
+    })
+    .await;
+    assert_eq!(b.state(id), Some(JobState::Cleanup));
+    assert!(
+        !b.calls()
+            .iter()
+            .any(|c| matches!(c, Call::Exception { .. })),
+        "exec's own exception is not sent back to it"
+    );
+    b.finish(id, 9).await;
+    assert_eq!(b.state(id), None);
+}
+
+#[tokio::test]
+async fn a_lost_start_stream_ends_the_job_with_an_exec_exception() {
+    let mut b = Bench::new(1).await;
+    let id = b.submit(ONE).await;
+    b.exec(ExecMsg::Started { id }).await;
+    b.exec(ExecMsg::Lost {
+        id,
+        error: "connection reset".into(),
+    })
+    .await;
+    assert_eq!(
+        b.events(id),
+        seq(&[&TO_RUN, &["start", "exception", "release", "free", "clean"]])
+    );
+    assert_eq!(b.context(id, "exception")["type"], "exec");
+}
+
+#[tokio::test]
+async fn raising_on_an_inactive_or_unknown_job_is_refused() {
+    let mut b = Bench::new(1).await;
+    let id = b.submit(ONE).await;
+    b.run_to_end(id, 0).await;
+    assert!(matches!(
+        b.raise(id, "cancel", 0).await,
+        Err(Error::WrongState(_))
+    ));
+    assert!(matches!(
+        b.raise(JobId::from(12345u64), "cancel", 0).await,
+        Err(Error::UnknownJob(_))
+    ));
+}
+
+#[tokio::test]
+async fn an_exception_type_must_be_a_word() {
+    let mut b = Bench::new(1).await;
+    let id = b.submit(ONE).await;
+    assert!(matches!(
+        b.raise(id, "two words", 0).await,
+        Err(Error::Invalid(_))
+    ));
+    assert_eq!(b.events(id), seq(&[&TO_RUN]));
+}
+
+// ---- signals ------------------------------------------------------------
+
+#[tokio::test]
+async fn a_signal_goes_to_a_running_job_only() {
+    let mut b = Bench::new(1).await;
+    let id = b.submit(ONE).await;
+    b.exec(ExecMsg::Started { id }).await;
+    let (reply, mut rx) = oneshot::channel();
+    b.handle(Msg::Kill {
+        id,
+        signum: 10,
+        reply,
+    })
+    .await;
+    assert_eq!(rx.try_recv().unwrap(), Ok(()));
+    assert_eq!(b.calls().last(), Some(&Call::Signal { id, signum: 10 }));
+    b.run_to_end(id, 0).await;
+    let (reply, mut rx) = oneshot::channel();
+    b.handle(Msg::Kill {
+        id,
+        signum: 10,
+        reply,
+    })
+    .await;
+    assert!(matches!(rx.try_recv().unwrap(), Err(Error::WrongState(_))));
+}
+
+// ---- urgency and hold ---------------------------------------------------
+
+#[tokio::test]
+async fn a_held_job_runs_once_released() {
+    let mut b = Bench::new(1).await;
+    let id = b.submit_as(ONE, 0, OWNER).await.unwrap();
+    assert_eq!(b.state(id), Some(JobState::Sched));
+    assert!(b.starts().is_empty());
+    assert_eq!(b.urgency(id, 16).await, Ok(0));
+    assert_eq!(
+        b.events(id),
+        seq(&[&TO_RUN[..4], &["urgency", "priority", "alloc"]])
+    );
+    assert_eq!(b.starts(), vec![id]);
+}
+
+#[tokio::test]
+async fn holding_a_pending_job_keeps_it_from_running() {
+    let mut b = Bench::new(1).await;
+    let busy = b.submit(&spec(1, 0.0, "")).await;
+    let id = b.submit(&spec(1, 0.0, "")).await;
+    assert_eq!(b.urgency(id, 0).await, Ok(16));
+    b.run_to_end(busy, 0).await;
+    assert_eq!(b.state(id), Some(JobState::Sched));
+    assert_eq!(b.starts(), vec![busy]);
+    assert_eq!(b.context(id, "priority")["priority"], 0);
+}
+
+#[tokio::test]
+async fn a_higher_urgency_runs_first() {
+    let mut b = Bench::new(1).await;
+    let busy = b.submit(&spec(1, 0.0, "")).await;
+    let low = b.submit(&spec(1, 0.0, "")).await;
+    let high = b.submit_as(&spec(1, 0.0, ""), 20, OWNER).await.unwrap();
+    b.run_to_end(busy, 0).await;
+    assert_eq!(b.starts(), vec![busy, high]);
+    b.run_to_end(high, 0).await;
+    assert_eq!(b.starts(), vec![busy, high, low]);
+}
+
+#[tokio::test]
+async fn expedite_overtakes_every_other_urgency() {
+    let mut b = Bench::new(1).await;
+    let busy = b.submit(&spec(1, 0.0, "")).await;
+    let high = b.submit_as(&spec(1, 0.0, ""), 30, OWNER).await.unwrap();
+    let late = b.submit(&spec(1, 0.0, "")).await;
+    b.urgency(late, 31).await.unwrap();
+    b.run_to_end(busy, 0).await;
+    assert_eq!(b.starts(), vec![busy, late]);
+    b.run_to_end(late, 0).await;
+    assert_eq!(b.starts(), vec![busy, late, high]);
+}
+
+#[tokio::test]
+async fn urgency_of_a_running_job_cannot_change() {
+    let mut b = Bench::new(1).await;
+    let id = b.submit(ONE).await;
+    assert!(matches!(b.urgency(id, 3).await, Err(Error::WrongState(_))));
+}
+
+// ---- dependencies -------------------------------------------------------
+
+#[tokio::test]
+async fn afterok_runs_after_success() {
+    let mut b = Bench::new(2).await;
+    let first = b.submit(&spec(1, 0.0, "")).await;
+    let id = b.submit(&with_dependency("afterok", first)).await;
+    assert_eq!(b.state(id), Some(JobState::Depend));
+    b.run_to_end(first, 0).await;
+    assert_eq!(
+        b.events(id),
+        seq(&[
+            &["submit", "dependency-add", "validate", "dependency-remove"],
+            &TO_RUN[2..]
+        ])
+    );
+    assert_eq!(b.starts(), vec![first, id]);
+}
+
+#[tokio::test]
+async fn afterok_fails_after_failure() {
+    let mut b = Bench::new(2).await;
+    let first = b.submit(&spec(1, 0.0, "")).await;
+    let id = b.submit(&with_dependency("afterok", first)).await;
+    b.run_to_end(first, 1 << 8).await;
+    assert_eq!(
+        b.events(id),
+        seq(&[&["submit", "dependency-add", "validate", "exception", "clean"]])
+    );
+    assert_eq!(b.context(id, "exception")["type"], "dependency");
+}
+
+#[tokio::test]
+async fn afternotok_runs_after_failure() {
+    let mut b = Bench::new(2).await;
+    let first = b.submit(&spec(1, 0.0, "")).await;
+    let id = b.submit(&with_dependency("afternotok", first)).await;
+    b.run_to_end(first, 1 << 8).await;
+    assert_eq!(b.state(id), Some(JobState::Run));
+}
+
+#[tokio::test]
+async fn afterany_runs_after_a_cancel() {
+    let mut b = Bench::new(2).await;
+    let first = b.submit(&spec(1, 0.0, "")).await;
+    let id = b.submit(&with_dependency("afterany", first)).await;
+    b.cancel(first).await;
+    b.finish(first, 15).await;
+    assert_eq!(b.state(first), None);
+    assert_eq!(b.state(id), Some(JobState::Run));
+}
+
+#[tokio::test]
+async fn afterstart_runs_once_the_antecedent_starts() {
+    let mut b = Bench::new(2).await;
+    let first = b.submit(&spec(1, 0.0, "")).await;
+    let id = b.submit(&with_dependency("afterstart", first)).await;
+    assert_eq!(b.state(id), Some(JobState::Depend));
+    b.exec(ExecMsg::Started { id: first }).await;
+    assert_eq!(b.state(id), Some(JobState::Run));
+}
+
+#[tokio::test]
+async fn a_dependency_on_a_finished_job_resolves_at_submit() {
+    let mut b = Bench::new(1).await;
+    let first = b.submit(&spec(1, 0.0, "")).await;
+    b.run_to_end(first, 0).await;
+    let id = b.submit(&with_dependency("afterok", first)).await;
+    assert_eq!(b.state(id), Some(JobState::Run));
+    assert!(!b.events(id).contains(&"dependency-add".to_string()));
+}
+
+#[tokio::test]
+async fn a_dependency_on_an_unknown_job_is_refused_and_leaves_no_trace() {
+    let mut b = Bench::new(1).await;
+    let r = b
+        .submit_as(&with_dependency("afterok", JobId::from(999u64)), 16, OWNER)
+        .await;
+    assert!(r.is_err());
+    assert!(b.core.jobs.is_empty());
+    assert_eq!(b.store.max_job_id().unwrap(), None);
+}
+
+#[tokio::test]
+async fn begin_time_waits_for_the_test_clock() {
+    let mut b = Bench::new(1).await;
+    let at = T0 + 100.0;
+    let id = b
+        .submit(&spec(
+            1,
+            0.0,
+            &format!("    dependencies:\n      - scheme: begin-time\n        value: \"{at}\"\n"),
+        ))
+        .await;
+    assert_eq!(b.state(id), Some(JobState::Depend));
+    b.advance(50.0).await;
+    assert_eq!(b.state(id), Some(JobState::Depend));
+    b.advance(51.0).await;
+    assert_eq!(b.state(id), Some(JobState::Run));
+    assert_eq!(
+        b.events(id),
+        seq(&[
+            &["submit", "dependency-add", "validate", "dependency-remove"],
+            &TO_RUN[2..]
+        ])
+    );
+}
+
+// ---- time limits --------------------------------------------------------
+
+#[tokio::test]
+async fn a_time_limit_raises_timeout_when_the_clock_passes_it() {
+    let mut b = Bench::new(1).await;
+    let id = b.submit(&spec(1, 60.0, "")).await;
+    b.exec(ExecMsg::Started { id }).await;
+    b.advance(59.0).await;
+    assert_eq!(b.state(id), Some(JobState::Run));
+    b.advance(2.0).await;
+    assert_eq!(b.state(id), Some(JobState::Cleanup));
+    assert_eq!(b.context(id, "exception")["type"], "timeout");
+    assert_eq!(
+        b.calls().last(),
+        Some(&Call::Exception {
+            id,
+            kind: "timeout".into()
+        })
+    );
+}
+
+#[tokio::test]
+async fn a_job_that_ends_in_time_sees_no_timeout() {
+    let mut b = Bench::new(1).await;
+    let id = b.submit(&spec(1, 60.0, "")).await;
+    b.run_to_end(id, 0).await;
+    b.advance(120.0).await;
+    assert_eq!(b.events(id), seq(&[&TO_RUN, &AFTER_RUN]));
+}
+
+#[tokio::test]
+async fn the_expiration_in_r_follows_the_time_limit() {
+    let mut b = Bench::new(1).await;
+    let id = b.submit(&spec(1, 60.0, "")).await;
+    let r = b.core.jobs[&id].r.clone().unwrap();
+    assert_eq!(r.expiration(), Some(T0 + 60.0));
+}
+
+// ---- nodes --------------------------------------------------------------
+
+#[tokio::test]
+async fn nothing_starts_before_the_nodes_join() {
+    let store = Arc::new(MemoryStore::new());
+    let mut b = Bench::over(store, 1, config(), false).await;
+    let id = b.submit(ONE).await;
+    assert_eq!(b.state(id), Some(JobState::Sched));
+    b.join_all().await;
+    assert_eq!(b.state(id), Some(JobState::Run));
+    assert_eq!(b.starts(), vec![id]);
+}
+
+#[tokio::test]
+async fn a_node_that_leaves_takes_no_new_jobs() {
+    let mut b = Bench::new(2).await;
+    b.handle(Msg::Node(NodeMsg::Gone { session: 2 })).await;
+    let first = b.submit(&spec(1, 0.0, "")).await;
+    let second = b.submit(&spec(1, 0.0, "")).await;
+    assert_eq!(b.state(first), Some(JobState::Run));
+    assert_eq!(b.state(second), Some(JobState::Sched));
+    let r = b.core.jobs[&first].r.clone().unwrap();
+    assert_eq!(r.ranks(), IdSet::from_range(0, 0));
+}
+
+// ---- restart replay -----------------------------------------------------
+
+#[tokio::test]
+async fn restart_reattaches_running_jobs_and_requeues_pending_ones() {
+    let store = Arc::new(MemoryStore::new());
+    let (running, pending, done) = {
+        let mut b = Bench::over(Arc::clone(&store), 1, config(), true).await;
+        let done = b.submit(&spec(1, 0.0, "")).await;
+        b.run_to_end(done, 0).await;
+        let running = b.submit(&spec(1, 0.0, "")).await;
+        b.exec(ExecMsg::Started { id: running }).await;
+        let pending = b.submit(&spec(1, 0.0, "")).await;
+        (running, pending, done)
+    };
+    let mut b = Bench::over(Arc::clone(&store), 1, config(), false).await;
+    assert_eq!(b.state(running), Some(JobState::Run));
+    assert_eq!(b.state(pending), Some(JobState::Sched));
+    assert_eq!(b.state(done), None);
+    assert_eq!(
+        b.events(running),
+        seq(&[&TO_RUN, &["start", "flux-restart"]])
+    );
+    // A pending job is prioritized again, as flux-core's restart does.
+    assert_eq!(
+        b.events(pending),
+        seq(&[&TO_RUN[..4], &["flux-restart", "priority"]])
+    );
+    assert_eq!(b.events(done).last().unwrap(), "clean");
+    b.join_all().await;
+    assert_eq!(
+        b.calls(),
+        vec![Call::Start {
+            id: running,
+            reattach: true
+        }]
+    );
+    b.finish(running, 0).await;
+    assert_eq!(b.starts(), vec![running, pending]);
+}
+
+#[tokio::test]
+async fn restart_issues_ids_after_the_stored_ones() {
+    let store = Arc::new(MemoryStore::new());
+    let first = {
+        let mut b = Bench::over(Arc::clone(&store), 1, config(), true).await;
+        b.submit(ONE).await
+    };
+    let mut b = Bench::over(store, 1, config(), true).await;
+    let second = b.submit(ONE).await;
+    assert!(u64::from(second) > u64::from(first));
+}
+
+#[tokio::test]
+async fn restart_keeps_inactive_jobs_waitable_and_listed() {
+    let store = Arc::new(MemoryStore::new());
+    let id = {
+        let mut b = Bench::over(Arc::clone(&store), 1, config(), true).await;
+        let id = b.submit(ONE).await;
+        b.run_to_end(id, 0).await;
+        id
+    };
+    let b = Bench::over(store, 1, config(), true).await;
+    assert_eq!(b.core.inactive.count(), 1);
+    let inactive = b.core.inactive.get(&*b.store, id).unwrap().unwrap();
+    assert_eq!(inactive.result, fluxgate_shared::job::JobResult::Completed);
+}
+
+// ---- queue --------------------------------------------------------------
+
+#[tokio::test]
+async fn a_stopped_queue_refuses_submissions_until_started() {
+    let mut b = Bench::new(1).await;
+    for (action, ok) in [(QueueAction::Stop, false), (QueueAction::Start, true)] {
+        let (reply, mut rx) = oneshot::channel();
+        b.handle(Msg::Queue {
+            action,
+            reason: "maintenance".into(),
+            reply,
+        })
+        .await;
+        assert_eq!(rx.try_recv().unwrap().unwrap().started, ok);
+        let r = b.submit_as(ONE, 16, OWNER).await;
+        assert_eq!(r.is_ok(), ok, "{r:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_prolog_interrupted_by_a_restart_is_finished_as_failed() {
+    let store = Arc::new(MemoryStore::new());
+    let id = {
+        let mut b = Bench::over(Arc::clone(&store), 1, config(), true).await;
+        let id = b.submit(ONE).await;
+        // As if a prolog had started when the job manager stopped.
+        let line = Event::new(
+            T0,
+            "prolog-start",
+            Some(
+                [("description".to_string(), Value::from("site-prolog"))]
+                    .into_iter()
+                    .collect(),
+            ),
+        )
+        .to_json();
+        store
+            .commit(vec![crate::store::Write::Append {
+                id: id.into(),
+                log: Log::Main,
+                line,
+            }])
+            .await
+            .unwrap();
+        id
+    };
+    let mut with_prolog = config();
+    with_prolog.perilog.prolog = Some("site-prolog".into());
+    let mut b = Bench::over(store, 1, with_prolog, true).await;
+    assert_eq!(
+        b.events(id),
+        seq(&[
+            &TO_RUN,
+            &["prolog-start", "flux-restart", "prolog-finish", "exception"],
+            &["free", "clean"]
+        ])
+    );
+    assert_eq!(b.context(id, "prolog-finish")["status"], 256);
+    assert_eq!(b.context(id, "prolog-finish")["description"], "site-prolog");
+    assert_eq!(b.context(id, "exception")["type"], "prolog");
+    assert!(b.starts().is_empty(), "the job never starts");
+    let _ = b.state(id);
+    b.flush().await;
+}
+
+#[tokio::test]
+async fn losing_a_node_ends_the_jobs_running_there() {
+    let mut b = Bench::new(2).await;
+    let on0 = b.submit(&spec(1, 0.0, "")).await;
+    let on1 = b.submit(&spec(1, 0.0, "")).await;
+    b.exec(ExecMsg::Started { id: on0 }).await;
+    b.exec(ExecMsg::Started { id: on1 }).await;
+    // Session 2 serves rank 1.
+    b.handle(Msg::Node(NodeMsg::Gone { session: 2 })).await;
+    assert_eq!(b.state(on0), Some(JobState::Run));
+    assert_eq!(b.state(on1), Some(JobState::Cleanup));
+    assert_eq!(b.context(on1, "exception")["type"], "node-failure");
+    assert_eq!(
+        b.context(on1, "exception")["note"],
+        "lost contact with rank 1 (node1)"
+    );
+    // Its exec service is gone: nothing can be told to it.
+    assert!(
+        !b.calls()
+            .iter()
+            .any(|c| matches!(c, Call::Exception { id, .. } if *id == on1))
+    );
+}
+
+#[tokio::test]
+async fn a_longer_time_limit_reaches_the_running_job_and_its_timer() {
+    let mut b = Bench::new(1).await;
+    let id = b.submit(&spec(1, 60.0, "")).await;
+    b.exec(ExecMsg::Started { id }).await;
+    let (reply, mut rx) = oneshot::channel();
+    let updates: Map<String, Value> =
+        [("attributes.system.duration".to_string(), Value::from(120.0))]
+            .into_iter()
+            .collect();
+    b.handle(Msg::Update { id, updates, reply }).await;
+    assert_eq!(rx.try_recv().unwrap(), Ok(Some(T0 + 120.0)));
+    assert_eq!(
+        b.calls().last(),
+        Some(&Call::Expiration {
+            id,
+            expiration: T0 + 120.0
+        })
+    );
+    b.advance(90.0).await;
+    assert_eq!(
+        b.state(id),
+        Some(JobState::Run),
+        "the old limit no longer holds"
+    );
+    b.advance(31.0).await;
+    assert_eq!(b.context(id, "exception")["type"], "timeout");
+}
+
+#[tokio::test]
+async fn a_drained_node_takes_no_new_jobs_until_undrained() {
+    let mut b = Bench::new(1).await;
+    let (reply, mut rx) = oneshot::channel();
+    b.handle(Msg::Resource(ResourceMsg::Drain {
+        targets: "0".into(),
+        reason: Some("maintenance".into()),
+        mode: Default::default(),
+        reply,
+    }))
+    .await;
+    assert_eq!(rx.try_recv().unwrap(), Ok(()));
+    let id = b.submit(ONE).await;
+    assert_eq!(b.state(id), Some(JobState::Sched));
+    let (reply, mut rx) = oneshot::channel();
+    b.handle(Msg::Resource(ResourceMsg::Undrain {
+        targets: "0".into(),
+        reason: None,
+        force: false,
+        reply,
+    }))
+    .await;
+    assert_eq!(rx.try_recv().unwrap(), Ok(()));
+    assert_eq!(b.state(id), Some(JobState::Run));
+    let stored = b.store.resource_eventlog().unwrap();
+    let names: Vec<String> = stored
+        .iter()
+        .map(|l| Event::parse_json(l).unwrap().name.to_string())
+        .filter(|n| n == "drain" || n == "undrain")
+        .collect();
+    assert_eq!(names, ["drain", "undrain"]);
+}
+
+#[tokio::test]
+async fn waiting_for_a_waitable_job_is_answered_once_it_ends() {
+    let mut b = Bench::new(1).await;
+    let jobspec = Jobspec::parse(ONE).unwrap();
+    let (reply, mut rx) = oneshot::channel();
+    b.handle(Msg::Submit {
+        jobs: vec![SubmitArgs {
+            jobspec_json: jobspec.to_json(),
+            jobspec: Arc::new(jobspec),
+            urgency: Urgency::DEFAULT,
+            // FLUX_JOB_WAITABLE.
+            flags: 4,
+            userid: OWNER,
+        }],
+        reply,
+    })
+    .await;
+    let id = rx.try_recv().unwrap().remove(0).unwrap();
+    let (reply, mut waiting) = oneshot::channel();
+    b.handle(Msg::Wait {
+        id: Some(id),
+        reply,
+    })
+    .await;
+    assert!(waiting.try_recv().is_err(), "no answer while it runs");
+    b.run_to_end(id, 1 << 8).await;
+    let result = waiting.try_recv().unwrap().unwrap();
+    assert_eq!(result.id, id);
+    assert!(!result.success);
+    assert_eq!(result.error, "task(s) exited with exit code 1");
+    let (reply, mut again) = oneshot::channel();
+    b.handle(Msg::Wait {
+        id: Some(id),
+        reply,
+    })
+    .await;
+    assert!(matches!(
+        again.try_recv().unwrap(),
+        Err(Error::WrongState(_))
+    ));
+}
+
+#[tokio::test]
+async fn a_host_outside_the_inventory_cannot_join() {
+    let mut b = Bench::new(1).await;
+    let hello = |host: &str, reply| {
+        Msg::Node(NodeMsg::Hello {
+            session: 99,
+            nodes: vec![NodeInfo {
+                hostname: host.into(),
+                cores: IdSet::from_range(0, 3),
+                gpus: IdSet::new(),
+            }],
+            addr: "http://elsewhere:1".into(),
+            reply,
+        })
+    };
+    let (reply, mut rx) = oneshot::channel();
+    b.handle(hello("stranger", reply)).await;
+    let refused = rx.try_recv().unwrap().unwrap_err();
+    assert_eq!(refused, JoinRefused::Unknown("stranger".into()));
+    assert_eq!(
+        refused.to_string(),
+        "host stranger is not in this instance's resource inventory"
+    );
+    let (reply, mut rx) = oneshot::channel();
+    b.handle(Msg::Node(NodeMsg::Hello {
+        session: 100,
+        nodes: Vec::new(),
+        addr: "http://elsewhere:1".into(),
+        reply,
+    }))
+    .await;
+    assert_eq!(rx.try_recv().unwrap(), Err(JoinRefused::NoNode));
+}
