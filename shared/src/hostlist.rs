@@ -490,27 +490,14 @@ impl Hostlist {
     fn push_run(&mut self, run: Run) {
         self.len += run.count();
         if let Some(tail) = self.runs.last_mut() {
+            if let Some((joined_hi, joined_width)) = touching(tail, &run)
+                && let Run::Range { hi, width, .. } = tail
+            {
+                *hi = joined_hi;
+                *width = joined_width;
+                return;
+            }
             match (tail, &run) {
-                (
-                    Run::Range {
-                        prefix: p1,
-                        lo: l1,
-                        hi: h1,
-                        width: w1,
-                    },
-                    Run::Range {
-                        prefix: p2,
-                        lo: l2,
-                        hi: h2,
-                        width: w2,
-                    },
-                ) if p1 == p2 && h1.checked_add(1) == Some(*l2) => {
-                    if let Some(w) = combine_width(*l1, *w1, *l2, *w2) {
-                        *h1 = *h2;
-                        *w1 = w;
-                        return;
-                    }
-                }
                 // Suffixed hosts print one by one, so joining them only
                 // saves memory; widths must agree exactly.
                 (
@@ -1079,6 +1066,31 @@ fn overlap(prev: &Run, next: &Run) -> Option<(Arc<str>, u64, u64, usize, u64)> {
     }
 }
 
+/// Two neighbours of one prefix whose ranges touch exactly (`prev` ends
+/// right before `next` starts) and whose widths combine: the joined run's
+/// (hi, width).
+fn touching(prev: &Run, next: &Run) -> Option<(u64, usize)> {
+    match (prev, next) {
+        (
+            Run::Range {
+                prefix: p1,
+                lo: l1,
+                hi: h1,
+                width: w1,
+            },
+            Run::Range {
+                prefix: p2,
+                lo: l2,
+                hi: h2,
+                width: w2,
+            },
+        ) if p1 == p2 && h1.checked_add(1) == Some(*l2) => {
+            combine_width(*l1, *w1, *l2, *w2).map(|w| (*h2, w))
+        }
+        _ => None,
+    }
+}
+
 /// flux-core's `hostlist_collapse`: join exactly touching neighbours, from
 /// the end (which decides the joined widths), in one pass.
 fn collapse(mut runs: Vec<Run>) -> Vec<Run> {
@@ -1088,26 +1100,7 @@ fn collapse(mut runs: Vec<Run>) -> Vec<Run> {
     // Built back to front, then reversed.
     let mut out = Vec::with_capacity(runs.len() + 1);
     while let Some(mut prev) = runs.pop() {
-        let touching = match (&prev, &cur) {
-            (
-                Run::Range {
-                    prefix: p1,
-                    lo: l1,
-                    hi: h1,
-                    width: w1,
-                },
-                Run::Range {
-                    prefix: p2,
-                    lo: l2,
-                    hi: h2,
-                    width: w2,
-                },
-            ) if p1 == p2 && h1.checked_add(1) == Some(*l2) => {
-                combine_width(*l1, *w1, *l2, *w2).map(|w| (*h2, w))
-            }
-            _ => None,
-        };
-        match touching {
+        match touching(&prev, &cur) {
             Some((new_hi, w)) => {
                 if let Run::Range { hi, width, .. } = &mut prev {
                     *hi = new_hi;
@@ -1291,26 +1284,8 @@ mod tests {
     fn coalesce_by_rescan(runs: &mut Vec<Run>) {
         let mut i = runs.len().saturating_sub(1);
         while i > 0 {
-            let overlap = match (&runs[i - 1], &runs[i]) {
-                (
-                    Run::Range {
-                        prefix: p1,
-                        lo: l1,
-                        hi: h1,
-                        width: w1,
-                    },
-                    Run::Range {
-                        prefix: p2,
-                        lo: l2,
-                        hi: h2,
-                        width: w2,
-                    },
-                ) if p1 == p2 && h1 > l2 && combine_width(*l1, *w1, *l2, *w2).is_some() => {
-                    Some((p1.clone(), *l2, (*h2).min(*h1), *w1, *h1))
-                }
-                _ => None,
-            };
-            let Some((prefix, dup_lo, dup_hi, width, prev_hi)) = overlap else {
+            let Some((prefix, dup_lo, dup_hi, width, prev_hi)) = overlap(&runs[i - 1], &runs[i])
+            else {
                 i -= 1;
                 continue;
             };
@@ -1347,26 +1322,7 @@ mod tests {
         // hostlist_collapse: join exactly touching neighbours, from the end.
         let mut i = runs.len().saturating_sub(1);
         while i > 0 {
-            let touching = match (&runs[i - 1], &runs[i]) {
-                (
-                    Run::Range {
-                        prefix: p1,
-                        lo: l1,
-                        hi: h1,
-                        width: w1,
-                    },
-                    Run::Range {
-                        prefix: p2,
-                        lo: l2,
-                        hi: h2,
-                        width: w2,
-                    },
-                ) if p1 == p2 && h1.checked_add(1) == Some(*l2) => {
-                    combine_width(*l1, *w1, *l2, *w2).map(|w| (*h2, w))
-                }
-                _ => None,
-            };
-            if let Some((new_hi, w)) = touching {
+            if let Some((new_hi, w)) = touching(&runs[i - 1], &runs[i]) {
                 if let Run::Range { hi, width, .. } = &mut runs[i - 1] {
                     *hi = new_hi;
                     *width = w;
