@@ -1,84 +1,25 @@
 //! The `fluxgate-exec` binary: flags, virtual nodes, health, SIGTERM.
 
+mod common;
+
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use fluxgate_proto::v1::StartRequest;
 use fluxgate_proto::v1::exec_client::ExecClient;
-use fluxgate_proto::v1::join_message::Message;
-use fluxgate_proto::v1::join_reply::Reply;
-use fluxgate_proto::v1::node_server::{Node, NodeServer};
 use fluxgate_proto::v1::start_response::Response as R;
-use fluxgate_proto::v1::{Hello, JoinMessage, JoinReply, StartRequest, Welcome};
 use serde_json::json;
-use tokio::sync::mpsc;
-use tokio_stream::wrappers::{ReceiverStream, TcpListenerStream};
-use tonic::{Request, Response, Status, Streaming};
 
-#[derive(Clone, Default)]
-struct FakeJm {
-    hellos: Arc<Mutex<Vec<Hello>>>,
-}
-
-#[tonic::async_trait]
-impl Node for FakeJm {
-    type JoinStream = ReceiverStream<Result<JoinReply, Status>>;
-
-    async fn join(
-        &self,
-        request: Request<Streaming<JoinMessage>>,
-    ) -> Result<Response<Self::JoinStream>, Status> {
-        let mut inbound = request.into_inner();
-        let (tx, rx) = mpsc::channel(4);
-        let hellos = self.hellos.clone();
-        tokio::spawn(async move {
-            let Ok(Some(JoinMessage {
-                message: Some(Message::Hello(hello)),
-            })) = inbound.message().await
-            else {
-                return;
-            };
-            let n = hello.nodes.len() as u32;
-            hellos.lock().unwrap().push(hello);
-            let welcome = Welcome {
-                ranks: (0..n).collect(),
-                heartbeat_interval: 1.0,
-            };
-            let _ = tx
-                .send(Ok(JoinReply {
-                    reply: Some(Reply::Welcome(welcome)),
-                }))
-                .await;
-            while let Ok(Some(_)) = inbound.message().await {}
-        });
-        Ok(Response::new(ReceiverStream::new(rx)))
-    }
-}
-
-/// A fake job manager's Node service on an ephemeral port: its address and state.
-async fn fake_jm() -> (std::net::SocketAddr, FakeJm) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let jm = FakeJm::default();
-    let svc = NodeServer::new(jm.clone());
-    tokio::spawn(async move {
-        tonic::transport::Server::builder()
-            .add_service(svc)
-            .serve_with_incoming(TcpListenerStream::new(listener))
-            .await
-            .unwrap();
-    });
-    (addr, jm)
-}
+use common::fake_jm;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn virtual_nodes_run_a_two_rank_job_and_sigterm_exits_cleanly() {
-    let (jm_addr, jm) = fake_jm().await;
+    let (jm_uri, jm) = fake_jm().await;
 
     let mut child = Command::new(env!("CARGO_BIN_EXE_fluxgate-exec"))
         .args(["--hostname", "node", "--virtual", "2", "--cores-count", "2"])
-        .env("FLUXGATE_JOB_MANAGER", format!("http://{jm_addr}"))
+        .env("FLUXGATE_JOB_MANAGER", jm_uri.clone())
         .env("FLUXGATE_KILL_TIMEOUT", "1")
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -94,11 +35,7 @@ async fn virtual_nodes_run_a_two_rank_job_and_sigterm_exits_cleanly() {
     .unwrap();
     assert!(address.starts_with("http://127.0.0.1:"), "{address}");
 
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while jm.hellos.lock().unwrap().is_empty() {
-        assert!(Instant::now() < deadline, "no hello");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    jm.wait_hellos(1).await;
     let hello = jm.hellos.lock().unwrap()[0].clone();
     assert_eq!(hello.exec_address, address);
     let nodes: Vec<_> = hello
@@ -214,7 +151,7 @@ fn metric(text: &str, series: &str) -> Option<f64> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn config_file_json_logs_with_job_ids_and_metrics() {
-    let (jm_addr, jm) = fake_jm().await;
+    let (jm_uri, jm) = fake_jm().await;
     // A port picked here rather than 0, so the test knows where to scrape.
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -227,7 +164,7 @@ async fn config_file_json_logs_with_job_ids_and_metrics() {
     std::fs::write(
         &config,
         format!(
-            "job_manager = \"http://{jm_addr}\"\nhostname = \"node\"\ncores_count = 2\n\
+            "job_manager = \"{jm_uri}\"\nhostname = \"node\"\ncores_count = 2\n\
              kill_timeout = 1\n[metrics]\nlisten = \"{metrics_addr}\"\n"
         ),
     )
@@ -251,11 +188,7 @@ async fn config_file_json_logs_with_job_ids_and_metrics() {
     })
     .await
     .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while jm.hellos.lock().unwrap().is_empty() {
-        assert!(Instant::now() < deadline, "no hello");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    jm.wait_hellos(1).await;
     assert_eq!(jm.hellos.lock().unwrap()[0].nodes[0].cores, "0-1");
 
     // Job 1: two tasks, rank 1 exits 1. Job 2: a command that does not exist.
@@ -348,7 +281,7 @@ async fn a_descriptor_the_service_inherits_never_reaches_a_task() {
     use nix::sys::stat::Mode;
     use std::os::fd::AsRawFd;
 
-    let (jm_addr, jm) = fake_jm().await;
+    let (jm_uri, jm) = fake_jm().await;
     // A file the starting shell had open, left open across exec (no
     // O_CLOEXEC), as a redirection or a leaked pipe would be.
     let dir = tempfile::tempdir().unwrap();
@@ -357,7 +290,7 @@ async fn a_descriptor_the_service_inherits_never_reaches_a_task() {
     let leaked = open(&secret, OFlag::O_RDONLY, Mode::empty()).unwrap();
     let mut child = Command::new(env!("CARGO_BIN_EXE_fluxgate-exec"))
         .args(["--hostname", "node", "--cores-count", "1"])
-        .env("FLUXGATE_JOB_MANAGER", format!("http://{jm_addr}"))
+        .env("FLUXGATE_JOB_MANAGER", jm_uri.clone())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -372,11 +305,7 @@ async fn a_descriptor_the_service_inherits_never_reaches_a_task() {
     })
     .await
     .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while jm.hellos.lock().unwrap().is_empty() {
-        assert!(Instant::now() < deadline, "no hello");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    jm.wait_hellos(1).await;
 
     let script = format!(
         "ls /proc/self/fd | tr '\\n' ' '; echo; cat /proc/self/fd/{fd} 2>/dev/null || echo unreadable"

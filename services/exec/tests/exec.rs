@@ -2,106 +2,24 @@
 //! The job manager's side of the contract is played by a small fake `Node`
 //! server that welcomes every hello.
 
+mod common;
+
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use fluxgate_exec::config::Config;
 use fluxgate_exec::server::{self, Running};
 use fluxgate_proto::v1::exec_client::ExecClient;
-use fluxgate_proto::v1::join_message::Message;
-use fluxgate_proto::v1::join_reply::Reply;
-use fluxgate_proto::v1::node_server::{Node, NodeServer};
 use fluxgate_proto::v1::start_response::Response as R;
-use fluxgate_proto::v1::{
-    ExecExceptionRequest, ExecKillRequest, Hello, JoinMessage, JoinReply, StartRequest,
-    StartResponse, Welcome,
-};
+use fluxgate_proto::v1::{ExecExceptionRequest, ExecKillRequest, StartRequest, StartResponse};
 use fluxgate_shared::{IdSet, JobId};
 use serde_json::{Value, json};
-use tokio::sync::mpsc;
-use tokio_stream::wrappers::{ReceiverStream, TcpListenerStream};
+use tonic::Streaming;
 use tonic::transport::Channel;
-use tonic::{Request, Response, Status, Streaming};
 
-// ---------------------------------------------------------------- fake job manager
-
-#[derive(Clone, Default)]
-struct FakeJm {
-    hellos: Arc<Mutex<Vec<Hello>>>,
-    heartbeats: Arc<AtomicUsize>,
-    next_rank: Arc<AtomicU32>,
-    /// Close the first join stream right after the welcome.
-    drop_first: Arc<AtomicBool>,
-}
-
-#[tonic::async_trait]
-impl Node for FakeJm {
-    type JoinStream = ReceiverStream<Result<JoinReply, Status>>;
-
-    async fn join(
-        &self,
-        request: Request<Streaming<JoinMessage>>,
-    ) -> Result<Response<Self::JoinStream>, Status> {
-        let mut inbound = request.into_inner();
-        let (tx, rx) = mpsc::channel(4);
-        let jm = self.clone();
-        tokio::spawn(async move {
-            let Ok(Some(JoinMessage {
-                message: Some(Message::Hello(hello)),
-            })) = inbound.message().await
-            else {
-                return;
-            };
-            let n = hello.nodes.len() as u32;
-            let base = jm.next_rank.fetch_add(n, Ordering::SeqCst);
-            jm.hellos.lock().unwrap().push(hello);
-            let welcome = Welcome {
-                ranks: (base..base + n).collect(),
-                heartbeat_interval: 0.05,
-            };
-            let _ = tx
-                .send(Ok(JoinReply {
-                    reply: Some(Reply::Welcome(welcome)),
-                }))
-                .await;
-            if jm.drop_first.swap(false, Ordering::SeqCst) {
-                return;
-            }
-            while let Ok(Some(m)) = inbound.message().await {
-                if let Some(Message::Heartbeat(_)) = m.message {
-                    jm.heartbeats.fetch_add(1, Ordering::SeqCst);
-                }
-            }
-        });
-        Ok(Response::new(ReceiverStream::new(rx)))
-    }
-}
-
-async fn fake_jm() -> (String, FakeJm) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let jm = FakeJm::default();
-    let svc = NodeServer::new(jm.clone());
-    tokio::spawn(async move {
-        tonic::transport::Server::builder()
-            .add_service(svc)
-            .serve_with_incoming(TcpListenerStream::new(listener))
-            .await
-            .unwrap();
-    });
-    (format!("http://{addr}"), jm)
-}
-
-async fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !cond() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
+use common::{FakeJm, fake_jm, wait_for};
 
 // ---------------------------------------------------------------- exec helpers
 

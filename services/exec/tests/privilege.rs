@@ -3,6 +3,8 @@
 //! real unprivileged account, created here and removed after; without root
 //! the tests say so and do nothing.
 
+mod common;
+
 use std::collections::HashMap;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::os::unix::process::CommandExt;
@@ -14,16 +16,12 @@ use std::time::Duration;
 use fluxgate_exec::config::Config;
 use fluxgate_exec::server::{self, Running};
 use fluxgate_proto::v1::exec_client::ExecClient;
-use fluxgate_proto::v1::join_message::Message;
-use fluxgate_proto::v1::join_reply::Reply;
-use fluxgate_proto::v1::node_server::{Node, NodeServer};
 use fluxgate_proto::v1::start_response::Response as R;
-use fluxgate_proto::v1::{JoinMessage, JoinReply, StartRequest, StartResponse, Welcome};
+use fluxgate_proto::v1::{StartRequest, StartResponse};
 use fluxgate_shared::IdSet;
 use serde_json::{Value, json};
-use tokio::sync::{mpsc, watch};
-use tokio_stream::wrappers::{ReceiverStream, TcpListenerStream};
-use tonic::{Request, Response, Status, Streaming};
+
+use common::fake_jm;
 
 // ---------------------------------------------------------------- accounts
 
@@ -103,62 +101,13 @@ fn chmod(path: &Path, mode: u32) {
 
 // ---------------------------------------------------------------- service
 
-#[derive(Clone)]
-struct FakeJm {
-    joined: watch::Sender<bool>,
-}
-
-#[tonic::async_trait]
-impl Node for FakeJm {
-    type JoinStream = ReceiverStream<Result<JoinReply, Status>>;
-
-    async fn join(
-        &self,
-        request: Request<Streaming<JoinMessage>>,
-    ) -> Result<Response<Self::JoinStream>, Status> {
-        let mut inbound = request.into_inner();
-        let (tx, rx) = mpsc::channel(4);
-        let joined = self.joined.clone();
-        tokio::spawn(async move {
-            let Ok(Some(JoinMessage {
-                message: Some(Message::Hello(_)),
-            })) = inbound.message().await
-            else {
-                return;
-            };
-            let welcome = Welcome {
-                ranks: vec![0],
-                heartbeat_interval: 1.0,
-            };
-            let _ = tx
-                .send(Ok(JoinReply {
-                    reply: Some(Reply::Welcome(welcome)),
-                }))
-                .await;
-            joined.send_replace(true);
-            while let Ok(Some(_)) = inbound.message().await {}
-        });
-        Ok(Response::new(ReceiverStream::new(rx)))
-    }
-}
-
 /// A root exec service joined to a fake job manager.
 async fn exec() -> Running {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let (joined, mut is_joined) = watch::channel(false);
-    let svc = NodeServer::new(FakeJm { joined });
-    tokio::spawn(async move {
-        tonic::transport::Server::builder()
-            .add_service(svc)
-            .serve_with_incoming(TcpListenerStream::new(listener))
-            .await
-            .unwrap();
-    });
-    let mut config = Config::single(&format!("http://{addr}"), "vm", IdSet::from_range(0, 1));
+    let (jm_uri, jm) = fake_jm().await;
+    let mut config = Config::single(&jm_uri, "vm", IdSet::from_range(0, 1));
     config.kill_timeout = Duration::from_secs(2);
     let running = server::start(config).await.unwrap();
-    is_joined.wait_for(|j| *j).await.unwrap();
+    jm.wait_hellos(1).await;
     running
 }
 
