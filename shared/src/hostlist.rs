@@ -1042,9 +1042,11 @@ fn coalesce(runs: &mut Vec<Run>) {
     *runs = collapse(right);
 }
 
-/// The duplicates of two neighbours of one prefix whose ranges overlap:
-/// (prefix, first duplicate, last duplicate, width of `prev`, `prev`'s hi).
-fn overlap(prev: &Run, next: &Run) -> Option<(Arc<str>, u64, u64, usize, u64)> {
+/// Two neighbouring ranges of one prefix: the prefix, then (lo, hi, width)
+/// of each.
+type RangePair<'a> = (&'a Arc<str>, (u64, u64, usize), (u64, u64, usize));
+
+fn range_pair<'a>(prev: &'a Run, next: &'a Run) -> Option<RangePair<'a>> {
     match (prev, next) {
         (
             Run::Range {
@@ -1059,36 +1061,28 @@ fn overlap(prev: &Run, next: &Run) -> Option<(Arc<str>, u64, u64, usize, u64)> {
                 hi: h2,
                 width: w2,
             },
-        ) if p1 == p2 && h1 > l2 && combine_width(*l1, *w1, *l2, *w2).is_some() => {
-            Some((p1.clone(), *l2, (*h2).min(*h1), *w1, *h1))
-        }
+        ) if p1 == p2 => Some((p1, (*l1, *h1, *w1), (*l2, *h2, *w2))),
         _ => None,
     }
+}
+
+/// The duplicates of two neighbours of one prefix whose ranges overlap:
+/// (prefix, first duplicate, last duplicate, width of `prev`, `prev`'s hi).
+fn overlap(prev: &Run, next: &Run) -> Option<(Arc<str>, u64, u64, usize, u64)> {
+    let (prefix, (l1, h1, w1), (l2, h2, w2)) = range_pair(prev, next)?;
+    (h1 > l2 && combine_width(l1, w1, l2, w2).is_some())
+        .then(|| (prefix.clone(), l2, h2.min(h1), w1, h1))
 }
 
 /// Two neighbours of one prefix whose ranges touch exactly (`prev` ends
 /// right before `next` starts) and whose widths combine: the joined run's
 /// (hi, width).
 fn touching(prev: &Run, next: &Run) -> Option<(u64, usize)> {
-    match (prev, next) {
-        (
-            Run::Range {
-                prefix: p1,
-                lo: l1,
-                hi: h1,
-                width: w1,
-            },
-            Run::Range {
-                prefix: p2,
-                lo: l2,
-                hi: h2,
-                width: w2,
-            },
-        ) if p1 == p2 && h1.checked_add(1) == Some(*l2) => {
-            combine_width(*l1, *w1, *l2, *w2).map(|w| (*h2, w))
-        }
-        _ => None,
+    let (_, (l1, h1, w1), (l2, h2, w2)) = range_pair(prev, next)?;
+    if h1.checked_add(1) != Some(l2) {
+        return None;
     }
+    combine_width(l1, w1, l2, w2).map(|w| (h2, w))
 }
 
 /// flux-core's `hostlist_collapse`: join exactly touching neighbours, from
