@@ -3,15 +3,19 @@
 //! build --workspace`). The figures are checked for shape, counts and sign,
 //! never against a time: how fast a machine is says nothing about the code.
 
+mod common;
+
 use std::io::{BufRead, BufReader};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
 
-use nix::sys::signal::{Signal, killpg};
+use nix::sys::signal::Signal;
 use nix::unistd::Pid;
 use serde_json::Value;
+
+use common::{Group, cli, require_services};
 
 /// Keys every row has, measured or null.
 const KEYS: &[&str] = &[
@@ -29,41 +33,7 @@ const KEYS: &[&str] = &[
     "loadavg",
 ];
 
-fn cli() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_fluxgate"))
-}
-
-fn require_services() {
-    let dir = cli().parent().expect("bin dir").to_path_buf();
-    for b in ["fluxgate-job-manager", "fluxgate-exec"] {
-        assert!(
-            dir.join(b).is_file(),
-            "{b} is missing from {}: run `cargo build --workspace` first",
-            dir.display()
-        );
-    }
-}
-
-/// A bench run; its process group is killed if the test fails first.
-struct Bench(Option<Child>);
-
-impl Drop for Bench {
-    fn drop(&mut self) {
-        if let Some(c) = &mut self.0 {
-            // SIGTERM first: the bench then stops the services it started.
-            let pg = Pid::from_raw(c.id() as i32);
-            let _ = killpg(pg, Signal::SIGTERM);
-            let deadline = Instant::now() + Duration::from_secs(15);
-            while Instant::now() < deadline && matches!(c.try_wait(), Ok(None)) {
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            let _ = killpg(pg, Signal::SIGKILL);
-            let _ = c.wait();
-        }
-    }
-}
-
-fn spawn(args: &[&str]) -> Bench {
+fn spawn(args: &[&str]) -> Group {
     require_services();
     let child = Command::new(cli())
         .arg("bench")
@@ -75,7 +45,11 @@ fn spawn(args: &[&str]) -> Bench {
         .process_group(0)
         .spawn()
         .expect("spawn fluxgate bench");
-    Bench(Some(child))
+    // SIGTERM first: the bench then stops the services it started.
+    Group {
+        child: Some(child),
+        grace: Duration::from_secs(15),
+    }
 }
 
 /// Run `fluxgate bench ARGS -v` to the end; the statedirs it reported are
@@ -85,7 +59,7 @@ fn bench(args: &[&str]) -> Output {
     let mut all = args.to_vec();
     all.extend(["-v", "--timeout", "120"]);
     let mut run = spawn(&all);
-    let child = run.0.take().expect("child");
+    let child = run.child.take().expect("child");
     let out = child.wait_with_output().expect("bench output");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "bench {args:?} failed: {stderr}");
@@ -281,7 +255,7 @@ fn remote_instances_refuse_what_needs_a_local_one() {
 fn an_interrupted_bench_stops_its_instance() {
     // Far more held jobs than can be submitted before the signal.
     let mut run = spawn(&["held", "--jobs", "100000000", "-v"]);
-    let child = run.0.as_mut().expect("child");
+    let child = run.child.as_mut().expect("child");
     let stderr = child.stderr.take().expect("stderr");
     let mut lines = BufReader::new(stderr).lines();
     let dir = loop {
@@ -297,7 +271,7 @@ fn an_interrupted_bench_stops_its_instance() {
     nix::sys::signal::kill(Pid::from_raw(child.id() as i32), Signal::SIGINT).expect("SIGINT");
     let rest: Vec<String> = lines.map_while(Result::ok).collect();
     let status = child.wait().expect("wait");
-    run.0 = None;
+    run.child = None;
     assert!(!status.success());
     assert!(
         rest.iter().any(|l| l.contains("interrupted by SIGINT")),

@@ -2,6 +2,9 @@
 //! `fluxgate start --size 2` (the job manager and exec binaries must sit
 //! beside the CLI binary: `cargo build --workspace`).
 
+// Each test file uses a part of it.
+#![allow(dead_code)]
+
 use std::io::Read;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
@@ -28,17 +31,21 @@ pub fn require_services() {
     }
 }
 
-/// A `fluxgate start` run; its process group is killed if the test fails.
-struct Run {
-    child: Option<Child>,
+/// A process in its own group (a `fluxgate start` or `bench` run) whose group
+/// is stopped if the test ends first: SIGTERM, then SIGKILL after `grace`.
+pub struct Group {
+    /// The process, until the test has waited for it itself.
+    pub child: Option<Child>,
+    /// How long SIGTERM has to stop everything before SIGKILL.
+    pub grace: Duration,
 }
 
-impl Drop for Run {
+impl Drop for Group {
     fn drop(&mut self) {
         if let Some(c) = &mut self.child {
             let pg = Pid::from_raw(c.id() as i32);
             let _ = killpg(pg, Signal::SIGTERM);
-            let deadline = Instant::now() + Duration::from_secs(5);
+            let deadline = Instant::now() + self.grace;
             while Instant::now() < deadline && matches!(c.try_wait(), Ok(None)) {
                 std::thread::sleep(Duration::from_millis(20));
             }
@@ -87,7 +94,10 @@ pub fn in_instance_with(script: &str, env: &[(&str, String)]) -> Output {
         v
     });
     // The guard kills the whole group if the run hangs or the test panics.
-    let mut run = Run { child: Some(child) };
+    let mut run = Group {
+        child: Some(child),
+        grace: Duration::from_secs(5),
+    };
     let deadline = Instant::now() + Duration::from_secs(120);
     let status = loop {
         let c = run.child.as_mut().expect("child");
@@ -114,7 +124,6 @@ pub fn text(b: &[u8]) -> String {
 }
 
 /// Run `script` (sh) inside a 2-node instance; `$F` is the CLI.
-#[allow(dead_code)]
 pub fn in_instance(script: &str) -> Output {
     in_instance_with(script, &[])
 }
