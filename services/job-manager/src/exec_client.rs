@@ -148,44 +148,38 @@ fn start<S: Store, K: ExecSink>(job: StartJob, store: Arc<S>, sink: K, credentia
     });
 }
 
-/// The jobspec to send: as stored (durable since submit, which was
-/// committed before any start), with its updates applied.
-async fn jobspec<S: Store>(store: Arc<S>, job: &StartJob) -> Result<String, String> {
-    let id = job.id;
-    let text = tokio::task::spawn_blocking(move || store.jobspec(id.into()))
-        .await
-        .map_err(|e| format!("reading the jobspec: {e}"))?
+/// What a start request carries besides R: the jobspec as stored (durable
+/// since submit, which was committed before any start) with its updates
+/// applied, and the credential the job's tasks get as `FLUXGATE_TOKEN`
+/// (empty when the instance runs open). Both need blocking work (a store
+/// read; naming the owner reads the account database), done in one trip
+/// off the runtime.
+async fn start_inputs<S: Store>(store: Arc<S>, job: &StartJob) -> Result<(String, String), String> {
+    let (credentials, id, uid, expiration) =
+        (job.credentials.clone(), job.id, job.userid, job.expiration);
+    let now = crate::clock::now().max(0.0) as u64;
+    let (text, minted) = tokio::task::spawn_blocking(move || {
+        (
+            store.jobspec(id.into()),
+            credentials.mint(id, uid, expiration, now),
+        )
+    })
+    .await
+    .map_err(|e| format!("reading the jobspec: {e}"))?;
+    let text = text
         .map_err(|e| e.to_string())?
         .ok_or_else(|| format!("job {id} has no stored jobspec"))?;
+    let credential = minted.unwrap_or_else(|e| {
+        tracing::error!(job = %id, error = %e, "cannot sign the job's credential");
+        String::new()
+    });
     if job.jobspec_updates.is_empty() {
-        return Ok(text);
+        return Ok((text, credential));
     }
     let mut value: Value =
         serde_json::from_str(&text).map_err(|e| format!("stored jobspec: {e}"))?;
     apply_jobspec_updates(&job.jobspec_updates, &mut value);
-    Ok(value.to_string())
-}
-
-/// The credential the job's tasks get as `FLUXGATE_TOKEN` (empty when the
-/// instance runs open): minted off the runtime, since naming the owner reads
-/// the account database.
-async fn job_credential(job: &StartJob) -> String {
-    let (credentials, id, uid, expiration) =
-        (job.credentials.clone(), job.id, job.userid, job.expiration);
-    let now = crate::clock::now().max(0.0) as u64;
-    let minted =
-        tokio::task::spawn_blocking(move || credentials.mint(id, uid, expiration, now)).await;
-    match minted {
-        Ok(Ok(token)) => token,
-        Ok(Err(e)) => {
-            tracing::error!(job = %id, error = %e, "cannot sign the job's credential");
-            String::new()
-        }
-        Err(e) => {
-            tracing::error!(job = %id, error = %e, "cannot sign the job's credential");
-            String::new()
-        }
-    }
+    Ok((value.to_string(), credential))
 }
 
 async fn run_start<S: Store, K: ExecSink>(
@@ -195,8 +189,7 @@ async fn run_start<S: Store, K: ExecSink>(
     access: &ExecAccess,
 ) -> Result<(), String> {
     let id = job.id;
-    let jobspec = jobspec(store, &job).await?;
-    let credential = job_credential(&job).await;
+    let (jobspec, credential) = start_inputs(store, &job).await?;
     let mut client = ExecClient::new(channel(&job.leader, access)?);
     let req = pb::StartRequest {
         id: job.id.into(),
