@@ -395,11 +395,7 @@ fn start_dir(dir: &Path) -> Result<(Option<PathBuf>, Option<String>), SpawnError
     if std::fs::read_dir(fallback).is_err() {
         return Err(spawn_error(format!("chdir {}", dir.display()), &e));
     }
-    let warning = format!(
-        "Could not change dir to {}: {}. Going to {FALLBACK_DIR} instead\n",
-        dir.display(),
-        reason(&e)
-    );
+    let warning = crate::wrapper::fallback_warning(dir, &e);
     Ok((Some(fallback.to_path_buf()), Some(warning)))
 }
 

@@ -61,9 +61,15 @@ fn enter(dir: Option<&Path>) -> Result<Option<String>, NoDir> {
             error,
         });
     }
-    Ok(Some(format!(
+    Ok(Some(fallback_warning(dir, &error)))
+}
+
+/// flux-core's words, first on a task's stderr, for a job directory that
+/// could not be entered.
+pub fn fallback_warning(dir: &Path, error: &io::Error) -> String {
+    format!(
         "Could not change dir to {}: {}. Going to {FALLBACK_DIR} instead\n",
         dir.display(),
-        crate::task::reason(&error)
-    )))
+        crate::task::reason(error)
+    )
 }
