@@ -122,17 +122,8 @@ impl JobCredentials {
             Some(e) => e.ceil() as u64,
             None => now.saturating_add(self.default_ttl),
         };
-        Claims::job(&user_name(uid), uid, id.as_u64(), now, exp).sign(key)
+        Claims::job(&super::user_name(uid), uid, id.as_u64(), now, exp).sign(key)
     }
-}
-
-/// The login name of `uid`, for messages; `uid{N}` when the system has none.
-fn user_name(uid: u32) -> String {
-    nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
-        .ok()
-        .flatten()
-        .map(|u| u.name)
-        .unwrap_or_else(|| format!("uid{uid}"))
 }
 
 #[cfg(test)]

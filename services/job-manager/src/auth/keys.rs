@@ -74,7 +74,7 @@ pub fn load_or_create(config: &Config) -> Result<InstanceKeys, String> {
         }
         Err(e) => return Err(format!("cannot read instance key {}: {e}", path.display())),
     };
-    let owner = owner_name(config.owner_uid);
+    let owner = super::user_name(config.owner_uid);
     let sign = |c: Claims| c.sign(&key).map_err(|e| e.to_string());
     let owner_token = sign(Claims::user(&owner, config.owner_uid, 0, None))?;
     let node_token = sign(Claims::node(config.owner_uid, 0))?;
@@ -91,15 +91,6 @@ pub fn load_or_create(config: &Config) -> Result<InstanceKeys, String> {
         owner_token,
         node_token,
     })
-}
-
-/// The owner's login name, for the token's `user`.
-fn owner_name(uid: u32) -> String {
-    nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
-        .ok()
-        .flatten()
-        .map(|u| u.name)
-        .unwrap_or_else(|| format!("uid{uid}"))
 }
 
 fn warn_if_readable_by_others(path: &Path) {

@@ -37,3 +37,13 @@ pub fn caller<T>(request: &Request<T>) -> Result<Caller, Status> {
         .cloned()
         .ok_or_else(|| Status::unauthenticated("the request carries no verified identity"))
 }
+
+/// The login name of `uid` for a token's `user` field; `uid{N}` when the
+/// system has no account for it.
+pub(crate) fn user_name(uid: u32) -> String {
+    nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
+        .ok()
+        .flatten()
+        .map(|u| u.name)
+        .unwrap_or_else(|| format!("uid{uid}"))
+}
