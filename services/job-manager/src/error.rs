@@ -13,6 +13,10 @@ pub enum Error {
     /// No such job.
     #[error("job {0} not found")]
     UnknownJob(JobId),
+    /// The job is not active; whether it is inactive or unknown is decided
+    /// before the answer (the core asks the store), so callers see one of those.
+    #[error("job {0} is not active")]
+    NotActive(JobId),
     /// The job exists but is not in a state that allows the request.
     #[error("{0}")]
     WrongState(String),
@@ -42,7 +46,7 @@ impl From<Error> for tonic::Status {
         match e {
             Error::Invalid(_) => tonic::Status::invalid_argument(msg),
             Error::UnknownJob(_) => tonic::Status::not_found(msg),
-            Error::WrongState(_) => tonic::Status::failed_precondition(msg),
+            Error::WrongState(_) | Error::NotActive(_) => tonic::Status::failed_precondition(msg),
             Error::Denied(_) => tonic::Status::permission_denied(msg),
             Error::Unavailable(_) => tonic::Status::unavailable(msg),
             Error::Exhausted(_) => tonic::Status::resource_exhausted(msg),

@@ -242,14 +242,17 @@ pub async fn serve(
     let hub = Hub::default();
     let journal = Journal::new(config.resource.journal_capacity);
     let (inbox_tx, inbox_rx) = mpsc::channel(core::INBOX_CAPACITY);
-    let core = Core::new(
-        Arc::clone(&store),
-        Arc::clone(&config),
-        inventory,
-        nodes,
-        job_credentials,
-    )
-    .map_err(|e| ServeError::Config(e.to_string()))?;
+    // Recovery reads the whole store: on the blocking pool, before the
+    // core's loop (which never reads) starts.
+    let core = {
+        let (store, config) = (Arc::clone(&store), Arc::clone(&config));
+        tokio::task::spawn_blocking(move || {
+            Core::new(store, config, inventory, nodes, job_credentials)
+        })
+        .await
+        .map_err(|e| ServeError::Config(format!("recovery: {e}")))?
+        .map_err(|e| ServeError::Config(e.to_string()))?
+    };
 
     let (fatal_tx, fatal_rx) = watch::channel(None::<String>);
     let fatal_tx = Arc::new(fatal_tx);

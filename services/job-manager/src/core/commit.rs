@@ -59,6 +59,9 @@ impl<E: ExecLink> Carrier<E> {
             Effect::InactiveDurable { mark, flush } => {
                 mark.fetch_max(flush, Ordering::Release);
             }
+            Effect::Read(read) => {
+                tokio::task::spawn_blocking(move || read.run());
+            }
         }
     }
 }

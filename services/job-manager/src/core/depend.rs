@@ -11,11 +11,12 @@ use fluxgate_shared::jobspec::{Dependency, DependencyScheme};
 use fluxgate_shared::{JobId, Jobspec};
 use serde_json::Value;
 
-use super::Core;
+use super::inactive::Known;
 use super::timers::Timer;
+use super::{Core, Inactive};
 use crate::clock;
 use crate::error::Error;
-use crate::store::Store;
+use crate::store::{Store, StoreError};
 
 /// What a dependency waits for.
 #[derive(Debug, Clone, PartialEq)]
@@ -67,6 +68,74 @@ impl Scheme {
 pub struct NewDep {
     description: String,
     wait: Wait,
+    /// Decided only once the store has been read (see [`Antecedents`]).
+    ask_store: bool,
+}
+
+/// What the store said, when the submission was read, of the jobs its
+/// dependencies name: the core never reads the store on its task, so the
+/// edge reads the antecedents a submission names before handing it over.
+#[derive(Debug, Clone, Default)]
+pub struct Antecedents(HashMap<JobId, Stored>);
+
+/// One antecedent as the store had it.
+#[derive(Debug, Clone)]
+enum Stored {
+    /// Not in the store.
+    Absent,
+    /// Stored without a summary: it was active.
+    Active,
+    /// Inactive, with its summary.
+    Inactive(Inactive),
+}
+
+impl Antecedents {
+    /// Read from `store` the jobs `jobspec`'s dependencies name (blocks: for
+    /// the blocking pool). Ids that do not parse are left to the core,
+    /// which refuses them with the reason.
+    pub fn read(store: &impl Store, jobspec: &Jobspec) -> Result<Antecedents, StoreError> {
+        let mut found = HashMap::new();
+        for dep in jobspec.dependencies() {
+            if scheme_of(&dep.scheme).is_none() {
+                continue;
+            }
+            let Ok(id) = JobId::parse(&dep.value) else {
+                continue;
+            };
+            if found.contains_key(&id) {
+                continue;
+            }
+            let stored = match store.summary(id.into())? {
+                None => Stored::Absent,
+                Some(None) => Stored::Active,
+                Some(Some(text)) => {
+                    Stored::Inactive(super::inactive::read_summary(store, id, &text)?)
+                }
+            };
+            found.insert(id, stored);
+        }
+        Ok(Antecedents(found))
+    }
+
+    /// Does `jobspec` name another job, so that the store must be read first?
+    pub fn needed(jobspec: &Jobspec) -> bool {
+        jobspec
+            .dependencies()
+            .iter()
+            .any(|d| scheme_of(&d.scheme).is_some())
+    }
+}
+
+/// The job-related scheme of a dependency, if it is one.
+fn scheme_of(scheme: &DependencyScheme) -> Option<Scheme> {
+    Some(match scheme {
+        DependencyScheme::AfterStart => Scheme::Start,
+        DependencyScheme::AfterAny => Scheme::Any,
+        DependencyScheme::AfterOk => Scheme::Ok,
+        DependencyScheme::AfterNotOk => Scheme::NotOk,
+        DependencyScheme::AfterExcept => Scheme::Except,
+        _ => return None,
+    })
 }
 
 /// Outstanding dependencies by antecedent.
@@ -80,26 +149,21 @@ impl<S: Store> Core<S> {
     pub(super) fn resolve_dependencies(
         &self,
         jobspec: &Jobspec,
-        _userid: u32,
+        stored: &Antecedents,
     ) -> Result<Vec<NewDep>, Error> {
         let mut out = Vec::new();
         for dep in jobspec.dependencies() {
             dep.check()
                 .map_err(|e| Error::Invalid(format!("dependency: {e}")))?;
-            if let Some(d) = self.resolve_one(dep)? {
+            if let Some(d) = self.resolve_one(dep, stored)? {
                 out.push(d);
             }
         }
         Ok(out)
     }
 
-    fn resolve_one(&self, dep: &Dependency) -> Result<Option<NewDep>, Error> {
+    fn resolve_one(&self, dep: &Dependency, stored: &Antecedents) -> Result<Option<NewDep>, Error> {
         let scheme = match &dep.scheme {
-            DependencyScheme::AfterStart => Scheme::Start,
-            DependencyScheme::AfterAny => Scheme::Any,
-            DependencyScheme::AfterOk => Scheme::Ok,
-            DependencyScheme::AfterNotOk => Scheme::NotOk,
-            DependencyScheme::AfterExcept => Scheme::Except,
             DependencyScheme::BeginTime => {
                 let t = dep
                     .begin_time()
@@ -110,6 +174,7 @@ impl<S: Store> Core<S> {
                 return Ok(Some(NewDep {
                     description: format!("begin-time={t:.3}"),
                     wait: Wait::BeginTime(t),
+                    ask_store: false,
                 }));
             }
             // No other job of the user shares the name while this one waits:
@@ -121,6 +186,10 @@ impl<S: Store> Core<S> {
                     "dependency scheme \"{s}\" not supported"
                 )));
             }
+            other => match scheme_of(other) {
+                Some(scheme) => scheme,
+                None => return Ok(None),
+            },
         };
         let antecedent = JobId::parse(&dep.value)
             .map_err(|e| Error::Invalid(format!("dependency {}:{}: {e}", dep.scheme, dep.value)))?;
@@ -132,9 +201,27 @@ impl<S: Store> Core<S> {
             return Ok(Some(NewDep {
                 description,
                 wait: Wait::Job { antecedent, scheme },
+                ask_store: false,
             }));
         }
-        let Some(done) = self.inactive.get(&*self.store, antecedent)? else {
+        let done = match self.inactive.known(antecedent) {
+            Known::Inactive(done) => Some(done),
+            Known::Gone => None,
+            Known::AskStore => match stored.0.get(&antecedent) {
+                Some(Stored::Inactive(done)) => Some(done.clone()),
+                Some(Stored::Absent) => None,
+                // It ended since the store was read, or it was not read:
+                // decided once the store is read again.
+                Some(Stored::Active) | None => {
+                    return Ok(Some(NewDep {
+                        description,
+                        wait: Wait::Job { antecedent, scheme },
+                        ask_store: true,
+                    }));
+                }
+            },
+        };
+        let Some(done) = done else {
             return Err(Error::Invalid(format!(
                 "dependency {}:{}: job {antecedent} not found",
                 dep.scheme, dep.value
@@ -160,6 +247,9 @@ impl<S: Store> Core<S> {
             Self::context([("description", Value::from(dep.description.clone()))]),
         );
         match dep.wait {
+            Wait::Job { antecedent, scheme } if dep.ask_store => {
+                self.watch_antecedent(id, antecedent, scheme, dep.description);
+            }
             Wait::Job { antecedent, scheme } => self
                 .deps
                 .on_job
@@ -197,10 +287,36 @@ impl<S: Store> Core<S> {
             }
             return;
         }
-        let done = self.inactive.get(&*self.store, antecedent).unwrap_or_else(|e| {
-            tracing::error!(job = %antecedent, error = %e, "cannot read a dependency's antecedent");
-            None
-        });
+        match self.inactive.known(antecedent) {
+            Known::Inactive(done) => self.antecedent_ended(id, antecedent, description, scheme, Some(done)),
+            Known::Gone => self.antecedent_ended(id, antecedent, description, scheme, None),
+            Known::AskStore => self.read_then(
+                move |store| super::inactive::read_inactive(store, antecedent),
+                move |core, done| {
+                    let done = match core.inactive.known(antecedent) {
+                        Known::Inactive(j) => Some(j),
+                        Known::Gone => None,
+                        Known::AskStore => done.unwrap_or_else(|e| {
+                            tracing::error!(job = %antecedent, error = %e, "cannot read a dependency's antecedent");
+                            None
+                        }),
+                    };
+                    core.antecedent_ended(id, antecedent, description, scheme, done);
+                },
+            ),
+        }
+    }
+
+    /// Decide a dependency of `id` on `antecedent`, which is not active:
+    /// ended as `done`, or unknown.
+    fn antecedent_ended(
+        &mut self,
+        id: JobId,
+        antecedent: JobId,
+        description: String,
+        scheme: Scheme,
+        done: Option<Inactive>,
+    ) {
         let Some(done) = done else {
             let note = format!("dependency {description}: job {antecedent} not found");
             let _ = self.raise(id, "dependency", 0, &note, None);

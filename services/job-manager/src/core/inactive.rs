@@ -10,7 +10,7 @@
 //! what the store says. Jobs whose stored eventlog cannot be replayed are kept
 //! here too (they have no summary to be read back).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -72,8 +72,9 @@ pub(super) struct InactiveJobs {
     purged_order: VecDeque<(u64, JobId)>,
     /// Jobs that could not be replayed; memory only.
     damaged: BTreeMap<JobId, Inactive>,
-    /// Inactive jobs not yet reaped by `Wait`.
-    waitable: BTreeSet<JobId>,
+    /// Inactive jobs not yet reaped by `Wait`, with their summaries: kept
+    /// in memory (as few as users leave unreaped) so reaping reads nothing.
+    waitable: BTreeMap<JobId, Inactive>,
     /// Inactive jobs in all, purged ones not counted.
     count: u64,
     /// Flushes begun; the current one's number.
@@ -87,9 +88,16 @@ pub(super) struct InactiveJobs {
 impl InactiveJobs {
     /// The window over `store`'s inactive jobs: their count and the waitable ones.
     pub(super) fn open(store: &impl Store) -> Result<Self, StoreError> {
+        let mut waitable = BTreeMap::new();
+        for id in store.waitable_ids()? {
+            let id = JobId::from(id);
+            if let Some(job) = read_inactive(store, id)? {
+                waitable.insert(id, job);
+            }
+        }
         Ok(InactiveJobs {
             count: store.inactive_count()?,
-            waitable: store.waitable_ids()?.into_iter().map(JobId::from).collect(),
+            waitable,
             // Flush 0 is "none yet"; the first flush is 1.
             flush: 1,
             ..Default::default()
@@ -99,7 +107,7 @@ impl InactiveJobs {
     /// `id` just became inactive; its summary is in the current flush.
     pub(super) fn retired(&mut self, id: JobId, job: Inactive) {
         if job.waitable {
-            self.waitable.insert(id);
+            self.waitable.insert(id, job.clone());
         }
         self.recent.insert(id, job);
         self.recent_order.push_back((self.flush, id));
@@ -171,75 +179,54 @@ impl InactiveJobs {
         self.count
     }
 
-    /// The summary of inactive job `id`, if it is one.
-    pub(super) fn get(
-        &self,
-        store: &impl Store,
-        id: JobId,
-    ) -> Result<Option<Inactive>, StoreError> {
+    /// What memory alone says of `id`, a job that is not active.
+    pub(super) fn known(&self, id: JobId) -> Known {
         if self.purged.contains(&id) {
-            return Ok(None);
+            return Known::Gone;
         }
-        if let Some(j) = self.recent.get(&id).or_else(|| self.damaged.get(&id)) {
-            return Ok(Some(j.clone()));
-        }
-        match store.summary(id.into())? {
-            Some(Some(text)) => read_summary(store, id, &text).map(Some),
-            // Stored without a summary: active (the caller checks that first).
-            Some(None) | None => Ok(None),
+        match self
+            .recent
+            .get(&id)
+            .or_else(|| self.damaged.get(&id))
+            .or_else(|| self.waitable.get(&id))
+        {
+            Some(j) => Known::Inactive(j.clone()),
+            None => Known::AskStore,
         }
     }
 
-    /// Is `id` an inactive job? (The caller has checked it is not active.)
-    pub(super) fn contains(&self, store: &impl Store, id: JobId) -> Result<bool, StoreError> {
-        if self.purged.contains(&id) {
-            return Ok(false);
-        }
-        if self.recent.contains_key(&id) || self.damaged.contains_key(&id) {
-            return Ok(true);
-        }
-        Ok(store.summary(id.into())?.is_some())
-    }
-
-    /// Reap a waitable inactive job: `id`, or any when `None`. `Ok(None)`
-    /// when there is none (or `id` is not inactive and waitable).
-    pub(super) fn reap(
-        &mut self,
-        store: &impl Store,
-        id: Option<JobId>,
-    ) -> Result<Option<(JobId, Inactive)>, StoreError> {
+    /// Reap a waitable inactive job: `id`, or any when `None`; `None` when
+    /// there is none (or `id` is not inactive and waitable). Waitable jobs
+    /// are kept in memory until reaped, so this reads nothing.
+    pub(super) fn reap(&mut self, id: Option<JobId>) -> Option<(JobId, Inactive)> {
         let id = match id {
-            Some(id) if self.waitable.contains(&id) => id,
-            Some(_) => return Ok(None),
-            None => match self.waitable.first() {
-                Some(id) => *id,
-                None => return Ok(None),
-            },
+            Some(id) => id,
+            None => *self.waitable.keys().next()?,
         };
-        self.waitable.remove(&id);
-        let Some(mut job) = self.get(store, id)? else {
-            return Ok(None);
-        };
+        let mut job = self.waitable.remove(&id)?;
         job.waitable = false;
         self.rewritten(id, job.clone());
-        Ok(Some((id, job)))
+        Some((id, job))
+    }
+
+    /// How many jobs memory knows better than the store (purged ones still
+    /// stored, recent ones maybe stored, damaged ones never): a read of the
+    /// oldest asks for this many more than it wants.
+    pub(super) fn read_margin(&self) -> usize {
+        self.purged.len() + self.recent.len() + self.damaged.len()
     }
 
     /// Up to `limit` inactive jobs, oldest first by the time each became
-    /// inactive (ties in id order), as `(t_inactive, id)`.
-    pub(super) fn oldest(
-        &self,
-        store: &impl Store,
-        limit: usize,
-    ) -> Result<Vec<(f64, JobId)>, StoreError> {
+    /// inactive (ties in id order), as `(t_inactive, id)`: `stored`, the
+    /// store's oldest (read with [`InactiveJobs::read_margin`] to spare),
+    /// merged with what only memory has.
+    pub(super) fn oldest(&self, stored: Vec<(f64, u64)>, limit: usize) -> Vec<(f64, JobId)> {
         let mut all: Vec<(f64, JobId)> = self
             .damaged
             .iter()
             .chain(self.recent.iter())
             .map(|(id, j)| (j.t_inactive, *id))
             .collect();
-        // Purged jobs may still be in the store; ask for enough to skip them.
-        let stored = store.oldest_inactive(limit.saturating_add(self.purged.len()))?;
         all.extend(
             stored
                 .into_iter()
@@ -248,27 +235,45 @@ impl InactiveJobs {
         );
         all.sort_by_key(|(t, id)| (age_key(*t), *id));
         all.truncate(limit);
-        Ok(all)
+        all
     }
 
-    /// How many inactive jobs became inactive before `t` (in-flight writes
-    /// may make it off by the few jobs they concern).
-    pub(super) fn count_before(&self, store: &impl Store, t: f64) -> Result<u64, StoreError> {
+    /// How many inactive jobs became inactive before `t`, given that the
+    /// store counts `stored` (in-flight writes may make it off by the few
+    /// jobs they concern).
+    pub(super) fn count_before(&self, stored: u64, t: f64) -> u64 {
         let here = self
             .damaged
             .values()
             .chain(self.recent.values())
             .filter(|j| j.t_inactive < t)
             .count() as u64;
-        Ok(store
-            .inactive_before(t)?
-            .saturating_add(here)
-            .min(self.count))
+        stored.saturating_add(here).min(self.count)
     }
 
     /// The jobs kept only in memory (damaged ones), for listings.
     pub(super) fn damaged_jobs(&self) -> impl Iterator<Item = (&JobId, &Inactive)> {
         self.damaged.iter()
+    }
+}
+
+/// What memory says of a job that is not active.
+#[derive(Debug, Clone)]
+pub(super) enum Known {
+    /// Inactive, with its summary.
+    Inactive(Inactive),
+    /// Purged: no longer known.
+    Gone,
+    /// Only the store can tell.
+    AskStore,
+}
+
+/// Inactive job `id` as the store has it: `None` when it is not stored, or
+/// stored without a summary (active). Blocks: not for the core's task.
+pub fn read_inactive(store: &impl Store, id: JobId) -> Result<Option<Inactive>, StoreError> {
+    match store.summary(id.into())? {
+        Some(Some(text)) => read_summary(store, id, &text).map(Some),
+        Some(None) | None => Ok(None),
     }
 }
 
@@ -283,15 +288,13 @@ pub(super) fn read_summary(
         Ok(j) => Ok(j),
         Err(e) => {
             tracing::warn!(job = %id, error = %e, "rebuilding an inactive job's summary from its eventlog");
-            let stored = store.read_job(id.into())?;
-            Ok(stored
-                .ok_or_else(|| "job vanished from the store".to_string())
-                .and_then(|s| {
-                    super::replay::replay_stored(&s)
-                        .map(|r| r.to_inactive())
-                        .map_err(|e| e.to_string())
-                })
-                .unwrap_or_else(|why| Inactive::damaged(0, &why)))
+            let Some(stored) = store.read_job(id.into())? else {
+                return Ok(Inactive::damaged(0, "job vanished from the store"));
+            };
+            Ok(match super::replay::replay_stored(&stored) {
+                Ok(r) => r.to_inactive(),
+                Err(e) => Inactive::damaged(stored.userid, &e.to_string()),
+            })
         }
     }
 }
@@ -377,6 +380,23 @@ mod tests {
         JobId::from(n)
     }
 
+    /// What the core's continuation decides: memory first, then the store.
+    fn get(jobs: &InactiveJobs, store: &SqliteStore, id: JobId) -> Option<Inactive> {
+        match jobs.known(id) {
+            Known::Inactive(j) => Some(j),
+            Known::Gone => None,
+            Known::AskStore => read_inactive(store, id).unwrap(),
+        }
+    }
+
+    fn oldest(jobs: &InactiveJobs, store: &SqliteStore, limit: usize) -> Vec<u64> {
+        let stored = store.oldest_inactive(limit + jobs.read_margin()).unwrap();
+        jobs.oldest(stored, limit)
+            .into_iter()
+            .map(|(_, id)| id.into())
+            .collect()
+    }
+
     #[tokio::test]
     async fn a_retired_job_is_found_before_and_after_its_summary_is_durable() {
         let dir = tempfile::tempdir().unwrap();
@@ -387,27 +407,27 @@ mod tests {
         let write = j.summary_write(id(1));
         jobs.retired(id(1), j);
         // Not yet in the store: found here.
-        assert!(jobs.contains(&store, id(1)).unwrap());
-        assert_eq!(jobs.get(&store, id(1)).unwrap().unwrap().t_inactive, 10.0);
+        assert!(get(&jobs, &store, id(1)).is_some());
+        assert_eq!(get(&jobs, &store, id(1)).unwrap().t_inactive, 10.0);
         flush(&mut jobs, &store, vec![write]).await;
         // The next flush forgets it; the store answers from then on.
         flush(&mut jobs, &store, vec![]).await;
         assert!(jobs.recent.is_empty());
-        assert_eq!(jobs.get(&store, id(1)).unwrap().unwrap().t_inactive, 10.0);
-        assert!(!jobs.contains(&store, id(3)).unwrap());
+        assert_eq!(get(&jobs, &store, id(1)).unwrap().t_inactive, 10.0);
+        assert!(get(&jobs, &store, id(3)).is_none());
         // Stored but active: not inactive.
-        assert!(jobs.get(&store, id(2)).unwrap().is_none());
+        assert!(get(&jobs, &store, id(2)).is_none());
         assert_eq!(jobs.count(), 1);
 
         // Reopened, the count and the waitable job come from the store.
         let mut again = InactiveJobs::open(&store).unwrap();
         assert_eq!(again.count(), 1);
-        let (reaped, j) = again.reap(&store, None).unwrap().unwrap();
+        let (reaped, j) = again.reap(None).unwrap();
         assert_eq!(reaped, id(1));
         assert!(!j.waitable);
-        assert!(again.reap(&store, Some(id(1))).unwrap().is_none());
+        assert!(again.reap(Some(id(1))).is_none());
         // The rewritten summary is what is read until it is durable.
-        assert!(!again.get(&store, id(1)).unwrap().unwrap().waitable);
+        assert!(!get(&again, &store, id(1)).unwrap().waitable);
     }
 
     #[tokio::test]
@@ -427,29 +447,21 @@ mod tests {
         jobs.retired(id(3), job(20.0, false));
         jobs.damaged(id(4), Inactive::damaged(1, "bad"));
         assert_eq!(jobs.count(), 4);
-        let order: Vec<u64> = jobs
-            .oldest(&store, 10)
-            .unwrap()
-            .into_iter()
-            .map(|(_, id)| id.into())
-            .collect();
+        let order = oldest(&jobs, &store, 10);
         assert_eq!(order, [4, 2, 3, 1]);
-        assert_eq!(jobs.count_before(&store, 25.0).unwrap(), 3);
+        assert_eq!(
+            jobs.count_before(store.inactive_before(25.0).unwrap(), 25.0),
+            3
+        );
 
         jobs.purged(id(2));
-        assert!(!jobs.contains(&store, id(2)).unwrap());
-        assert!(jobs.get(&store, id(2)).unwrap().is_none());
-        let order: Vec<u64> = jobs
-            .oldest(&store, 2)
-            .unwrap()
-            .into_iter()
-            .map(|(_, id)| id.into())
-            .collect();
+        assert!(get(&jobs, &store, id(2)).is_none());
+        let order = oldest(&jobs, &store, 2);
         assert_eq!(order, [4, 3]);
         assert_eq!(jobs.count(), 3);
         flush(&mut jobs, &store, vec![Write::Purge { id: 2 }]).await;
         flush(&mut jobs, &store, vec![]).await;
         assert!(jobs.purged.is_empty());
-        assert!(!jobs.contains(&store, id(2)).unwrap());
+        assert!(get(&jobs, &store, id(2)).is_none());
     }
 }

@@ -202,7 +202,12 @@ fn active_row(id: JobId, a: &super::Active) -> JobInfo {
 /// once everything it reflects is durable, so no job that was inactive then
 /// is missed.
 pub fn stored_inactive(store: &impl Store, f: &ListFilter) -> Result<Vec<JobInfo>, StoreError> {
-    let mut found: Vec<(JobId, Result<Inactive, String>)> = Vec::new();
+    // A summary that cannot be read keeps its text, to be rebuilt.
+    enum Found {
+        Read(Inactive),
+        Damaged(String),
+    }
+    let mut found: Vec<(JobId, Found)> = Vec::new();
     let mut kept = 0;
     let mut bytes = 0;
     let before = f.before.map(u64::from);
@@ -211,7 +216,7 @@ pub fn stored_inactive(store: &impl Store, f: &ListFilter) -> Result<Vec<JobInfo
         match Inactive::from_summary(text) {
             Ok(j) if f.passes(&j) => {
                 bytes += JobInfo::inactive(id, &j).size_estimate();
-                found.push((id, Ok(j)));
+                found.push((id, Found::Read(j)));
                 kept += 1;
             }
             Ok(_) => {}
@@ -219,7 +224,7 @@ pub fn stored_inactive(store: &impl Store, f: &ListFilter) -> Result<Vec<JobInfo
             // as kept, so a damaged summary may leave the listing short.
             Err(_) => {
                 bytes += text.len() + 128;
-                found.push((id, Err(text.to_string())));
+                found.push((id, Found::Damaged(text.to_string())));
                 kept += 1;
             }
         }
@@ -228,8 +233,8 @@ pub fn stored_inactive(store: &impl Store, f: &ListFilter) -> Result<Vec<JobInfo
     let mut out = Vec::with_capacity(found.len());
     for (id, j) in found {
         let j = match j {
-            Ok(j) => j,
-            Err(text) => super::inactive::read_summary(store, id, &text)?,
+            Found::Read(j) => j,
+            Found::Damaged(text) => super::inactive::read_summary(store, id, &text)?,
         };
         if f.passes(&j) {
             out.push(JobInfo::inactive(id, &j));

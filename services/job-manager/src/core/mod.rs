@@ -23,6 +23,7 @@ pub mod output;
 mod perilog;
 mod pipeline;
 mod purge;
+mod reads;
 mod replay;
 mod resource;
 mod restart;
@@ -52,6 +53,7 @@ use crate::values::{Severity, Urgency};
 
 pub use crate::exec_link::ExecMsg;
 pub use commit::{Carrier, Committer};
+pub use depend::Antecedents;
 pub use effect::{Answer, Effect, Reply};
 pub use list::{JobInfo, ListFilter, merge as merge_listings, stored_inactive};
 pub use nodes::{JoinRefused, NodeInfo, NodeMsg, Nodes};
@@ -310,6 +312,10 @@ pub struct Core<S> {
     job_credentials: crate::auth::JobCredentials,
     /// Active jobs per user, for `[policy.limits] max_active_jobs`.
     user_jobs: bounds::ActiveCounts,
+    /// Store reads in flight, whose answers come back to the loop.
+    reads: reads::Reads<S>,
+    /// Purges under way and waiting.
+    purges: purge::Purges,
 }
 
 impl<S> std::fmt::Debug for Core<S> {
@@ -366,6 +372,8 @@ impl<S: Store> Core<S> {
             waiters: wait::Waiters::default(),
             job_credentials,
             user_jobs: Default::default(),
+            reads: Default::default(),
+            purges: Default::default(),
         };
         core.epoch_ms = core.fluid_epoch()?;
         let found = core.recover()?;
@@ -376,6 +384,7 @@ impl<S: Store> Core<S> {
             "jobs recovered from the store"
         );
         core.resource_start(hosts, method.as_deref());
+        core.load_stored_properties();
         core.apply_stored_properties();
         core.mark_held();
         core.run_actions();
@@ -396,9 +405,14 @@ impl<S: Store> Core<S> {
         );
         let mut tick = tokio::time::interval(period);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let Some(mut answers) = self.reads.take_answers() else {
+            tracing::error!("the core's loop was started twice");
+            return;
+        };
         loop {
-            enum Wake {
+            enum Wake<L> {
                 Msg(Msg),
+                Loaded(L),
                 Timer,
                 Tick,
             }
@@ -407,12 +421,14 @@ impl<S: Store> Core<S> {
                     Some(msg) => Wake::Msg(msg),
                     None => break,
                 },
+                Some(answer) = answers.recv() => Wake::Loaded(answer),
                 _ = self.timers.next_deadline() => Wake::Timer,
                 _ = tick.tick() => Wake::Tick,
                 _ = stop.cancelled() => break,
             };
             match wake {
                 Wake::Msg(msg) => self.handle(msg),
+                Wake::Loaded(answer) => self.loaded(answer),
                 Wake::Timer => self.fire_timers(),
                 Wake::Tick => {
                     self.check_torpid();
@@ -451,11 +467,11 @@ impl<S: Store> Core<S> {
                 reply,
             } => {
                 let r = self.raise(id, &kind, severity.get(), &note, Some(userid));
-                self.reply(reply, r);
+                self.answer(reply, r);
             }
             Msg::Kill { id, signum, reply } => {
                 let r = self.kill(id, signum);
-                self.reply(reply, r);
+                self.answer(reply, r);
             }
             Msg::Urgency {
                 id,
@@ -464,11 +480,11 @@ impl<S: Store> Core<S> {
                 reply,
             } => {
                 let r = self.set_urgency(id, urgency, userid);
-                self.reply(reply, r);
+                self.answer(reply, r);
             }
             Msg::Memo { id, memo, reply } => {
                 let r = self.memo(id, memo);
-                self.reply(reply, r);
+                self.answer(reply, r);
             }
             Msg::List { filter, reply } => {
                 // Answered once what the listing reflects is durable.
@@ -476,15 +492,13 @@ impl<S: Store> Core<S> {
                 self.reply(reply, jobs);
             }
             Msg::Lookup { id, reply } => {
-                let known = if self.jobs.contains_key(&id) {
-                    Ok(Some(true))
+                if self.jobs.contains_key(&id) {
+                    let _ = reply.send(Ok(Some(true)));
                 } else {
-                    self.inactive
-                        .contains(&*self.store, id)
-                        .map(|inactive| inactive.then_some(false))
-                        .map_err(Error::from)
-                };
-                let _ = reply.send(known);
+                    self.is_inactive_then(id, move |inactive| {
+                        let _ = reply.send(inactive.map(|i| i.then_some(false)));
+                    });
+                }
             }
             Msg::Wait { id, reply } => self.wait(id, reply),
             Msg::Queue {
@@ -519,7 +533,7 @@ impl<S: Store> Core<S> {
             Msg::Perilog { id, which, status } => self.end_perilog(id, which, status),
             Msg::Update { id, updates, reply } => {
                 let r = self.update(id, updates);
-                self.reply(reply, r);
+                self.answer(reply, r);
             }
             Msg::Purge {
                 age_limit,
@@ -527,10 +541,13 @@ impl<S: Store> Core<S> {
                 force,
                 batch,
                 reply,
-            } => {
-                let n = self.purge(age_limit, num_limit, force, batch);
-                self.reply(reply, n);
-            }
+            } => self.purge(purge::PurgeAsk {
+                age_limit,
+                num_limit,
+                force,
+                batch,
+                reply: Some(reply),
+            }),
         }
         self.run_actions();
     }
@@ -546,6 +563,54 @@ impl<S: Store> Core<S> {
         Answer<T>: Into<Reply>,
     {
         self.effect(Effect::Reply(Answer { to, value }.into()));
+    }
+
+    /// As [`Core::reply`]; a request on a job that is not active is told
+    /// whether the job is inactive or unknown, once the store is read.
+    fn answer<T: Send + 'static>(
+        &mut self,
+        to: oneshot::Sender<Result<T, Error>>,
+        value: Result<T, Error>,
+    ) where
+        Answer<Result<T, Error>>: Into<Reply>,
+    {
+        match value {
+            Err(Error::NotActive(id)) => self.is_inactive_then(id, move |inactive| {
+                let e = match inactive {
+                    Ok(true) => Error::WrongState(format!("job {id} is inactive")),
+                    Ok(false) => Error::UnknownJob(id),
+                    Err(e) => e,
+                };
+                let _ = to.send(Err(e));
+            }),
+            value => self.reply(to, value),
+        }
+    }
+
+    /// Is `id`, a job that is not active, an inactive one? Told to `then`
+    /// at once when memory knows, else once the store has been read.
+    fn is_inactive_then(
+        &mut self,
+        id: JobId,
+        then: impl FnOnce(Result<bool, Error>) + Send + 'static,
+    ) {
+        match self.inactive.known(id) {
+            inactive::Known::Inactive(_) => then(Ok(true)),
+            inactive::Known::Gone => then(Ok(false)),
+            inactive::Known::AskStore => self.read_then(
+                move |store| store.summary(id.into()),
+                move |core, stored| {
+                    then(match core.inactive.known(id) {
+                        inactive::Known::Inactive(_) => Ok(true),
+                        inactive::Known::Gone => Ok(false),
+                        // Stored without a summary would be active; it is not.
+                        inactive::Known::AskStore => stored
+                            .map(|s| matches!(s, Some(Some(_))))
+                            .map_err(Error::from),
+                    })
+                },
+            ),
+        }
     }
 
     /// Append an event to a job's log: apply it (main log), queue the write and
@@ -613,15 +678,10 @@ impl<S: Store> Core<S> {
         Some(pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect())
     }
 
+    /// Job `id` if it is active; else [`Error::NotActive`], which
+    /// [`Core::answer`] turns into inactive or unknown.
     fn active(&self, id: JobId) -> Result<&Active, Error> {
-        if let Some(a) = self.jobs.get(&id) {
-            return Ok(a);
-        }
-        Err(if self.inactive.contains(&*self.store, id)? {
-            Error::WrongState(format!("job {id} is inactive"))
-        } else {
-            Error::UnknownJob(id)
-        })
+        self.jobs.get(&id).map(|a| &**a).ok_or(Error::NotActive(id))
     }
 
     /// Post an exception; severity 0 ends the job (RFC 21).

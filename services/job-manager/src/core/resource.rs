@@ -105,6 +105,9 @@ pub struct Resources {
     acquirer: Option<mpsc::Sender<Map<String, Value>>>,
     /// When each rank's exec service was last heard from.
     last_heard: HashMap<u32, Instant>,
+    /// Properties changed at run time, as stored: read once at start and
+    /// kept as written, so a later definition applies them without a read.
+    properties: Option<Value>,
 }
 
 impl Resources {
@@ -491,10 +494,7 @@ impl<S: Store> Core<S> {
             .iter()
             .map(|(k, v)| (k.clone(), Value::from(v.to_string())))
             .collect();
-        self.out.writes.push(Write::Meta {
-            key: PROPERTIES_META.into(),
-            value: Value::Object(props).to_string(),
-        });
+        self.store_properties(Value::Object(props));
         let mut change = Map::new();
         change.insert(name.to_string(), Value::from(ranks.to_string()));
         let key = if remove {
@@ -512,27 +512,41 @@ impl<S: Store> Core<S> {
         Ok(())
     }
 
-    /// Apply properties changed at run time (kept in the store) over the
-    /// inventory, once it is defined.
-    pub(super) fn apply_stored_properties(&mut self) {
-        let stored = match self.store.meta(PROPERTIES_META) {
-            Ok(Some(text)) => text,
-            Ok(None) => return,
+    /// Read the properties changed at run time from the store (at start,
+    /// before the core's loop runs).
+    pub(super) fn load_stored_properties(&mut self) {
+        self.res.properties = match self.store.meta(PROPERTIES_META) {
+            Ok(Some(text)) => match serde_json::from_str::<Value>(&text) {
+                Ok(v) => Some(v),
+                Err(e) => {
+                    tracing::warn!(error = %e, "skipping bad stored resource properties");
+                    None
+                }
+            },
+            Ok(None) => None,
             Err(e) => {
                 tracing::error!(error = %e, "cannot read stored resource properties");
-                return;
+                None
             }
         };
-        let Some(pool) = self.sched.pool_mut() else {
+    }
+
+    /// Keep `props` as the properties of the inventory, across restarts.
+    fn store_properties(&mut self, props: Value) {
+        self.out.writes.push(Write::Meta {
+            key: PROPERTIES_META.into(),
+            value: props.to_string(),
+        });
+        self.res.properties = Some(props);
+    }
+
+    /// Apply properties changed at run time over the inventory, once it is defined.
+    pub(super) fn apply_stored_properties(&mut self) {
+        let (Some(props), Some(pool)) = (&self.res.properties, self.sched.pool_mut()) else {
             return;
         };
-        match serde_json::from_str::<Value>(&stored) {
-            Ok(v) => {
-                if let Err(e) = pool.replace_properties(&v) {
-                    tracing::warn!(error = %e, "stored resource properties do not fit the inventory");
-                }
-            }
-            Err(e) => tracing::warn!(error = %e, "skipping bad stored resource properties"),
+        if let Err(e) = pool.replace_properties(props) {
+            tracing::warn!(error = %e, "stored resource properties do not fit the inventory");
         }
     }
 
@@ -571,11 +585,9 @@ impl<S: Store> Core<S> {
                 .iter()
                 .map(|(k, v)| (k.clone(), Value::from(v.to_string())))
                 .collect();
-            let _ = pool.replace_properties(&Value::Object(obj.clone()));
-            self.out.writes.push(Write::Meta {
-                key: PROPERTIES_META.into(),
-                value: Value::Object(obj).to_string(),
-            });
+            let obj = Value::Object(obj);
+            let _ = pool.replace_properties(&obj);
+            self.store_properties(obj);
         }
         // Every target is down in the new pool: the delta from nothing brings
         // the schedulable ones up again.

@@ -28,6 +28,8 @@ pub struct SubmitArgs {
     pub flags: i64,
     /// The submitting user.
     pub userid: u32,
+    /// The stored jobs its dependencies name, read at the edge.
+    pub antecedents: super::depend::Antecedents,
 }
 
 impl<S: Store> Core<S> {
@@ -63,7 +65,7 @@ impl<S: Store> Core<S> {
         }
         // Dependencies are checked before anything is stored, so a refused job
         // leaves no trace.
-        let deps = self.resolve_dependencies(&args.jobspec, args.userid)?;
+        let deps = self.resolve_dependencies(&args.jobspec, &args.antecedents)?;
         let id = self
             .ids
             .next(self.fluid_now())

@@ -46,36 +46,30 @@ impl Inactive {
     }
 
     /// Read a stored summary.
-    pub(super) fn from_summary(text: &str) -> Result<Inactive, String> {
-        let v: Value = serde_json::from_str(text).map_err(|e| format!("summary: {e}"))?;
-        let field = |k: &str| v.get(k).ok_or_else(|| format!("summary: no {k:?}"));
-        let num = |k: &str| {
-            field(k)?
-                .as_f64()
-                .ok_or_else(|| format!("summary: {k:?} is not a number"))
-        };
-        let uint = |k: &str| {
+    pub(super) fn from_summary(text: &str) -> Result<Inactive, SummaryError> {
+        let v: Value = serde_json::from_str(text)?;
+        let field = |k: &'static str| v.get(k).ok_or(SummaryError::Missing(k));
+        let bad = |key: &'static str, want: &'static str| SummaryError::Bad { key, want };
+        let num = |k| field(k)?.as_f64().ok_or(bad(k, "a number"));
+        let small = |k| {
             field(k)?
                 .as_u64()
-                .ok_or_else(|| format!("summary: {k:?} is not an unsigned integer"))
+                .and_then(|n| u32::try_from(n).ok())
+                .ok_or(bad(k, "an unsigned 32-bit integer"))
         };
-        let text = |k: &str| {
-            field(k)?
-                .as_str()
-                .ok_or_else(|| format!("summary: {k:?} is not a string"))
-        };
+        let text = |k| field(k)?.as_str().ok_or(bad(k, "a string"));
         let result_name = text("result")?;
         let result = JobResult::ALL
             .into_iter()
             .find(|r| r.name() == result_name)
-            .ok_or_else(|| format!("summary: unknown result {result_name:?}"))?;
+            .ok_or_else(|| SummaryError::UnknownResult(result_name.to_string()))?;
         let exception = match v.get("exception") {
             None => None,
             Some(e) => {
                 let part = |k: &str| e.get(k).and_then(Value::as_str).map(str::to_string);
                 match (part("type"), part("note")) {
                     (Some(t), Some(n)) => Some(Box::new((t, n))),
-                    _ => return Err("summary: bad \"exception\"".into()),
+                    _ => return Err(bad("exception", "an object with a type and a note")),
                 }
             }
         };
@@ -84,11 +78,8 @@ impl Inactive {
             Some(w) => Some(
                 w.as_i64()
                     .and_then(|w| i32::try_from(w).ok())
-                    .ok_or("summary: bad \"waitstatus\"")?,
+                    .ok_or(bad("waitstatus", "a 32-bit integer"))?,
             ),
-        };
-        let small = |k: &str| {
-            uint(k).and_then(|n| u32::try_from(n).map_err(|_| format!("summary: {k:?} too large")))
         };
         Ok(Inactive {
             userid: small("userid")?,
@@ -98,16 +89,39 @@ impl Inactive {
             t_submit: num("t_submit")?,
             t_run: v.get("t_run").and_then(Value::as_f64),
             t_inactive: num("t_inactive")?,
-            urgency: u8::try_from(uint("urgency")?).map_err(|_| "summary: bad \"urgency\"")?,
+            urgency: field("urgency")?
+                .as_u64()
+                .and_then(|u| u8::try_from(u).ok())
+                .ok_or(bad("urgency", "an urgency (0-31)"))?,
             ntasks: small("ntasks")?,
             nnodes: small("nnodes")?,
             nodelist: text("nodelist")?.into(),
             exception,
             waitable: field("waitable")?
                 .as_bool()
-                .ok_or("summary: \"waitable\" is not a boolean")?,
+                .ok_or(bad("waitable", "a boolean"))?,
         })
     }
+}
+
+/// Why a stored summary cannot be read (it is then rebuilt from the eventlog).
+#[derive(Debug, thiserror::Error)]
+pub(super) enum SummaryError {
+    /// Not JSON.
+    #[error("summary: {0}")]
+    Json(#[from] serde_json::Error),
+    /// A key is missing.
+    #[error("summary: no {0:?}")]
+    Missing(&'static str),
+    /// A key holds the wrong kind of value.
+    #[error("summary: {key:?} is not {want}")]
+    Bad {
+        key: &'static str,
+        want: &'static str,
+    },
+    /// The result is none that RFC 21 names.
+    #[error("summary: unknown result {0:?}")]
+    UnknownResult(String),
 }
 
 #[cfg(test)]
@@ -152,9 +166,11 @@ mod tests {
 
     #[test]
     fn a_bad_summary_says_what_is_wrong() {
-        let e = Inactive::from_summary(r#"{"userid":1}"#).unwrap_err();
+        let e = Inactive::from_summary(r#"{"userid":1}"#)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("result"), "{e}");
-        let e = Inactive::from_summary("not json").unwrap_err();
+        let e = Inactive::from_summary("not json").unwrap_err().to_string();
         assert!(e.starts_with("summary:"), "{e}");
     }
 }

@@ -62,6 +62,7 @@ const OWNER: u32 = 1000;
 /// out at each flush as the committer would.
 struct Bench {
     core: Core<MemoryStore>,
+    answers: mpsc::UnboundedReceiver<super::reads::Loaded<MemoryStore>>,
     store: Arc<MemoryStore>,
     carrier: Carrier<Recording>,
     calls: Recording,
@@ -97,7 +98,7 @@ impl Bench {
         crate::clock::test::set(T0);
         let inv = inventory(nodes, 4);
         let members = Nodes::fixed(&inv);
-        let core = Core::new(
+        let mut core = Core::new(
             Arc::clone(&store),
             Arc::new(config),
             Some(inv),
@@ -105,6 +106,7 @@ impl Bench {
             JobCredentials::disabled(),
         )
         .unwrap();
+        let answers = core.reads.take_answers().unwrap();
         let calls = Recording::default();
         let (inbox, _) = mpsc::channel(16);
         let carrier = Carrier {
@@ -115,6 +117,7 @@ impl Bench {
         };
         let mut b = Bench {
             core,
+            answers,
             store,
             carrier,
             calls,
@@ -146,16 +149,36 @@ impl Bench {
         self.flush().await;
     }
 
-    /// Make the batch durable and carry out its effects, as the committer does.
+    /// Make the batch durable and carry out its effects, as the committer
+    /// does; then apply the answers of the store reads it made, as the
+    /// core's loop does, until none is owed.
     async fn flush(&mut self) {
-        let out = std::mem::take(&mut self.core.out);
-        let mut effects = out.effects;
-        effects.extend(self.core.inactive.end_flush());
-        if !out.writes.is_empty() {
-            self.store.commit(out.writes).await.unwrap();
+        loop {
+            let out = std::mem::take(&mut self.core.out);
+            let mut effects = out.effects;
+            effects.extend(self.core.inactive.end_flush());
+            if !out.writes.is_empty() {
+                self.store.commit(out.writes).await.unwrap();
+            }
+            for e in effects {
+                self.carrier.carry(e);
+            }
+            if self.core.reads.owed() == 0 {
+                return;
+            }
+            let answer = self.answers.recv().await.expect("the core's reads channel");
+            self.core.loaded(answer);
         }
-        for e in effects {
-            self.carrier.carry(e);
+    }
+
+    /// Inactive job `id`, from memory or the store, as the core finds it.
+    fn inactive(&self, id: JobId) -> Inactive {
+        match self.core.inactive.known(id) {
+            inactive::Known::Inactive(j) => j,
+            inactive::Known::Gone => panic!("job {id} was purged"),
+            inactive::Known::AskStore => inactive::read_inactive(&*self.store, id)
+                .unwrap()
+                .expect("an inactive job"),
         }
     }
 
@@ -170,6 +193,8 @@ impl Bench {
         let (reply, mut rx) = oneshot::channel();
         self.handle(Msg::Submit {
             jobs: vec![SubmitArgs {
+                // What the edge reads of the jobs its dependencies name.
+                antecedents: Antecedents::read(&*self.store, &jobspec).unwrap(),
                 jobspec: Arc::new(jobspec),
                 jobspec_json: json,
                 urgency: Urgency::new(u32::from(urgency)).unwrap(),
@@ -387,6 +412,7 @@ async fn events_are_stored_before_the_exec_start_is_asked() {
             urgency: Urgency::DEFAULT,
             flags: 0,
             userid: OWNER,
+            antecedents: Default::default(),
         }],
         reply,
     });
@@ -437,7 +463,7 @@ async fn a_failing_job_ends_with_its_status() {
     b.run_to_end(id, 256).await;
     assert_eq!(b.events(id), seq(&[&TO_RUN, &AFTER_RUN]));
     assert_eq!(b.context(id, "finish")["status"], 256);
-    let inactive = b.core.inactive.get(&*b.store, id).unwrap().unwrap();
+    let inactive = b.inactive(id);
     assert_eq!(inactive.result, fluxgate_shared::job::JobResult::Failed);
 }
 
@@ -983,7 +1009,7 @@ async fn restart_keeps_inactive_jobs_waitable_and_listed() {
     };
     let b = Bench::over(store, 1, config(), true).await;
     assert_eq!(b.core.inactive.count(), 1);
-    let inactive = b.core.inactive.get(&*b.store, id).unwrap().unwrap();
+    let inactive = b.inactive(id);
     assert_eq!(inactive.result, fluxgate_shared::job::JobResult::Completed);
 }
 
@@ -1151,6 +1177,7 @@ async fn waiting_for_a_waitable_job_is_answered_once_it_ends() {
             // FLUX_JOB_WAITABLE.
             flags: 4,
             userid: OWNER,
+            antecedents: Default::default(),
         }],
         reply,
     })
@@ -1212,4 +1239,175 @@ async fn a_host_outside_the_inventory_cannot_join() {
     }))
     .await;
     assert_eq!(rx.try_recv().unwrap(), Err(JoinRefused::NoNode));
+}
+
+// ---- store reads, off the core's task ----------------------------------
+
+impl Bench {
+    /// Run `ONE` to its end with `status` and let its summary leave memory:
+    /// from then on only the store knows the job.
+    async fn ended_in_store(&mut self, status: i32) -> JobId {
+        let id = self.submit(ONE).await;
+        self.run_to_end(id, status).await;
+        // The flush after the one that made it durable forgets it.
+        self.flush().await;
+        assert!(matches!(
+            self.core.inactive.known(id),
+            inactive::Known::AskStore
+        ));
+        id
+    }
+
+    async fn lookup(&mut self, id: JobId) -> Result<Option<bool>, Error> {
+        let (reply, mut rx) = oneshot::channel();
+        self.handle(Msg::Lookup { id, reply }).await;
+        rx.try_recv().unwrap()
+    }
+
+    async fn purge(&mut self, num_limit: u64) -> Result<u64, Error> {
+        let (reply, mut rx) = oneshot::channel();
+        self.handle(Msg::Purge {
+            age_limit: None,
+            num_limit: Some(num_limit),
+            force: true,
+            batch: 0,
+            reply,
+        })
+        .await;
+        rx.try_recv().unwrap()
+    }
+}
+
+#[tokio::test]
+async fn a_request_on_a_job_only_the_store_knows_is_answered_after_a_read() {
+    let mut b = Bench::new(1).await;
+    let id = b.ended_in_store(0).await;
+    assert!(matches!(
+        b.raise(id, "cancel", 0).await,
+        Err(Error::WrongState(m)) if m.contains("inactive")
+    ));
+    assert!(matches!(
+        b.urgency(JobId::from(4242u64), 3).await,
+        Err(Error::UnknownJob(_))
+    ));
+    assert_eq!(b.lookup(id).await, Ok(Some(false)));
+    assert_eq!(b.lookup(JobId::from(4242u64)).await, Ok(None));
+    assert_eq!(b.core.reads.owed(), 0);
+}
+
+#[tokio::test]
+async fn dependencies_on_jobs_only_the_store_knows_are_decided_at_submit() {
+    let mut b = Bench::new(1).await;
+    let ok = b.ended_in_store(0).await;
+    let failed = b.ended_in_store(1 << 8).await;
+    let after_ok = b.submit(&with_dependency("afterok", ok)).await;
+    assert!(!b.events(after_ok).contains(&"dependency-add".to_string()));
+    let never = b
+        .submit_as(&with_dependency("afterok", failed), 16, OWNER)
+        .await;
+    assert!(
+        matches!(&never, Err(Error::Invalid(m)) if m.contains("can never be satisfied")),
+        "{never:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_dependency_the_edge_did_not_read_is_decided_once_the_store_is() {
+    let mut b = Bench::new(1).await;
+    let failed = b.ended_in_store(1 << 8).await;
+    let ok = b.ended_in_store(0).await;
+    // Submitted without the edge's read: accepted, then decided.
+    let submit = |b: &mut Bench, on: JobId| {
+        let jobspec = Jobspec::parse(&with_dependency("afterok", on)).unwrap();
+        let (reply, rx) = oneshot::channel();
+        b.core.handle(Msg::Submit {
+            jobs: vec![SubmitArgs {
+                jobspec_json: jobspec.to_json(),
+                jobspec: Arc::new(jobspec),
+                urgency: Urgency::DEFAULT,
+                flags: 0,
+                userid: OWNER,
+                antecedents: Default::default(),
+            }],
+            reply,
+        });
+        rx
+    };
+    let mut rx = submit(&mut b, ok);
+    b.flush().await;
+    let runs = rx.try_recv().unwrap().remove(0).unwrap();
+    let names = b.events(runs);
+    let add = names.iter().position(|n| n == "dependency-add");
+    let remove = names.iter().position(|n| n == "dependency-remove");
+    assert!(add.is_some() && remove > add, "{names:?}");
+    assert_eq!(b.state(runs), Some(JobState::Run));
+
+    let mut rx = submit(&mut b, failed);
+    b.flush().await;
+    let never = rx.try_recv().unwrap().remove(0).unwrap();
+    assert_eq!(b.state(never), None);
+    assert_eq!(b.context(never, "exception")["type"], "dependency");
+}
+
+#[tokio::test]
+async fn a_purge_reads_the_oldest_from_the_store_and_queues_behind_another() {
+    let mut b = Bench::new(1).await;
+    let mut ids = Vec::new();
+    for _ in 0..4 {
+        crate::clock::test::advance(1.0);
+        ids.push(b.ended_in_store(0).await);
+    }
+    // Two purges asked together: the second is decided after the first.
+    let (first, mut first_rx) = oneshot::channel();
+    let (second, mut second_rx) = oneshot::channel();
+    for (n, reply) in [(3, first), (1, second)] {
+        b.core.handle(Msg::Purge {
+            age_limit: None,
+            num_limit: Some(n),
+            force: true,
+            batch: 0,
+            reply,
+        });
+    }
+    b.flush().await;
+    assert_eq!(first_rx.try_recv().unwrap(), Ok(1));
+    assert_eq!(second_rx.try_recv().unwrap(), Ok(2));
+    assert_eq!(b.core.inactive.count(), 1);
+    for gone in &ids[..3] {
+        assert_eq!(b.store.summary((*gone).into()).unwrap(), None, "{gone}");
+    }
+    assert!(b.store.summary(ids[3].into()).unwrap().is_some());
+    assert_eq!(b.purge(1).await, Ok(0));
+}
+
+#[tokio::test]
+async fn a_waitable_job_is_reaped_after_a_restart_without_a_read() {
+    let store = Arc::new(MemoryStore::new());
+    let id = {
+        let mut b = Bench::over(Arc::clone(&store), 1, config(), true).await;
+        let jobspec = Jobspec::parse(ONE).unwrap();
+        let (reply, mut rx) = oneshot::channel();
+        b.handle(Msg::Submit {
+            jobs: vec![SubmitArgs {
+                jobspec_json: jobspec.to_json(),
+                jobspec: Arc::new(jobspec),
+                urgency: Urgency::DEFAULT,
+                flags: 4,
+                userid: OWNER,
+                antecedents: Default::default(),
+            }],
+            reply,
+        })
+        .await;
+        let id = rx.try_recv().unwrap().remove(0).unwrap();
+        b.run_to_end(id, 0).await;
+        id
+    };
+    let mut b = Bench::over(store, 1, config(), true).await;
+    let (reply, mut rx) = oneshot::channel();
+    b.core.handle(Msg::Wait { id: None, reply });
+    assert_eq!(b.core.reads.owed(), 0, "reaping reads nothing");
+    b.flush().await;
+    let r = rx.try_recv().unwrap().unwrap();
+    assert_eq!((r.id, r.success), (id, true));
 }

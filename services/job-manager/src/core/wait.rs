@@ -59,14 +59,7 @@ impl<S: Store> Core<S> {
         id: Option<JobId>,
         reply: oneshot::Sender<Result<WaitResult, Error>>,
     ) {
-        let reaped = match self.inactive.reap(&*self.store, id) {
-            Ok(r) => r,
-            Err(e) => {
-                let _ = reply.send(Err(e.into()));
-                return;
-            }
-        };
-        if let Some((id, job)) = reaped {
+        if let Some((id, job)) = self.inactive.reap(id) {
             self.out.writes.push(job.summary_write(id));
             let result = wait_result(id, &job);
             // Answered once the reaping is durable, so a restart cannot reap it again.
@@ -81,16 +74,16 @@ impl<S: Store> Core<S> {
                     ))));
                 }
                 Some(_) => self.waiters.add(Some(id), reply),
-                None => {
-                    let err = match self.inactive.contains(&*self.store, id) {
+                None => self.is_inactive_then(id, move |inactive| {
+                    let err = match inactive {
                         Ok(true) => Error::WrongState(format!(
                             "job {id} is not waitable (submit it with the waitable flag) or was already waited for"
                         )),
                         Ok(false) => Error::UnknownJob(id),
-                        Err(e) => e.into(),
+                        Err(e) => e,
                     };
                     let _ = reply.send(Err(err));
-                }
+                }),
             },
             None if self.jobs.values().any(|a| a.job.flags().waitable) => {
                 self.waiters.add(None, reply);

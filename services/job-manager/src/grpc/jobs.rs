@@ -5,9 +5,9 @@ use std::sync::Arc;
 
 use fluxgate_proto::v1 as pb;
 use fluxgate_proto::v1::job_manager_server::JobManager;
-use fluxgate_shared::JobId;
 use fluxgate_shared::auth::{Action, Caller};
 use fluxgate_shared::job::{JobResult, StateMask};
+use fluxgate_shared::{JobId, Jobspec};
 use serde_json::{Map, Value};
 use tokio::sync::{broadcast, mpsc};
 use tokio_stream::Stream;
@@ -19,7 +19,7 @@ use super::submit_parse::ParseGate;
 use super::{allow, ask};
 use crate::auth::caller;
 use crate::config::Config;
-use crate::core::{self, ListFilter, Msg, QueueAction, SubmitArgs, bounds};
+use crate::core::{self, Antecedents, ListFilter, Msg, QueueAction, SubmitArgs, bounds};
 use crate::error::Error;
 use crate::hub::{Hub, Published};
 use crate::store::{Log, LogPos, Store};
@@ -78,6 +78,33 @@ impl<S: Store> JobManagerService<S> {
             .ok_or(Error::UnknownJob(id))
     }
 
+    /// Read the stored jobs that submissions' dependencies name, so the
+    /// core decides them without reading the store on its task.
+    async fn read_antecedents(&self, jobs: &mut [SubmitArgs]) -> Result<(), Error> {
+        let wanted: Vec<(usize, Arc<Jobspec>)> = jobs
+            .iter()
+            .enumerate()
+            .filter(|(_, j)| Antecedents::needed(&j.jobspec))
+            .map(|(i, j)| (i, Arc::clone(&j.jobspec)))
+            .collect();
+        if wanted.is_empty() {
+            return Ok(());
+        }
+        let store = Arc::clone(&self.store);
+        let read = tokio::task::spawn_blocking(move || {
+            wanted
+                .into_iter()
+                .map(|(i, spec)| Antecedents::read(&*store, &spec).map(|a| (i, a)))
+                .collect::<Result<Vec<_>, _>>()
+        })
+        .await
+        .map_err(|e| Error::Unavailable(format!("reading dependencies: {e}")))??;
+        for (i, antecedents) in read {
+            jobs[i].antecedents = antecedents;
+        }
+        Ok(())
+    }
+
     /// Refuse `action` on job `id` unless `caller` may do it.
     async fn authorize(&self, caller: &Caller, action: Action, id: u64) -> Result<(), Status> {
         let id = JobId::from(id);
@@ -122,9 +149,11 @@ impl<S: Store> JobManager for JobManagerService<S> {
     ) -> Result<Response<pb::SubmitResponse>, Status> {
         let caller = caller(&request)?;
         let max = self.config.limits.max_jobspec_bytes;
-        let args = self
+        let mut args = self
             .parse_gate
             .parse_one(request.into_inner(), &caller, max)
+            .await?;
+        self.read_antecedents(std::slice::from_mut(&mut args))
             .await?;
         let mut results = ask(&self.inbox, |reply| Msg::Submit {
             jobs: vec![args],
@@ -155,10 +184,11 @@ impl<S: Store> JobManager for JobManagerService<S> {
         let max_bytes = self.config.limits.max_jobspec_bytes;
         let parsed: Vec<Result<SubmitArgs, Error>> =
             self.parse_gate.parse_many(jobs, &caller, max_bytes).await?;
-        let good: Vec<SubmitArgs> = parsed
+        let mut good: Vec<SubmitArgs> = parsed
             .iter()
             .filter_map(|r| r.as_ref().ok().cloned())
             .collect();
+        self.read_antecedents(&mut good).await?;
         let mut answers = if good.is_empty() {
             Vec::new()
         } else {

@@ -209,6 +209,7 @@ pub fn parse_submit(
         flags: i64::from(req.flags),
         // The verified identity, never a userid from the request.
         userid: caller.uid,
+        antecedents: Default::default(),
     })
 }
 
