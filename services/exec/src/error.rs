@@ -1,6 +1,13 @@
 //! Errors of the Exec API, and their one conversion to gRPC status.
 
 use fluxgate_shared::JobId;
+use fluxgate_shared::idset::IdSetError;
+use fluxgate_shared::jobspec::JobspecError;
+use fluxgate_shared::rset::RsetError;
+
+use crate::job::peer::PeerError;
+use crate::layout::LayoutError;
+use crate::run_as::IdentityError;
 
 /// Why an Exec call was refused.
 #[derive(Debug, thiserror::Error)]
@@ -49,4 +56,38 @@ impl From<ExecError> for tonic::Status {
             }
         }
     }
+}
+
+/// Why a job cannot start on this exec service: the note of the `exec`
+/// exception that ends it.
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    /// The jobspec does not parse.
+    #[error("invalid jobspec: {0}")]
+    Jobspec(#[source] JobspecError),
+    /// R does not parse.
+    #[error("invalid R: {0}")]
+    R(#[source] RsetError),
+    /// The tasks cannot be laid out on R.
+    #[error(transparent)]
+    Layout(#[from] LayoutError),
+    /// The tasks cannot run as their owner here.
+    #[error(transparent)]
+    Identity(#[from] IdentityError),
+    /// The ranks this service is asked to run do not parse.
+    #[error("invalid ranks {ranks:?}: {error}")]
+    Ranks {
+        ranks: String,
+        #[source]
+        error: IdSetError,
+    },
+    /// A rank asked for is not in R.
+    #[error("rank {rank} is not in R ({in_r})")]
+    RankNotInR { rank: u32, in_r: String },
+    /// The leader does not know where a rank's exec service is.
+    #[error("no exec service address for rank {0}")]
+    NoAddress(u32),
+    /// A peer exec service cannot be reached as configured.
+    #[error(transparent)]
+    Peer(#[from] PeerError),
 }

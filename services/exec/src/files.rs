@@ -86,7 +86,7 @@ fn open_here(request: &OpenRequest) -> Vec<Result<File, String>> {
 
 /// Through `fluxgate-exec open-as`, which becomes `who` first.
 fn open_as(request: &OpenRequest, who: &RunAs) -> Result<Vec<Result<File, String>>, String> {
-    let exe = run_as::binary()?;
+    let exe = run_as::binary().map_err(|e| e.to_string())?;
     let (ours, theirs) =
         UnixStream::pair().map_err(|e| format!("cannot make a channel to open files: {e}"))?;
     // The temporary Command, holding our copy of `theirs`, is dropped at

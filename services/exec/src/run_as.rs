@@ -71,36 +71,39 @@ pub struct RunAs {
 /// Whose identity a job of `job_uid` runs with on a service running as
 /// `service_uid`: `None` for the service's own, `Some(uid)` to switch, or why
 /// it may not run here.
-pub fn decide(job_uid: u32, service_uid: u32, allow_root: bool) -> Result<Option<u32>, String> {
+pub fn decide(
+    job_uid: u32,
+    service_uid: u32,
+    allow_root: bool,
+) -> Result<Option<u32>, IdentityError> {
     if service_uid != 0 {
         return if job_uid == service_uid {
             Ok(None)
         } else {
-            Err(format!(
-                "this exec service runs as uid {service_uid}, not root, so it runs only \
-                 the instance owner's jobs; this job is owned by uid {job_uid} \
-                 (run the exec service as root to run jobs as their owners)"
-            ))
+            Err(IdentityError::NotOwner {
+                service: service_uid,
+                job: job_uid,
+            })
         };
     }
     match job_uid {
         0 if allow_root => Ok(None),
-        0 => Err("jobs owned by root are refused on this node \
-                  (start the exec service with --allow-root-jobs to run them)"
-            .into()),
+        0 => Err(IdentityError::RootRefused),
         uid => Ok(Some(uid)),
     }
 }
 
 /// The uid, primary group and supplementary groups of account `uid`.
-pub fn lookup(uid: u32) -> Result<RunAs, String> {
+pub fn lookup(uid: u32) -> Result<RunAs, IdentityError> {
     let user = User::from_uid(Uid::from_raw(uid))
-        .map_err(|e| format!("cannot look up uid {uid}: {e}"))?
-        .ok_or_else(|| format!("uid {uid} has no account on this node"))?;
-    let name = CString::new(user.name.clone())
-        .map_err(|_| format!("the name of uid {uid} holds a NUL byte"))?;
+        .map_err(|errno| IdentityError::Lookup { uid, errno })?
+        .ok_or(IdentityError::NoAccount(uid))?;
+    let name = CString::new(user.name.clone()).map_err(|_| IdentityError::NulInName(uid))?;
     let groups = nix::unistd::getgrouplist(&name, user.gid)
-        .map_err(|e| format!("cannot read the groups of {}: {e}", user.name))?
+        .map_err(|errno| IdentityError::Groups {
+            name: user.name.clone(),
+            errno,
+        })?
         .into_iter()
         .map(Gid::as_raw)
         .collect();
@@ -113,9 +116,8 @@ pub fn lookup(uid: u32) -> Result<RunAs, String> {
 
 /// The `fluxgate-exec` binary that does the switch: this one, or the one
 /// beside it (when this process is a test harness embedding the service).
-pub fn binary() -> Result<PathBuf, String> {
-    let exe = std::env::current_exe()
-        .map_err(|e| format!("cannot find this program to switch users: {e}"))?;
+pub fn binary() -> Result<PathBuf, IdentityError> {
+    let exe = std::env::current_exe().map_err(|e| IdentityError::NoSelf(e.to_string()))?;
     if exe.file_name().is_some_and(|n| n == "fluxgate-exec") {
         return Ok(exe);
     }
@@ -128,14 +130,17 @@ pub fn binary() -> Result<PathBuf, String> {
             return Ok(c);
         }
     }
-    Err("cannot find the fluxgate-exec binary that switches users".into())
+    Err(IdentityError::NoWrapper)
 }
 
 /// Become `who` for good: supplementary groups first (once the uid is
 /// dropped they can no longer be set), then gid, then uid, and check that
 /// the switch held and cannot be undone.
-pub fn become_user(who: &RunAs) -> Result<(), String> {
-    let fail = |what: &str, e: nix::Error| format!("{what}: {}", e.desc());
+pub fn become_user(who: &RunAs) -> Result<(), IdentityError> {
+    let fail = |step: &'static str, e: nix::Error| IdentityError::Switch {
+        step,
+        reason: e.desc(),
+    };
     let groups: Vec<Gid> = who.groups.iter().copied().map(Gid::from_raw).collect();
     nix::unistd::setgroups(&groups).map_err(|e| fail("setgroups", e))?;
     nix::unistd::setgid(Gid::from_raw(who.gid)).map_err(|e| fail("setgid", e))?;
@@ -148,12 +153,57 @@ pub fn become_user(who: &RunAs) -> Result<(), String> {
     );
     let regained = who.uid != 0 && nix::unistd::setuid(Uid::from_raw(0)).is_ok();
     if ids != (who.uid, who.uid, who.gid, who.gid) || regained {
-        return Err(format!(
-            "the switch to uid {} gid {} did not hold",
-            who.uid, who.gid
-        ));
+        return Err(IdentityError::DidNotHold {
+            uid: who.uid,
+            gid: who.gid,
+        });
     }
     Ok(())
+}
+
+/// Why a job's tasks cannot be started as their owner here.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum IdentityError {
+    /// An unprivileged service and another user's job.
+    #[error(
+        "this exec service runs as uid {service}, not root, so it runs only \
+         the instance owner's jobs; this job is owned by uid {job} \
+         (run the exec service as root to run jobs as their owners)"
+    )]
+    NotOwner { service: u32, job: u32 },
+    /// A job of root, not allowed here.
+    #[error(
+        "jobs owned by root are refused on this node \
+         (start the exec service with --allow-root-jobs to run them)"
+    )]
+    RootRefused,
+    /// The account database could not be read.
+    #[error("cannot look up uid {uid}: {errno}")]
+    Lookup { uid: u32, errno: nix::Error },
+    /// No account has the job's uid.
+    #[error("uid {0} has no account on this node")]
+    NoAccount(u32),
+    /// The account's name cannot be passed to the group lookup.
+    #[error("the name of uid {0} holds a NUL byte")]
+    NulInName(u32),
+    /// The account's groups could not be read.
+    #[error("cannot read the groups of {name}: {errno}")]
+    Groups { name: String, errno: nix::Error },
+    /// This program's own path is unknown.
+    #[error("cannot find this program to switch users: {0}")]
+    NoSelf(String),
+    /// No `fluxgate-exec` beside this program.
+    #[error("cannot find the fluxgate-exec binary that switches users")]
+    NoWrapper,
+    /// A step of the switch failed.
+    #[error("{step}: {reason}")]
+    Switch {
+        step: &'static str,
+        reason: &'static str,
+    },
+    /// The switch seemed to work but did not hold, or could be undone.
+    #[error("the switch to uid {uid} gid {gid} did not hold")]
+    DidNotHold { uid: u32, gid: u32 },
 }
 
 #[cfg(test)]
@@ -164,14 +214,14 @@ mod tests {
     fn root_switches_to_the_owner_and_refuses_root_unless_allowed() {
         assert_eq!(decide(1001, 0, false), Ok(Some(1001)));
         assert_eq!(decide(0, 0, true), Ok(None));
-        let e = decide(0, 0, false).unwrap_err();
+        let e = decide(0, 0, false).unwrap_err().to_string();
         assert!(e.contains("--allow-root-jobs"), "{e}");
     }
 
     #[test]
     fn an_unprivileged_service_runs_only_its_own_uid() {
         assert_eq!(decide(500, 500, false), Ok(None));
-        let e = decide(501, 500, true).unwrap_err();
+        let e = decide(501, 500, true).unwrap_err().to_string();
         assert!(e.contains("runs only the instance owner's jobs"), "{e}");
         assert!(decide(0, 500, true).is_err());
     }
@@ -181,6 +231,9 @@ mod tests {
         let root = lookup(0).unwrap();
         assert_eq!((root.uid, root.gid), (0, 0));
         assert!(root.groups.contains(&0));
-        assert!(lookup(4_000_000_000).unwrap_err().contains("no account"));
+        assert_eq!(
+            lookup(4_000_000_000),
+            Err(IdentityError::NoAccount(4_000_000_000))
+        );
     }
 }

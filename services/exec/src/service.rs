@@ -23,14 +23,14 @@ use tonic::{Request, Response, Status};
 use tracing::Instrument;
 
 use crate::config::Config;
-use crate::error::ExecError;
+use crate::error::{ExecError, PlanError};
 use crate::event::line;
 use crate::job::peer::Peer;
 use crate::job::run::{self, Launch};
 use crate::job::{Control, JobTable, ResponseStream, response};
 use crate::layout::Layout;
 use crate::output::Redirects;
-use crate::run_as::{self, RunAs};
+use crate::run_as::{self, IdentityError, RunAs};
 use crate::telemetry;
 
 /// What this process is to the job manager: its address and assigned ranks.
@@ -143,7 +143,8 @@ impl ExecService {
                 metrics::counter!(telemetry::JOBS_STARTED).increment(1);
                 tokio::spawn(run::run(launch, channels).in_current_span());
             }
-            Err(note) => {
+            Err(why) => {
+                let note = why.to_string();
                 tracing::warn!(%note, "cannot start job");
                 metrics::counter!(telemetry::START_REFUSED).increment(1);
                 let ranks = if req.ranks.is_empty() {
@@ -173,12 +174,11 @@ impl ExecService {
         Ok(stream)
     }
 
-    fn plan(&self, req: &StartRequest) -> Result<Launch, String> {
+    fn plan(&self, req: &StartRequest) -> Result<Launch, PlanError> {
         let id = JobId::from(req.id);
-        let jobspec =
-            Jobspec::from_json(&req.jobspec).map_err(|e| format!("invalid jobspec: {e}"))?;
-        let r = ResourceSet::parse(&req.r).map_err(|e| format!("invalid R: {e}"))?;
-        let layout = Layout::new(&jobspec, &r).map_err(|e| e.to_string())?;
+        let jobspec = Jobspec::from_json(&req.jobspec).map_err(PlanError::Jobspec)?;
+        let r = ResourceSet::parse(&req.r).map_err(PlanError::R)?;
+        let layout = Layout::new(&jobspec, &r)?;
         // Test execution starts no processes, so nobody's identity is used.
         let run_as = match jobspec.test_run_duration() {
             Some(_) => None,
@@ -188,12 +188,15 @@ impl ExecService {
         let mut local = Vec::new();
         let mut remote: BTreeMap<String, IdSet> = BTreeMap::new();
         if !leader {
-            let ranks = IdSet::parse(&req.ranks)
-                .map_err(|e| format!("invalid ranks {:?}: {e}", req.ranks))?;
+            let ranks = IdSet::parse(&req.ranks).map_err(|error| PlanError::Ranks {
+                ranks: req.ranks.clone(),
+                error,
+            })?;
             for rank in ranks.iter() {
-                let rt = layout
-                    .rank(rank)
-                    .ok_or_else(|| format!("rank {rank} is not in R ({})", layout.rank_set()))?;
+                let rt = layout.rank(rank).ok_or_else(|| PlanError::RankNotInR {
+                    rank,
+                    in_r: layout.rank_set().to_string(),
+                })?;
                 local.push(rt.clone());
             }
         } else if jobspec.test_run_duration().is_some() {
@@ -208,7 +211,7 @@ impl ExecService {
                 } else if let Some(a) = address {
                     remote.entry(a.clone()).or_default().insert(rt.rank);
                 } else {
-                    return Err(format!("no exec service address for rank {}", rt.rank));
+                    return Err(PlanError::NoAddress(rt.rank));
                 }
             }
         }
@@ -245,7 +248,7 @@ impl ExecService {
     /// The identity the tasks of a job owned by `userid` start with: `None`
     /// for this service's own; an error (the job's exception note) when this
     /// node may not run the job.
-    fn identity(&self, userid: u32) -> Result<Option<RunAs>, String> {
+    fn identity(&self, userid: u32) -> Result<Option<RunAs>, IdentityError> {
         let service_uid = nix::unistd::geteuid().as_raw();
         match run_as::decide(userid, service_uid, self.config.allow_root_jobs)? {
             None => Ok(None),

@@ -247,7 +247,7 @@ async fn spawn_wrapped(spec: &TaskSpec, who: Option<&RunAs>) -> Result<Child, Sp
         reason,
         status: WaitStatus::exited(126),
     };
-    let exe = crate::run_as::binary().map_err(failed)?;
+    let exe = crate::run_as::binary().map_err(|e| failed(e.to_string()))?;
     let (ours, theirs) = std::os::unix::net::UnixStream::pair()
         .map_err(|e| failed(format!("cannot make a channel to start the task: {e}")))?;
     let child = {

@@ -120,7 +120,7 @@ fn credentials(
     serves_tls: bool,
 ) -> Result<(Authenticator, Option<String>, JobCredentials), ServeError> {
     if config.auth.enabled {
-        let keys = keys::load_or_create(config).map_err(ServeError::Config)?;
+        let keys = keys::load_or_create(config).map_err(|e| ServeError::Config(e.to_string()))?;
         tracing::info!(
             owner_token = %config.statedir.join(keys::OWNER_TOKEN_FILE).display(),
             node_token = %config.statedir.join(keys::NODE_TOKEN_FILE).display(),

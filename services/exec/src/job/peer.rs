@@ -44,6 +44,24 @@ pub struct Peer {
     credential: NodeCredential,
 }
 
+/// Why a peer exec service cannot be reached as configured.
+#[derive(Debug, thiserror::Error)]
+pub enum PeerError {
+    /// The address is not a URI.
+    #[error("exec address {address:?} of ranks {ranks} is not a URI: {error}")]
+    NotUri {
+        address: String,
+        ranks: String,
+        error: String,
+    },
+    /// The peer uses TLS and this service has no CA to check it.
+    #[error("exec service {0} uses TLS: start this one with --tls-ca")]
+    NoCa(String),
+    /// The TLS settings toward the peer are refused.
+    #[error("TLS toward {address}: {error}")]
+    Tls { address: String, error: String },
+}
+
 impl Peer {
     /// A peer at `address` (connected on first use).
     /// `tls_ca` checks the certificate of a peer whose address is https.
@@ -52,19 +70,22 @@ impl Peer {
         ranks: IdSet,
         credential: NodeCredential,
         tls_ca: Option<&[u8]>,
-    ) -> Result<Peer, String> {
+    ) -> Result<Peer, PeerError> {
         let mut endpoint = Endpoint::from_shared(address.to_string())
-            .map_err(|e| format!("exec address {address:?} of ranks {ranks} is not a URI: {e}"))?
+            .map_err(|e| PeerError::NotUri {
+                address: address.to_string(),
+                ranks: ranks.to_string(),
+                error: e.to_string(),
+            })?
             .connect_timeout(CONNECT_TIMEOUT)
             .initial_connection_window_size(fluxgate_proto::wire::CONNECTION_WINDOW);
         if address.starts_with("https://") {
-            let ca = tls_ca.ok_or_else(|| {
-                format!("exec service {address} uses TLS: start this one with --tls-ca")
-            })?;
+            let ca = tls_ca.ok_or_else(|| PeerError::NoCa(address.to_string()))?;
             let tls = ClientTlsConfig::new().ca_certificate(Certificate::from_pem(ca));
-            endpoint = endpoint
-                .tls_config(tls)
-                .map_err(|e| format!("TLS toward {address}: {e}"))?;
+            endpoint = endpoint.tls_config(tls).map_err(|e| PeerError::Tls {
+                address: address.to_string(),
+                error: e.to_string(),
+            })?;
         }
         Ok(Peer {
             address: address.to_string(),

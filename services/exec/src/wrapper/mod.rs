@@ -32,7 +32,7 @@ fn switch(channel: &mut UnixStream) -> Result<(), String> {
     let who: Option<RunAs> =
         read_frame(channel).map_err(|e| format!("cannot read the identity to run as: {e}"))?;
     match who {
-        Some(who) => become_user(&who),
+        Some(who) => become_user(&who).map_err(|e| e.to_string()),
         None => Ok(()),
     }
 }

@@ -29,8 +29,8 @@ pub enum AuthError {
     #[error("{0}")]
     Token(#[from] TokenError),
     /// The client certificate names no usable user.
-    #[error("{0}")]
-    Certificate(String),
+    #[error(transparent)]
+    Certificate(#[from] super::cert::CertError),
     /// A job's credential presented after the job ended.
     #[error("the credential of job {} is no longer valid: the job has ended", JobId::from(*.0))]
     JobEnded(u64),
@@ -129,13 +129,9 @@ impl Authenticator {
         // The first certificate is the client's own; the rest is its chain,
         // which rustls has already verified against tls.client_ca.
         let leaf = certs.first().ok_or(AuthError::Missing)?;
-        let user = super::cert::user_name(leaf).map_err(AuthError::Certificate)?;
-        let uid = uid_of(&user, users).ok_or_else(|| {
-            AuthError::Certificate(format!(
-                "certificate user {user:?} has no uid: add it under [auth.users] \
-                 or create the account on the job manager's host"
-            ))
-        })?;
+        let user = super::cert::user_name(leaf)?;
+        let uid =
+            uid_of(&user, users).ok_or_else(|| super::cert::CertError::NoUid(user.clone()))?;
         Ok(Caller::user(&user, uid, owner_uid))
     }
 }

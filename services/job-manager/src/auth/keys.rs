@@ -15,7 +15,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use fluxgate_shared::auth::Claims;
-use fluxgate_shared::auth::token::{key_from_text, key_to_text};
+use fluxgate_shared::auth::token::{TokenError, key_from_text, key_to_text};
 
 use crate::config::Config;
 
@@ -57,25 +57,27 @@ pub fn key_path(config: &Config) -> PathBuf {
 
 /// Read the instance key (creating it when missing), and write the owner's
 /// token and the node credential beside the store.
-pub fn load_or_create(config: &Config) -> Result<InstanceKeys, String> {
+pub fn load_or_create(config: &Config) -> Result<InstanceKeys, KeyError> {
     let path = key_path(config);
     let key = match std::fs::read_to_string(&path) {
         Ok(text) => {
             warn_if_readable_by_others(&path);
-            key_from_text(&text).map_err(|e| format!("instance key {}: {e}", path.display()))?
+            key_from_text(&text).map_err(|error| KeyError::BadKey {
+                path: path.clone(),
+                error,
+            })?
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             let mut key = vec![0u8; KEY_BYTES];
-            getrandom::fill(&mut key)
-                .map_err(|e| format!("cannot draw random bytes for the instance key: {e}"))?;
+            getrandom::fill(&mut key).map_err(|e| KeyError::Random(e.to_string()))?;
             write_private(&path, &format!("{}\n", key_to_text(&key)))?;
             tracing::info!(path = %path.display(), "created the instance key");
             key
         }
-        Err(e) => return Err(format!("cannot read instance key {}: {e}", path.display())),
+        Err(error) => return Err(KeyError::Read { path, error }),
     };
     let owner = super::user_name(config.owner_uid);
-    let sign = |c: Claims| c.sign(&key).map_err(|e| e.to_string());
+    let sign = |c: Claims| c.sign(&key).map_err(KeyError::Sign);
     let owner_token = sign(Claims::user(&owner, config.owner_uid, 0, None))?;
     let node_token = sign(Claims::node(config.owner_uid, 0))?;
     write_private(
@@ -106,8 +108,36 @@ fn warn_if_readable_by_others(path: &Path) {
 }
 
 /// Write `text` to `path` readable by its owner only, replacing it whole.
-fn write_private(path: &Path, text: &str) -> Result<(), String> {
-    fluxgate_os::private::write_file(path, text.as_bytes()).map_err(|e| e.to_string())
+fn write_private(path: &Path, text: &str) -> Result<(), KeyError> {
+    Ok(fluxgate_os::private::write_file(path, text.as_bytes())?)
+}
+
+/// Why the instance key or the tokens beside it cannot be had.
+#[derive(Debug, thiserror::Error)]
+pub enum KeyError {
+    /// The key file exists but cannot be read.
+    #[error("cannot read instance key {}: {error}", path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        error: std::io::Error,
+    },
+    /// The key file does not hold a key.
+    #[error("instance key {}: {error}", path.display())]
+    BadKey {
+        path: PathBuf,
+        #[source]
+        error: TokenError,
+    },
+    /// The system gave no random bytes.
+    #[error("cannot draw random bytes for the instance key: {0}")]
+    Random(String),
+    /// A token could not be made.
+    #[error("cannot sign a token: {0}")]
+    Sign(#[source] TokenError),
+    /// A file cannot be written (the error names it).
+    #[error(transparent)]
+    Write(#[from] fluxgate_os::private::PrivateError),
 }
 
 #[cfg(test)]
@@ -149,7 +179,7 @@ mod tests {
             statedir: dir.path().to_path_buf(),
             ..Config::default()
         };
-        let e = load_or_create(&config).unwrap_err();
+        let e = load_or_create(&config).unwrap_err().to_string();
         assert!(e.contains("instance.key") && e.contains("hex"), "{e}");
     }
 }
