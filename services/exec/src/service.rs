@@ -13,10 +13,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 
 use fluxgate_proto::v1::exec_server::Exec;
+use fluxgate_proto::v1::session_request::Request as Session;
 use fluxgate_proto::v1::start_response::Response as R;
 use fluxgate_proto::v1::{
     ExecException, ExecExceptionRequest, ExecExceptionResponse, ExecKillRequest, ExecKillResponse,
-    ExpirationRequest, ExpirationResponse, Release, StartRequest,
+    ExpirationRequest, ExpirationResponse, Release, SessionRequest, StartRequest,
 };
 use fluxgate_shared::{IdSet, JobId, Jobspec, ResourceSet};
 use tonic::{Request, Response, Status};
@@ -27,7 +28,7 @@ use crate::error::{ExecError, PlanError};
 use crate::event::line;
 use crate::job::peer::Peer;
 use crate::job::run::{self, Launch};
-use crate::job::{Control, JobTable, ResponseStream, response};
+use crate::job::{Control, JobTable, ResponseSender, ResponseStream, STREAM_CAPACITY, response};
 use crate::layout::Layout;
 use crate::output::Redirects;
 use crate::run_as::{self, IdentityError, RunAs};
@@ -109,27 +110,39 @@ impl ExecService {
         }
     }
 
-    /// Start (or re-attach to) a job; runs inside the job's span.
+    /// Start (or re-attach to) a job, its responses in a stream of its
+    /// own; runs inside the job's span.
     fn start_job(&self, req: StartRequest) -> Result<ResponseStream, Status> {
+        let (tx, rx) = tokio::sync::mpsc::channel(STREAM_CAPACITY);
+        self.start_job_to(req, tx)?;
+        Ok(ResponseStream::new(rx))
+    }
+
+    /// Start (or re-attach to) a job, its responses into `out`; runs inside
+    /// the job's span.
+    fn start_job_to(&self, req: StartRequest, out: ResponseSender) -> Result<(), ExecError> {
         let id = req.id;
         if req.reattach {
             tracing::info!("reattach");
-            return Ok(self.reattach(id));
+            self.reattach(id, out);
+            return Ok(());
         }
         if self.shutting_down.load(Ordering::SeqCst) {
-            return Err(ExecError::ShuttingDown.into());
+            return Err(ExecError::ShuttingDown);
         }
         let Some((job, channels)) = self.jobs.insert(id) else {
             // The job manager restarted after launching the job but before it
             // stored `start`: it asks again. Launching twice would run the tasks
             // twice, so adopt the running job and say `start` once more.
             let Some(job) = self.jobs.get(id) else {
-                return Err(ExecError::AlreadyRunning(JobId::from(id)).into());
+                return Err(ExecError::AlreadyRunning(JobId::from(id)));
             };
             tracing::info!("start for a running job: adopting it");
-            return Ok(self.jobs.attach(&job, vec![response(id, R::Start(true))]));
+            self.jobs
+                .attach_to(&job, vec![response(id, R::Start(true))], out);
+            return Ok(());
         };
-        let stream = self.jobs.attach(&job, Vec::new());
+        self.jobs.attach_to(&job, Vec::new(), out);
         match self.plan(&req) {
             Ok(launch) => {
                 // Per job: debug, as flux-core's job-exec logs it (at info,
@@ -171,7 +184,84 @@ impl ExecService {
                 );
             }
         }
-        Ok(stream)
+        Ok(())
+    }
+
+    /// One request of a session: a start's responses go into `out`; what
+    /// cannot be done is logged (as a refused call would be) or, for a
+    /// start, answered into `out` as the job's exec exception.
+    async fn session_request(&self, req: SessionRequest, out: &ResponseSender) {
+        let Some(req) = req.request else {
+            return;
+        };
+        match req {
+            Session::Start(start) => {
+                let id = start.id;
+                let span = tracing::error_span!("job", job = %JobId::from(id));
+                let ranks = if start.ranks.is_empty() {
+                    "all".to_string()
+                } else {
+                    start.ranks.clone()
+                };
+                if let Err(e) = span.in_scope(|| self.start_job_to(start, out.clone())) {
+                    tracing::warn!(job = %JobId::from(id), error = %e, "start refused");
+                    send_refusal(out, id, e.to_string(), ranks).await;
+                }
+            }
+            Session::Kill(k) => {
+                if let Err(e) = self.kill_job(k).await {
+                    tracing::warn!(error = %e, "kill refused");
+                }
+            }
+            Session::Exception(x) => {
+                if let Err(e) = self.exception_job(x).await {
+                    tracing::warn!(error = %e, "exception refused");
+                }
+            }
+            Session::Expiration(x) => {
+                if let Err(e) = self.expiration_job(x).await {
+                    tracing::warn!(error = %e, "expiration refused");
+                }
+            }
+        }
+    }
+
+    /// Signal a job's tasks.
+    async fn kill_job(&self, req: ExecKillRequest) -> Result<(), ExecError> {
+        if !(1..=64).contains(&req.signum) {
+            return Err(ExecError::BadSignal(req.signum));
+        }
+        let job = self
+            .jobs
+            .get(req.id)
+            .ok_or(ExecError::NotRunning(JobId::from(req.id)))?;
+        job.control(Control::Signal(req.signum)).await;
+        Ok(())
+    }
+
+    /// Deliver an exception to a job.
+    async fn exception_job(&self, req: ExecExceptionRequest) -> Result<(), ExecError> {
+        let job = self
+            .jobs
+            .get(req.id)
+            .ok_or(ExecError::NotRunning(JobId::from(req.id)))?;
+        job.control(Control::Exception {
+            kind: req.r#type,
+            severity: req.severity,
+            note: req.note,
+        })
+        .await;
+        Ok(())
+    }
+
+    /// Tell a job its new expiration.
+    async fn expiration_job(&self, req: ExpirationRequest) -> Result<(), ExecError> {
+        let job = self
+            .jobs
+            .get(req.id)
+            .ok_or(ExecError::NotRunning(JobId::from(req.id)))?;
+        job.control(Control::Expiration(req.expiration)).await;
+        Ok(())
     }
 
     fn plan(&self, req: &StartRequest) -> Result<Launch, PlanError> {
@@ -256,15 +346,16 @@ impl ExecService {
         }
     }
 
-    fn reattach(&self, id: u64) -> ResponseStream {
+    fn reattach(&self, id: u64, out: ResponseSender) {
         match self.jobs.get(id) {
-            Some(job) => self.jobs.attach(
+            Some(job) => self.jobs.attach_to(
                 &job,
                 vec![
                     response(id, R::ExecEvent(line("reattach", None))),
                     response(id, R::ExecEvent(line("re-starting", None))),
                     response(id, R::Reattached(true)),
                 ],
+                out,
             ),
             None => {
                 let note = format!(
@@ -272,36 +363,67 @@ impl ExecService {
                     self.node.address,
                     JobId::from(id)
                 );
-                fixed_stream(id, note, "all".into())
+                tokio::spawn(
+                    async move { send_refusal(&out, id, note, "all".into()).await }
+                        .in_current_span(),
+                );
             }
         }
     }
 }
 
-/// A stream that only says the job cannot run: `exception` then final `release`.
-fn fixed_stream(id: u64, note: String, ranks: String) -> ResponseStream {
-    let (tx, rx) = tokio::sync::mpsc::channel(2);
-    let _ = tx.try_send(Ok(response(
-        id,
-        R::Exception(ExecException {
-            severity: 0,
-            r#type: "exec".into(),
-            note,
-        }),
-    )));
-    let _ = tx.try_send(Ok(response(
-        id,
-        R::Release(Release {
-            ranks,
-            r#final: true,
-        }),
-    )));
-    ResponseStream::new(rx)
+/// Say on `out` that job `id` cannot run: an `exec` exception, then the
+/// final release of `ranks`.
+async fn send_refusal(out: &ResponseSender, id: u64, note: String, ranks: String) {
+    let e = ExecException {
+        severity: 0,
+        r#type: "exec".into(),
+        note,
+    };
+    let _ = out.send(Ok(response(id, R::Exception(e)))).await;
+    let release = Release {
+        ranks,
+        r#final: true,
+    };
+    let _ = out.send(Ok(response(id, R::Release(release)))).await;
 }
+
+/// Requests of a session not yet read while a start's responses wait: the
+/// reader stops (and the job manager's writes wait) beyond this many.
+const SESSION_CAPACITY: usize = 256;
 
 #[tonic::async_trait]
 impl Exec for ExecService {
     type StartStream = ResponseStream;
+    type SessionStream = ResponseStream;
+
+    async fn session(
+        &self,
+        request: Request<tonic::Streaming<SessionRequest>>,
+    ) -> Result<Response<Self::SessionStream>, Status> {
+        let mut inbound = request.into_inner();
+        let (tx, rx) = tokio::sync::mpsc::channel(SESSION_CAPACITY);
+        let service = self.clone();
+        tokio::spawn(async move {
+            loop {
+                let next = tokio::select! {
+                    m = inbound.message() => m,
+                    // The job manager dropped the session: its jobs keep
+                    // running until a later session reattaches.
+                    _ = tx.closed() => break,
+                };
+                match next {
+                    Ok(Some(req)) => service.session_request(req, &tx).await,
+                    Ok(None) => break,
+                    Err(e) => {
+                        tracing::info!(error = %e.message(), "session from the job manager ended");
+                        break;
+                    }
+                }
+            }
+        });
+        Ok(Response::new(ResponseStream::new(rx)))
+    }
 
     async fn start(
         &self,
@@ -318,15 +440,7 @@ impl Exec for ExecService {
         &self,
         request: Request<ExecKillRequest>,
     ) -> Result<Response<ExecKillResponse>, Status> {
-        let req = request.into_inner();
-        if !(1..=64).contains(&req.signum) {
-            return Err(ExecError::BadSignal(req.signum).into());
-        }
-        let job = self
-            .jobs
-            .get(req.id)
-            .ok_or(ExecError::NotRunning(JobId::from(req.id)))?;
-        job.control(Control::Signal(req.signum)).await;
+        self.kill_job(request.into_inner()).await?;
         Ok(Response::new(ExecKillResponse {}))
     }
 
@@ -334,17 +448,7 @@ impl Exec for ExecService {
         &self,
         request: Request<ExecExceptionRequest>,
     ) -> Result<Response<ExecExceptionResponse>, Status> {
-        let req = request.into_inner();
-        let job = self
-            .jobs
-            .get(req.id)
-            .ok_or(ExecError::NotRunning(JobId::from(req.id)))?;
-        job.control(Control::Exception {
-            kind: req.r#type,
-            severity: req.severity,
-            note: req.note,
-        })
-        .await;
+        self.exception_job(request.into_inner()).await?;
         Ok(Response::new(ExecExceptionResponse {}))
     }
 
@@ -352,12 +456,7 @@ impl Exec for ExecService {
         &self,
         request: Request<ExpirationRequest>,
     ) -> Result<Response<ExpirationResponse>, Status> {
-        let req = request.into_inner();
-        let job = self
-            .jobs
-            .get(req.id)
-            .ok_or(ExecError::NotRunning(JobId::from(req.id)))?;
-        job.control(Control::Expiration(req.expiration)).await;
+        self.expiration_job(request.into_inner()).await?;
         Ok(Response::new(ExpirationResponse {}))
     }
 }

@@ -856,3 +856,87 @@ async fn only_the_jobs_own_credential_reaches_its_tasks() {
     assert_eq!(stdout_by_task(&all)["0"], "job-credential\n");
     ex.stop().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_session_carries_many_jobs_each_tagged_with_its_id() {
+    use fluxgate_proto::v1::SessionRequest;
+    use fluxgate_proto::v1::session_request::Request as S;
+
+    let (uri, jm) = fake_jm().await;
+    let ex = exec(&uri, &jm, "vm").await;
+    let r = json!({"version": 1, "execution": {"R_lite": [{"rank": "0", "children": {"core": "0-1"}}]}}).to_string();
+    let sim = |secs: f64| {
+        jobspec(
+            &["true"],
+            json!({"per_slot": 1}),
+            json!({"exec": {"test": {"run_duration": secs}}}),
+        )
+    };
+    let (tx, rx) = tokio::sync::mpsc::channel(8);
+    let send = |r: S| {
+        let tx = tx.clone();
+        async move {
+            tx.send(SessionRequest { request: Some(r) }).await.unwrap();
+        }
+    };
+    let mut c = client(&ex.exec_address).await;
+    let mut stream = c
+        .session(tokio_stream::wrappers::ReceiverStream::new(rx))
+        .await
+        .unwrap()
+        .into_inner();
+    send(S::Start(request(21, sim(0.1), r.clone(), &[]))).await;
+    send(S::Start(request(22, sim(100.0), r.clone(), &[]))).await;
+    let mut lost = request(23, String::new(), String::new(), &[]);
+    lost.reattach = true;
+    send(S::Start(lost)).await;
+
+    let mut by_job: HashMap<u64, Vec<String>> = HashMap::new();
+    let mut finals = 0;
+    let read = async {
+        while finals < 3 {
+            let resp = stream
+                .message()
+                .await
+                .unwrap()
+                .expect("the session stays open");
+            let k = kind(&resp);
+            if k == "start" && resp.id == 22 {
+                // Cancel the long job once it runs, on the same session.
+                send(S::Exception(ExecExceptionRequest {
+                    id: 22,
+                    r#type: "cancel".into(),
+                    severity: 0,
+                    note: String::new(),
+                }))
+                .await;
+            }
+            if k.ends_with(" true") && k.starts_with("release") {
+                finals += 1;
+            }
+            by_job.entry(resp.id).or_default().push(k);
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(20), read)
+        .await
+        .expect("every job of the session ended within 20s");
+    assert_eq!(
+        by_job[&21],
+        [
+            "exec init",
+            "exec starting",
+            "start",
+            "exec complete",
+            "finish 0",
+            "exec done",
+            "release all true"
+        ]
+    );
+    assert!(
+        by_job[&22].contains(&"finish 15".to_string()),
+        "{:?}",
+        by_job[&22]
+    );
+    assert_eq!(by_job[&23], ["exception exec 0", "release all true"]);
+    ex.stop().await.unwrap();
+}

@@ -23,7 +23,7 @@ use tonic::Status;
 /// Responses buffered per job while nobody is reading.
 pub const RESPONSE_CAPACITY: usize = 1024;
 /// Responses queued towards one gRPC caller.
-const STREAM_CAPACITY: usize = 4;
+pub const STREAM_CAPACITY: usize = 4;
 /// Kill and exception requests queued for one job.
 const CONTROL_CAPACITY: usize = 64;
 
@@ -91,6 +91,9 @@ pub struct JobChannels {
 /// The response stream handed to tonic.
 pub type ResponseStream = tokio_stream::wrappers::ReceiverStream<Result<StartResponse, Status>>;
 
+/// Where a job's responses are forwarded: its own stream's, or a session's.
+pub type ResponseSender = mpsc::Sender<Result<StartResponse, Status>>;
+
 impl JobTable {
     /// Register a new job; `None` when one with that id is already known.
     pub fn insert(&self, id: u64) -> Option<(Arc<JobHandle>, JobChannels)> {
@@ -152,13 +155,25 @@ impl JobTable {
     /// follower is detached first.
     pub fn attach(&self, job: &Arc<JobHandle>, prelude: Vec<StartResponse>) -> ResponseStream {
         let (tx, rx) = mpsc::channel(STREAM_CAPACITY);
+        self.attach_to(job, prelude, tx);
+        ResponseStream::new(rx)
+    }
+
+    /// As [`JobTable::attach`], into `out`, a stream shared with other jobs
+    /// (a session): the job's responses are forwarded there until it ends,
+    /// `out` closes, or a later attach takes over.
+    pub fn attach_to(
+        &self,
+        job: &Arc<JobHandle>,
+        prelude: Vec<StartResponse>,
+        out: ResponseSender,
+    ) {
         let mut generation = 0;
         job.generation.send_modify(|g| {
             *g += 1;
             generation = *g;
         });
-        tokio::spawn(forward(self.clone(), job.clone(), generation, prelude, tx));
-        ResponseStream::new(rx)
+        tokio::spawn(forward(self.clone(), job.clone(), generation, prelude, out));
     }
 }
 
