@@ -145,7 +145,7 @@ impl Instance {
             setup,
             owner_token: None,
         };
-        inst.uri = inst.wait_uri();
+        inst.uri = inst.wait_uri().await;
         if inst.setup.auth {
             let path = inst.statedir.path().join("owner.token");
             let token = std::fs::read_to_string(&path).expect("the job manager wrote owner.token");
@@ -159,25 +159,16 @@ impl Instance {
         inst
     }
 
-    fn wait_uri(&mut self) -> String {
-        let path = self.statedir.path().join("uri");
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            if let Ok(text) = std::fs::read_to_string(&path)
-                && !text.trim().is_empty()
-            {
-                return text.trim().to_string();
-            }
-            if let Some(jm) = self.jm.as_mut()
-                && let Ok(Some(status)) = jm.try_wait()
-            {
-                panic!("job manager exited early: {status}");
-            }
-            assert!(
-                Instant::now() < deadline,
-                "job manager did not start in 30s"
-            );
-            std::thread::sleep(Duration::from_millis(20));
+    /// The URI the job manager prints once it serves, by the launcher's
+    /// own reader (an early exit or 30 s of silence fails the test).
+    async fn wait_uri(&mut self) -> String {
+        let jm = self.jm.as_mut().expect("job manager running");
+        let stdout = jm.stdout.take().expect("the job manager's stdout is piped");
+        // The harness lets the job manager's stderr through: no log to quote.
+        let log = self.statedir.path().join("job-manager.log");
+        match fluxgate_launch::read_uri(stdout, &log, Duration::from_secs(30)).await {
+            Ok(uri) => uri,
+            Err(e) => panic!("job manager did not start: {e}"),
         }
     }
 
@@ -503,7 +494,7 @@ impl Instance {
         };
         let jm = spawn_jm(&spec);
         self.jm = Some(jm);
-        let uri = self.wait_uri();
+        let uri = self.wait_uri().await;
         assert_eq!(uri, self.uri, "restarted on another address");
         self.wait_online(self.nodes).await;
     }
@@ -543,7 +534,7 @@ fn spawn_jm(spec: &JobManager) -> Child {
     spec.clone()
         .env("FLUXGATE_LOG", "warn")
         .command(&binary("fluxgate-job-manager"))
-        .stdout(Stdio::null())
+        .stdout(Stdio::piped())
         .spawn()
         .expect("spawn fluxgate-job-manager")
 }
