@@ -284,3 +284,26 @@ fn an_interrupted_bench_stops_its_instance() {
         dir.display()
     );
 }
+
+#[test]
+fn nodes_join_idle_and_start_a_job_on_every_node() {
+    let out = bench(&["nodes", "--nodes", "16", "--idle", "0.5", "--json"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let rows: Vec<Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    assert_eq!(rows.len(), 1, "{stdout}");
+    let row = &rows[0];
+    assert_eq!(row["workload"], "nodes");
+    assert_eq!(row["nodes"], 16);
+    assert!(row["error"].is_null(), "{row}");
+    positive(row, "join_s");
+    positive(row, "start_s");
+    positive(row, "rss_bytes");
+    assert!(
+        row["idle_cpu_percent"].as_f64().is_some_and(|c| c >= 0.0),
+        "{row}"
+    );
+    assert_eq!(row["heartbeat_s"], 2.0);
+}

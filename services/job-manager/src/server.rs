@@ -269,6 +269,7 @@ pub async fn serve(
         })
     };
     let check = spawn_store_check(&store, fatal_tx)?;
+    let heartbeats = core.heartbeats();
     let core_stop = CancellationToken::new();
     let mut core_task = tokio::spawn(core.run(inbox_rx, committer, core_stop.clone()));
 
@@ -297,7 +298,12 @@ pub async fn serve(
         Arc::clone(&config),
         cancel.clone(),
     );
-    let node = NodeService::new(inbox_tx.clone(), Arc::clone(&config), cancel.clone());
+    let node = NodeService::new(
+        inbox_tx.clone(),
+        Arc::clone(&config),
+        cancel.clone(),
+        heartbeats,
+    );
     let resource = ResourceService::new(
         inbox_tx.clone(),
         journal.clone(),

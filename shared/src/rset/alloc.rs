@@ -112,6 +112,9 @@ struct NodeState {
 #[derive(Debug, Clone)]
 pub struct Pool {
     inventory: ResourceSet,
+    /// The inventory's ranks, built once: asked for on every resource
+    /// event, and building them is a pass over every node.
+    ranks: IdSet,
     state: Vec<NodeState>,
     /// `buckets[k]`: indices of up nodes with exactly `k` free cores.
     buckets: Vec<BTreeSet<u32>>,
@@ -168,6 +171,7 @@ impl Pool {
             });
         }
         Self {
+            ranks: inventory.ranks(),
             inventory,
             state,
             buckets,
@@ -181,6 +185,11 @@ impl Pool {
     /// The whole inventory.
     pub fn inventory(&self) -> &ResourceSet {
         &self.inventory
+    }
+
+    /// The inventory's ranks.
+    pub fn ranks(&self) -> &IdSet {
+        &self.ranks
     }
 
     /// Add property `name` to `ranks` of the inventory (RFC 28 property-add);

@@ -56,7 +56,7 @@ pub use commit::{Carrier, Committer};
 pub use depend::Antecedents;
 pub use effect::{Answer, Effect, Reply};
 pub use list::{JobInfo, ListFilter, merge as merge_listings, stored_inactive};
-pub use nodes::{JoinRefused, NodeInfo, NodeMsg, Nodes};
+pub use nodes::{Heartbeats, JoinRefused, NodeInfo, NodeMsg, Nodes};
 pub use resource::{ResourceMsg, ResourceView};
 pub use restart::Recovered;
 pub use submit::SubmitArgs;
@@ -316,6 +316,8 @@ pub struct Core<S> {
     reads: reads::Reads<S>,
     /// Purges under way and waiting.
     purges: purge::Purges,
+    /// Heartbeats the join streams heard, taken each tick.
+    beats: nodes::Heartbeats,
 }
 
 impl<S> std::fmt::Debug for Core<S> {
@@ -374,6 +376,7 @@ impl<S: Store> Core<S> {
             user_jobs: Default::default(),
             reads: Default::default(),
             purges: Default::default(),
+            beats: Default::default(),
         };
         core.epoch_ms = core.fluid_epoch()?;
         let found = core.recover()?;
@@ -431,6 +434,7 @@ impl<S: Store> Core<S> {
                 Wake::Loaded(answer) => self.loaded(answer),
                 Wake::Timer => self.fire_timers(),
                 Wake::Tick => {
+                    self.take_heartbeats();
                     self.check_torpid();
                     self.purge_by_config();
                     self.run_actions();

@@ -8,6 +8,8 @@
 //! up. A broken stream marks them down.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use fluxgate_shared::rset::Node;
 use fluxgate_shared::{Hostlist, IdSet, JobState, ResourceSet};
@@ -41,6 +43,30 @@ pub enum JoinRefused {
     Unknown(String),
 }
 
+/// When each join session was last heard: written by the join streams as
+/// heartbeats arrive, taken by the core once a tick. Thousands of nodes
+/// heartbeat every few seconds; this way a heartbeat costs its stream a
+/// short lock, not a message to the core and a wake-up of its task.
+#[derive(Debug, Clone, Default)]
+pub struct Heartbeats(Arc<Mutex<HashMap<u64, Instant>>>);
+
+impl Heartbeats {
+    /// Session `session` was heard now.
+    pub fn beat(&self, session: u64) {
+        self.lock().insert(session, Instant::now());
+    }
+
+    /// What was heard since the last take.
+    fn take(&self) -> HashMap<u64, Instant> {
+        std::mem::take(&mut *self.lock())
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Instant>> {
+        // Each change is one insert or one take: a poisoned map is whole.
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
 /// Messages from the join streams.
 #[derive(Debug)]
 pub enum NodeMsg {
@@ -51,7 +77,8 @@ pub enum NodeMsg {
         addr: String,
         reply: oneshot::Sender<Result<Vec<u32>, JoinRefused>>,
     },
-    /// A heartbeat on a join stream.
+    /// A heartbeat on a join stream, told at once (the service records
+    /// them in [`Heartbeats`] instead).
     Heartbeat { session: u64 },
     /// The join stream ended.
     Gone { session: u64 },
@@ -179,6 +206,20 @@ impl Nodes {
 }
 
 impl<S: Store> Core<S> {
+    /// Where the join streams record heartbeats for this core.
+    pub fn heartbeats(&self) -> Heartbeats {
+        self.beats.clone()
+    }
+
+    /// Apply the heartbeats heard since the last tick.
+    pub(super) fn take_heartbeats(&mut self) {
+        for (session, at) in self.beats.take() {
+            if let Some(ranks) = self.nodes.sessions.get(&session).cloned() {
+                self.heartbeat(&ranks, at);
+            }
+        }
+    }
+
     pub(super) fn node_msg(&mut self, msg: NodeMsg) {
         match msg {
             NodeMsg::Hello {
@@ -197,7 +238,7 @@ impl<S: Store> Core<S> {
                     .get(&session)
                     .cloned()
                     .unwrap_or_default();
-                self.heartbeat(&ranks);
+                self.heartbeat(&ranks, Instant::now());
             }
             NodeMsg::Gone { session } => self.node_gone(session),
         }

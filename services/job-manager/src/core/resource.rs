@@ -309,7 +309,7 @@ impl<S: Store> Core<S> {
             .res
             .state
             .schedulable(&IdSet::new())
-            .intersection(&pool.inventory().ranks());
+            .intersection(pool.ranks());
         let delta = AcquireDelta::between(&self.res.up, &new_up);
         if delta.is_empty() {
             return;
@@ -602,8 +602,7 @@ impl<S: Store> Core<S> {
 
     /// Heartbeat bookkeeping: silence past the torpid timeout posts `torpid`,
     /// a heartbeat from a torpid node posts `lively`.
-    pub(super) fn heartbeat(&mut self, ranks: &[u32]) {
-        let now = Instant::now();
+    pub(super) fn heartbeat(&mut self, ranks: &[u32], now: Instant) {
         let mut lively = IdSet::new();
         for &r in ranks {
             self.res.heard(r, now);

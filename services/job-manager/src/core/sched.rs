@@ -123,7 +123,7 @@ impl Sched {
     /// Replace the inventory (resource-define); everything starts free and down.
     pub fn define(&mut self, inventory: ResourceSet) {
         let mut pool = Pool::new(inventory);
-        let all = pool.inventory().ranks();
+        let all = pool.ranks().clone();
         pool.set_up(&all, false);
         self.pool = Some(pool);
         self.policy.changed();

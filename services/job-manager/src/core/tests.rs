@@ -1411,3 +1411,24 @@ async fn a_waitable_job_is_reaped_after_a_restart_without_a_read() {
     let r = rx.try_recv().unwrap().unwrap();
     assert_eq!((r.id, r.success), (id, true));
 }
+
+#[tokio::test]
+async fn heartbeats_the_join_streams_record_are_taken_each_tick() {
+    let mut config = config();
+    config.resource.torpid_timeout = 0.1;
+    let mut b = Bench::over(Arc::new(MemoryStore::new()), 1, config, true).await;
+    std::thread::sleep(std::time::Duration::from_millis(150));
+    b.core.check_torpid();
+    b.flush().await;
+    assert_eq!(b.core.res.state().torpid(), &IdSet::from_range(0, 0));
+    // Node 0 joined on session 1; its stream records a beat, the tick takes it.
+    b.core.heartbeats().beat(1);
+    b.core.take_heartbeats();
+    b.flush().await;
+    assert!(b.core.res.state().torpid().is_empty(), "lively again");
+    // A beat of a session that is gone changes nothing.
+    b.core.heartbeats().beat(99);
+    b.core.take_heartbeats();
+    b.flush().await;
+    assert!(b.core.res.state().torpid().is_empty());
+}

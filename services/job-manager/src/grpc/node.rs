@@ -17,7 +17,7 @@ use tonic::{Request, Response, Status, Streaming};
 use super::{allow, ask};
 use crate::auth::caller;
 use crate::config::Config;
-use crate::core::{Msg, NodeInfo, NodeMsg};
+use crate::core::{Heartbeats, Msg, NodeInfo, NodeMsg};
 
 /// The Node service.
 #[derive(Debug, Clone)]
@@ -26,16 +26,23 @@ pub struct NodeService {
     config: Arc<Config>,
     sessions: Arc<AtomicU64>,
     cancel: CancellationToken,
+    heartbeats: Heartbeats,
 }
 
 impl NodeService {
-    /// A service feeding the core's inbox.
-    pub fn new(inbox: mpsc::Sender<Msg>, config: Arc<Config>, cancel: CancellationToken) -> Self {
+    /// A service feeding the core's inbox, recording heartbeats in `heartbeats`.
+    pub fn new(
+        inbox: mpsc::Sender<Msg>,
+        config: Arc<Config>,
+        cancel: CancellationToken,
+        heartbeats: Heartbeats,
+    ) -> Self {
         NodeService {
             inbox,
             config,
             sessions: Arc::new(AtomicU64::new(1)),
             cancel,
+            heartbeats,
         }
     }
 }
@@ -109,6 +116,7 @@ impl Node for NodeService {
         let _ = tx.send(Ok(welcome)).await;
         let inbox = self.inbox.clone();
         let cancel = self.cancel.clone();
+        let heartbeats = self.heartbeats.clone();
         tokio::spawn(async move {
             // Heartbeats until the stream ends or errs (or shutdown); then the
             // nodes are gone.
@@ -120,13 +128,8 @@ impl Node for NodeService {
                 let Ok(Some(msg)) = msg else {
                     break;
                 };
-                if let Some(pb::join_message::Message::Heartbeat(_)) = msg.message
-                    && inbox
-                        .send(Msg::Node(NodeMsg::Heartbeat { session }))
-                        .await
-                        .is_err()
-                {
-                    break;
+                if let Some(pb::join_message::Message::Heartbeat(_)) = msg.message {
+                    heartbeats.beat(session);
                 }
             }
             let _ = inbox.send(Msg::Node(NodeMsg::Gone { session })).await;

@@ -11,6 +11,7 @@ mod figures;
 mod held;
 mod latency;
 mod metrics;
+mod nodes;
 mod restart;
 mod settle;
 mod submit;
@@ -45,6 +46,15 @@ WORKLOADS
            stop the job manager (SIGTERM, then also SIGKILL) and time a new
            one on the same statedir from exec to answering health SERVING;
            median of 3 of each. Local instances only. Default: 100000.
+  nodes    --nodes K simulated nodes (default 4096), each its own
+           connection, join stream and heartbeat, all served by one exec
+           session in this process that ends every job at once. Prints,
+           per run: join_s (first connection -> every node up),
+           idle_cpu_percent (the job manager's CPU over --idle seconds of
+           heartbeats only, percent of one core), start_s and
+           alloc_to_start_s (a job on every node: submit or alloc ->
+           start), rss_bytes. Local instances only; raises the open-file
+           limit to fit one connection per node.
 
 FIGURES (one row per run; null when not measurable)
   jobs_per_sec       jobs / (last t_inactive - first t_submit), the job
@@ -93,6 +103,8 @@ pub enum Workload {
     Held,
     /// Job manager restart time on a full store.
     Restart,
+    /// Thousands of nodes joining, idling and starting one job.
+    Nodes,
 }
 
 impl Workload {
@@ -104,6 +116,7 @@ impl Workload {
             Workload::Latency => "latency",
             Workload::Held => "held",
             Workload::Restart => "restart",
+            Workload::Nodes => "nodes",
         }
     }
 
@@ -114,6 +127,7 @@ impl Workload {
             Workload::Latency => 100,
             Workload::Held => 1_000_000,
             Workload::Restart => 100_000,
+            Workload::Nodes => 1,
         }
     }
 }
@@ -151,6 +165,10 @@ pub struct Args {
     /// (ADDR or http://ADDR/metrics), for events_per_commit.
     #[arg(long, value_name = "ADDR")]
     metrics: Option<String>,
+    /// Seconds the nodes workload watches the job manager with only
+    /// heartbeats arriving.
+    #[arg(long, value_name = "SECS", default_value_t = 10.0)]
+    idle: f64,
     /// One JSON object per run instead of a table.
     #[arg(long)]
     json: bool,
@@ -195,8 +213,8 @@ impl Args {
         if !(self.timeout.is_finite() && self.timeout > 0.0) {
             bail!("--timeout must be a positive number of seconds");
         }
-        if !self.nodes.is_empty() && self.workload != Workload::Sim {
-            bail!("--nodes applies to the sim workload only");
+        if !self.nodes.is_empty() && !matches!(self.workload, Workload::Sim | Workload::Nodes) {
+            bail!("--nodes applies to the sim and nodes workloads only");
         }
         let jobs = if self.jobs.is_empty() {
             vec![self.workload.default_jobs()]
@@ -260,6 +278,15 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             );
         }
     }
+    if args.workload == Workload::Nodes {
+        if remote.is_some() {
+            bail!(
+                "the nodes workload joins simulated nodes to an instance of its own: unset {}",
+                client::URI_ENV
+            );
+        }
+        return run_nodes(&args);
+    }
     let mode = Mode::from_flags(args.json, false);
     let rt = client::runtime()?;
     // Handlers first: a Ctrl-C must not kill us before the services (in a
@@ -283,6 +310,58 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         result
     })?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// `fluxgate bench nodes`: each `--nodes` count, `--runs` times, on an
+/// instance of its own.
+fn run_nodes(args: &Args) -> anyhow::Result<ExitCode> {
+    let counts = if args.nodes.is_empty() {
+        vec![4096]
+    } else {
+        args.nodes.clone()
+    };
+    nodes::raise_open_files(counts.iter().copied().max().unwrap_or(1))?;
+    let rt = client::runtime()?;
+    let mut signals = {
+        let _guard = rt.enter();
+        Signals::new()?
+    };
+    let mut failed = false;
+    rt.block_on(async {
+        for &count in &counts {
+            for _ in 0..args.runs {
+                let target = Target::start(NodeSpec::Streams { count }, args.verbose).await?;
+                let timeout = std::time::Duration::from_secs_f64(args.timeout);
+                let idle = std::time::Duration::try_from_secs_f64(args.idle)
+                    .map_err(|_| anyhow!("--idle must be a number of seconds"))?;
+                let measured = tokio::select! {
+                    r = tokio::time::timeout(timeout, nodes::run(&target, count, idle)) => r
+                        .unwrap_or_else(|_| Err(anyhow!("the run took longer than --timeout {}s", args.timeout))),
+                    s = signals.any() => Err(anyhow!("interrupted by {s}")),
+                };
+                target.shutdown().await;
+                let fig = measured.unwrap_or_else(|e| {
+                    failed = true;
+                    nodes::NodeFigures {
+                        nodes: count,
+                        error: Some(format!("{e:#}")),
+                        ..Default::default()
+                    }
+                });
+                if args.json {
+                    println!("{}", fig.json());
+                } else {
+                    println!("{}", fig.line());
+                }
+            }
+        }
+        Ok::<(), anyhow::Error>(())
+    })?;
+    Ok(if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 async fn run_cases(
@@ -320,6 +399,7 @@ async fn run_cases(
                 Workload::Latency => latency::run(&run, target, &mut fig).await,
                 Workload::Held => held::run(&run, target, &mut fig).await,
                 Workload::Restart => restart::run(&run, target, &mut fig).await,
+                Workload::Nodes => Err(anyhow!("the nodes workload runs on its own")),
             }
         })
         .await

@@ -51,6 +51,12 @@ pub enum NodeSpec {
         /// Cores offered (default: the exec service's discovery).
         cores: Option<u32>,
     },
+    /// `count` nodes `sim[0-N]` that the run itself joins (`nodes.rs`):
+    /// no exec service is started.
+    Streams {
+        /// Number of nodes.
+        count: u32,
+    },
 }
 
 /// The instance of a run.
@@ -99,6 +105,7 @@ impl Target {
         let names: Vec<String> = match spec {
             NodeSpec::Virtual { count, .. } => (0..count).map(|i| format!("{HOST}-v{i}")).collect(),
             NodeSpec::Real { .. } => vec![format!("{HOST}0")],
+            NodeSpec::Streams { count } => (0..count).map(|i| format!("sim{i}")).collect(),
         };
         let mut hosts = Hostlist::new();
         for n in &names {
@@ -160,7 +167,11 @@ impl Target {
                 spec: NodeSpec::Real { cores },
                 ..
             }) => *cores,
-            Target::Remote { .. } => None,
+            Target::Local(Local {
+                spec: NodeSpec::Streams { .. },
+                ..
+            })
+            | Target::Remote { .. } => None,
         }
     }
 
@@ -181,6 +192,14 @@ impl Target {
                 eprintln!("fluxgate-bench: {e:#}");
                 None
             }
+        }
+    }
+
+    /// The local job manager's process id.
+    pub fn jm_pid(&self) -> Option<u32> {
+        match self {
+            Target::Local(l) => Some(l.jm_pid),
+            Target::Remote { .. } => None,
         }
     }
 
@@ -221,6 +240,10 @@ impl Local {
     /// Start the job manager and the exec service; wait for the nodes.
     async fn come_up(&mut self) -> anyhow::Result<()> {
         self.spawn_jm("127.0.0.1:0").await?;
+        if let NodeSpec::Streams { .. } = self.spec {
+            // The run joins the nodes itself.
+            return Ok(());
+        }
         self.spawn_exec()?;
         services::wait_ready(
             &self.uri,
@@ -240,7 +263,7 @@ impl Local {
 
     fn node_count(&self) -> u32 {
         match self.spec {
-            NodeSpec::Virtual { count, .. } => count,
+            NodeSpec::Virtual { count, .. } | NodeSpec::Streams { count } => count,
             NodeSpec::Real { .. } => 1,
         }
     }
@@ -302,6 +325,7 @@ impl Local {
                     None => ex,
                 }
             }
+            NodeSpec::Streams { .. } => return Ok(()),
         };
         self.services.exec(&ex, "exec.log")?;
         Ok(())
