@@ -12,6 +12,7 @@ pub mod jobid;
 pub mod jobspec;
 pub mod resource;
 pub mod rset;
+pub mod sched;
 
 pub use eventlog::Event;
 pub use hostlist::Hostlist;

@@ -39,6 +39,40 @@ pub struct Config {
     pub output: OutputConfig,
     /// Site policy: per-user limits.
     pub policy: PolicyConfig,
+    /// The scheduler.
+    pub sched: SchedConfig,
+}
+
+/// `[sched]`: how pending jobs are given resources.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SchedConfig {
+    /// `fcfs`: strict priority order, nothing passes a blocked head (flux's
+    /// sched-simple); `easy` (the default): EASY backfill, a lower job may
+    /// start when it cannot delay the head's reservation.
+    pub policy: SchedPolicy,
+    /// Most pending jobs behind a blocked head considered for backfill in
+    /// one pass (as Slurm's `bf_max_job_test`).
+    pub queue_depth: usize,
+}
+
+impl Default for SchedConfig {
+    fn default() -> Self {
+        SchedConfig {
+            policy: SchedPolicy::Easy,
+            queue_depth: 1000,
+        }
+    }
+}
+
+/// The scheduling policies `[sched] policy` names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SchedPolicy {
+    /// First come, first served.
+    Fcfs,
+    /// EASY backfill.
+    Easy,
 }
 
 /// `[output]`: what is kept of each job's output.
@@ -291,6 +325,7 @@ impl Default for Config {
             tls: TlsConfig::default(),
             output: OutputConfig::default(),
             policy: PolicyConfig::default(),
+            sched: SchedConfig::default(),
         }
     }
 }
@@ -408,6 +443,14 @@ impl Config {
                 self.output.limit =
                     parse_size(value).ok_or_else(|| bad("a size such as 1G, 512M or bytes"))?
             }
+            "sched.policy" => {
+                self.sched.policy = match value {
+                    "fcfs" => SchedPolicy::Fcfs,
+                    "easy" => SchedPolicy::Easy,
+                    _ => return Err(bad("fcfs or easy")),
+                }
+            }
+            "sched.queue_depth" => self.sched.queue_depth = size(value)?,
             "policy.limits.max_active_jobs" => self.policy.limits.max_active_jobs = count(value)?,
             "policy.limits.owner_max_active_jobs" => {
                 self.policy.limits.owner_max_active_jobs = count(value)?
@@ -456,6 +499,8 @@ pub const KEYS: &[&str] = &[
     "output.limit",
     "policy.limits.max_active_jobs",
     "policy.limits.owner_max_active_jobs",
+    "sched.policy",
+    "sched.queue_depth",
 ];
 
 impl Layered for Config {
@@ -584,6 +629,8 @@ mod tests {
                 "true"
             } else if *key == "resource.method" {
                 "job-info"
+            } else if *key == "sched.policy" {
+                "fcfs"
             } else {
                 "7"
             };

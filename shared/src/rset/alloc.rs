@@ -249,6 +249,29 @@ impl Pool {
         out
     }
 
+    /// The part of `r` that is free now.
+    pub fn free_part(&self, r: &ResourceSet) -> ResourceSet {
+        let nodes = r
+            .nodes
+            .iter()
+            .filter_map(|n| {
+                let s = &self.state[self.inventory.index_of(n.rank).ok()?];
+                let cores = n.cores.intersection(&s.free_cores);
+                let gpus = n.gpus.intersection(&s.free_gpus);
+                (!(cores.is_empty() && gpus.is_empty())).then(|| Node {
+                    rank: n.rank,
+                    hostname: n.hostname.clone(),
+                    cores,
+                    gpus,
+                })
+            })
+            .collect();
+        ResourceSet {
+            nodes,
+            ..ResourceSet::default()
+        }
+    }
+
     /// The allocated resources, as R.
     pub fn allocated(&self) -> ResourceSet {
         let mut nodes = Vec::new();

@@ -166,9 +166,17 @@ impl<S: Store> Core<S> {
 fn active_row(id: JobId, a: &super::Active) -> JobInfo {
     let job = &a.job;
     let annotations = match (job.annotations(), job.memo()) {
-        (None, memo) if memo.is_empty() => None,
+        (None, memo) if memo.is_empty() && a.t_estimate.is_none() => None,
         (sched, memo) => {
             let mut all = sched.cloned().unwrap_or_default();
+            if let Some(t) = a.t_estimate {
+                let sched = all
+                    .entry("sched")
+                    .or_insert_with(|| serde_json::Value::Object(Default::default()));
+                if let Some(obj) = sched.as_object_mut() {
+                    obj.insert("t_estimate".into(), serde_json::Value::from(t));
+                }
+            }
             if !memo.is_empty() {
                 all.insert("user".into(), serde_json::Value::Object(memo.clone()));
             }

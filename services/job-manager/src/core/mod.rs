@@ -203,6 +203,9 @@ pub struct Active {
     pub alloc_nnodes: Option<u32>,
     /// Its output so far against its limit.
     pub output: output::OutputBudget,
+    /// When a pending job is expected to start (its reservation), shown
+    /// as `sched.t_estimate`.
+    pub t_estimate: Option<f64>,
 }
 
 /// What the pipeline keeps of a job's jobspec while the job is active; the
@@ -342,6 +345,9 @@ impl<S: Store> Core<S> {
         let ids = FluidGenerator::new(0, 0)
             .map_err(|e| Error::Invalid(format!("job id generator: {e}")))?;
         let mut sched = sched::Sched::new();
+        if config.sched.policy == crate::config::SchedPolicy::Easy {
+            sched.set_backfill(Some(config.sched.queue_depth));
+        }
         let hosts = nodes
             .hosts()
             .or_else(|| inventory.as_ref().and_then(|r| r.nodelist()));

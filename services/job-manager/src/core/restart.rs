@@ -207,6 +207,7 @@ impl<S: Store> Core<S> {
                 epilog_done,
                 alloc_nnodes,
                 output,
+                t_estimate: None,
             }),
         );
         resume
@@ -273,6 +274,16 @@ impl<S: Store> Core<S> {
         }
         for r in std::mem::take(&mut self.held) {
             self.sched.mark_allocated(&r);
+        }
+        // What a reservation reckons with: each holder's resources and end.
+        let holding: Vec<_> = self
+            .jobs
+            .iter()
+            .filter_map(|(id, a)| a.r.as_ref().map(|r| (*id, Arc::clone(r))))
+            .collect();
+        for (id, r) in holding {
+            let end = r.expiration().filter(|t| *t > 0.0);
+            self.sched.hold(id, r, end);
         }
     }
 }

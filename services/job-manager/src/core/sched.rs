@@ -8,10 +8,11 @@
 //! does work only at the head of the queue: no O(queue) scan per event.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use fluxgate_shared::rset::{AllocError, AllocRequest, Constraint, Pool, job_expiration};
+use fluxgate_shared::sched::{self as backfill, Reservation};
 use fluxgate_shared::{IdSet, JobId, JobState, Jobspec, ResourceSet};
 use serde_json::{Map, Value};
 
@@ -82,6 +83,24 @@ pub struct Sched {
     priority: HashMap<JobId, u32>,
     pool: Option<Pool>,
     policy: Box<dyn Policy>,
+    /// Running jobs with a time limit, by when it ends: what a
+    /// reservation reckons with (`shared::sched`).
+    ending: BTreeMap<(u64, JobId), Arc<ResourceSet>>,
+    /// The key of each job in `ending`.
+    ends: HashMap<JobId, u64>,
+    /// Backfill behind a blocked head, looking at most this many jobs
+    /// (`None`: strict order).
+    backfill: Option<usize>,
+    /// Something changed since the last backfill pass: a pass over the
+    /// same queue and pool would find nothing new.
+    changed: bool,
+    /// The job whose reservation is shown (one head at a time).
+    estimated: Option<JobId>,
+}
+
+/// Ordering key of a time: non-negative times order as their bits.
+fn time_key(t: f64) -> u64 {
+    t.max(0.0).to_bits()
 }
 
 impl Sched {
@@ -97,7 +116,84 @@ impl Sched {
             priority: HashMap::new(),
             pool: None,
             policy,
+            ending: BTreeMap::new(),
+            ends: HashMap::new(),
+            backfill: None,
+            changed: true,
+            estimated: None,
         }
+    }
+
+    /// Backfill behind a blocked head, looking at most `depth` jobs deep
+    /// (EASY); `None`: strict order.
+    pub fn set_backfill(&mut self, depth: Option<usize>) {
+        self.backfill = depth;
+    }
+
+    /// Job `id` holds `r` until `end` (`None`: it has no time limit).
+    pub fn hold(&mut self, id: JobId, r: Arc<ResourceSet>, end: Option<f64>) {
+        self.release_hold(id);
+        if let Some(end) = end.filter(|t| t.is_finite() && *t > 0.0) {
+            let key = time_key(end);
+            self.ending.insert((key, id), r);
+            self.ends.insert(id, key);
+        }
+        self.changed = true;
+    }
+
+    /// Job `id` no longer holds resources.
+    pub fn release_hold(&mut self, id: JobId) {
+        if let Some(key) = self.ends.remove(&id) {
+            self.ending.remove(&(key, id));
+        }
+        self.changed = true;
+    }
+
+    /// Where and when the job asking `req` at the head would start: its
+    /// reservation, if the time limits of the running jobs tell.
+    pub fn reserve(&self, req: &AllocRequest, now: f64) -> Option<Reservation> {
+        let pool = self.pool.as_ref()?;
+        let ending: Vec<(f64, &ResourceSet)> = self
+            .ending
+            .iter()
+            .map(|((key, _), r)| (f64::from_bits(*key), &**r))
+            .collect();
+        backfill::reserve(pool, &ending, req, now)
+    }
+
+    /// The jobs behind the head, in order, at most the backfill depth, for
+    /// a backfill pass; `None` when the policy does not backfill or nothing
+    /// changed since the last pass.
+    pub fn behind_head(&mut self) -> Option<Vec<JobId>> {
+        let depth = self.backfill?;
+        if !std::mem::take(&mut self.changed) {
+            return None;
+        }
+        Some(
+            self.queue
+                .iter()
+                .skip(1)
+                .take(depth)
+                .map(|(_, id)| *id)
+                .collect(),
+        )
+    }
+
+    /// Backfill the queued job `id` asking `req`, ending at `end`, if it
+    /// cannot delay `rsv`. Unless the answer is Busy the job leaves the queue.
+    pub fn try_backfill(
+        &mut self,
+        id: JobId,
+        req: &AllocRequest,
+        end: Option<f64>,
+        rsv: &Reservation,
+    ) -> Result<ResourceSet, AllocError> {
+        let pool = self.pool.as_mut().ok_or(AllocError::Busy)?;
+        let answer = backfill::backfill(pool, req, end, rsv);
+        if !matches!(answer, Err(AllocError::Busy)) {
+            self.dequeue(id);
+        }
+        answer
     }
 
     /// The policy's name.
@@ -118,6 +214,7 @@ impl Sched {
     /// The inventory changed: the stalled head may fit now.
     pub fn unstall(&mut self) {
         self.policy.changed();
+        self.changed = true;
     }
 
     /// Replace the inventory (resource-define); everything starts free and down.
@@ -127,6 +224,7 @@ impl Sched {
         pool.set_up(&all, false);
         self.pool = Some(pool);
         self.policy.changed();
+        self.changed = true;
     }
 
     /// Take resources a recovered job holds out of the pool.
@@ -145,6 +243,7 @@ impl Sched {
         }
         if up {
             self.policy.changed();
+            self.changed = true;
         }
     }
 
@@ -154,6 +253,7 @@ impl Sched {
             self.queue.remove(&(Reverse(old), id));
         }
         self.queue.insert((Reverse(priority), id));
+        self.changed = true;
     }
 
     /// Take `id` out of the queue; false if it was not queued.
@@ -189,6 +289,7 @@ impl Sched {
     /// Return `r` to the pool; ranks that have left the inventory are skipped.
     pub fn free(&mut self, r: &ResourceSet) -> Result<(), AllocError> {
         self.policy.changed();
+        self.changed = true;
         match &mut self.pool {
             Some(pool) => pool.free_tolerant(r),
             None => Ok(()),
@@ -280,14 +381,66 @@ impl<S: Store> Core<S> {
                 }
             };
             match self.sched.try_alloc(id, &req) {
-                Ok(mut r) => {
-                    r.set_starttime(Some(now));
-                    r.set_expiration(Some(expiration.unwrap_or(0.0)));
-                    self.grant(id, r, expiration);
+                Ok(r) => self.grant(id, r, now, expiration),
+                Err(AllocError::Busy) => {
+                    self.backfill_behind(id, &req, now);
+                    break;
                 }
-                Err(AllocError::Busy) => break,
                 Err(e) => self.alloc_exception(id, &e.to_string()),
             }
+        }
+    }
+
+    /// The head `head` asking `head_req` is blocked: reserve its resources
+    /// at the earliest time the running jobs' limits allow (shown as its
+    /// `sched.t_estimate`), and start the jobs behind it that cannot delay
+    /// that (EASY backfill). Does nothing under `fcfs`.
+    fn backfill_behind(&mut self, head: JobId, head_req: &AllocRequest, now: f64) {
+        let Some(behind) = self.sched.behind_head() else {
+            return;
+        };
+        let rsv = self.sched.reserve(head_req, now);
+        self.set_estimate(head, rsv.as_ref().map(|r| r.start));
+        // Without a reservation (jobs without a time limit hold what the
+        // head needs) nothing may pass it: anything could delay it.
+        let Some(rsv) = rsv else {
+            return;
+        };
+        for id in behind {
+            let Some(active) = self.jobs.get(&id) else {
+                continue;
+            };
+            if active.job.state() != JobState::Sched {
+                continue;
+            }
+            let Ok(req) = active.spec.request.clone() else {
+                continue;
+            };
+            let duration = active.spec.duration;
+            let end = (duration > 0.0).then_some(now + duration);
+            let expiration = match job_expiration(now, duration, self.instance_expiration()) {
+                Ok(t) => t,
+                Err(_) => continue,
+            };
+            match self.sched.try_backfill(id, &req, end, &rsv) {
+                Ok(r) => self.grant(id, r, now, expiration),
+                Err(AllocError::Busy) => {}
+                Err(e) => self.alloc_exception(id, &e.to_string()),
+            }
+        }
+    }
+
+    /// Show a pending job's expected start (`None`: unknown), as Fluxion's
+    /// `sched.t_estimate` annotation; kept in memory, not in the eventlog.
+    fn set_estimate(&mut self, id: JobId, t: Option<f64>) {
+        // A job that was the head before no longer has a reservation.
+        if let Some(old) = self.sched.estimated.replace(id).filter(|old| *old != id)
+            && let Some(active) = self.jobs.get_mut(&old)
+        {
+            active.t_estimate = None;
+        }
+        if let Some(active) = self.jobs.get_mut(&id) {
+            active.t_estimate = t;
         }
     }
 
@@ -302,7 +455,9 @@ impl<S: Store> Core<S> {
             .filter(|t| *t > 0.0)
     }
 
-    fn grant(&mut self, id: JobId, r: ResourceSet, expiration: Option<f64>) {
+    fn grant(&mut self, id: JobId, mut r: ResourceSet, now: f64, expiration: Option<f64>) {
+        r.set_starttime(Some(now));
+        r.set_expiration(Some(expiration.unwrap_or(0.0)));
         if let Some(t) = self.jobs.get(&id).and_then(|a| a.job.t_submit()) {
             metrics::histogram!(crate::telemetry::ALLOC_LATENCY).record(clock::now() - t);
         }
@@ -316,10 +471,13 @@ impl<S: Store> Core<S> {
             id: id.into(),
             r: json,
         });
+        let r = Arc::new(r);
+        self.sched.hold(id, Arc::clone(&r), expiration);
         if let Some(active) = self.jobs.get_mut(&id) {
             active.nodelist = r.nodelist().map(|h| h.encode()).unwrap_or_default();
             active.alloc_nnodes = u32::try_from(r.nnodes()).ok();
-            active.r = Some(Arc::new(r));
+            active.t_estimate = None;
+            active.r = Some(r);
         }
         if self.post(
             id,
@@ -339,6 +497,7 @@ impl<S: Store> Core<S> {
     /// Return a job's resources to the pool.
     pub(super) fn free_resources(&mut self, id: JobId) {
         let r = self.jobs.get_mut(&id).and_then(|a| a.r.take());
+        self.sched.release_hold(id);
         if let Some(r) = r
             && let Err(e) = self.sched.free(&r)
         {

@@ -79,6 +79,7 @@ impl<S: Store> Core<S> {
         self.jobs.insert(
             id,
             Box::new(Active {
+                t_estimate: None,
                 job: Job::new(),
                 spec: Spec::of(&args.jobspec),
                 r: None,

@@ -1432,3 +1432,80 @@ async fn heartbeats_the_join_streams_record_are_taken_each_tick() {
     b.flush().await;
     assert!(b.core.res.state().torpid().is_empty());
 }
+
+// ---- backfill -------------------------------------------------------------
+
+/// Four nodes: a 3-node job running for 100 s, and a whole-machine head
+/// waiting for it.
+async fn blocked_head(config: Config) -> (Bench, JobId, JobId) {
+    let mut b = Bench::over(Arc::new(MemoryStore::new()), 4, config, true).await;
+    let running = b.submit(&spec(3, 100.0, "")).await;
+    b.exec(ExecMsg::Started { id: running }).await;
+    let head = b.submit(&spec(4, 100.0, "")).await;
+    assert_eq!(b.state(head), Some(JobState::Sched));
+    (b, running, head)
+}
+
+#[tokio::test]
+async fn easy_backfills_a_short_job_past_a_blocked_head_but_not_a_long_one() {
+    let (mut b, running, head) = blocked_head(config()).await;
+    // The head's reservation: when the running job's limit ends.
+    let estimate = b.core.jobs[&head].t_estimate.expect("a reservation");
+    assert!((estimate - (T0 + 100.0)).abs() < 1.0, "{estimate}");
+    let short = b.submit(&spec(1, 10.0, "")).await;
+    assert_eq!(
+        b.state(short),
+        Some(JobState::Run),
+        "ends before the head starts"
+    );
+    let long = b.submit(&spec(1, 1000.0, "")).await;
+    assert_eq!(b.state(long), Some(JobState::Sched), "would delay the head");
+    let unlimited = b.submit(&spec(1, 0.0, "")).await;
+    assert_eq!(
+        b.state(unlimited),
+        Some(JobState::Sched),
+        "no limit: never backfilled"
+    );
+    // The listing shows the estimate, as flux-jobs reads it.
+    let (reply, mut rx) = oneshot::channel();
+    b.handle(Msg::List {
+        filter: ListFilter::default(),
+        reply,
+    })
+    .await;
+    let rows = rx.try_recv().unwrap();
+    let row = rows.iter().find(|r| r.id == head).unwrap();
+    let ann: Value = serde_json::from_str(row.annotations.as_deref().unwrap()).unwrap();
+    assert!(ann["sched"]["t_estimate"].as_f64().is_some(), "{ann}");
+    // Once the running and short jobs end, the head runs before the long job.
+    b.run_to_end(short, 0).await;
+    b.finish(running, 0).await;
+    assert_eq!(b.state(head), Some(JobState::Run));
+    assert_eq!(b.state(long), Some(JobState::Sched));
+    assert!(b.core.jobs[&head].t_estimate.is_none());
+}
+
+#[tokio::test]
+async fn fcfs_lets_nothing_pass_a_blocked_head() {
+    let mut config = config();
+    config.sched.policy = crate::config::SchedPolicy::Fcfs;
+    let (mut b, _running, head) = blocked_head(config).await;
+    assert!(b.core.jobs[&head].t_estimate.is_none());
+    let short = b.submit(&spec(1, 10.0, "")).await;
+    assert_eq!(b.state(short), Some(JobState::Sched));
+}
+
+#[tokio::test]
+async fn a_head_waiting_on_a_job_without_a_limit_gets_no_reservation() {
+    let mut b = Bench::over(Arc::new(MemoryStore::new()), 4, config(), true).await;
+    let forever = b.submit(&spec(3, 0.0, "")).await;
+    b.exec(ExecMsg::Started { id: forever }).await;
+    let head = b.submit(&spec(4, 100.0, "")).await;
+    let short = b.submit(&spec(1, 10.0, "")).await;
+    assert!(b.core.jobs[&head].t_estimate.is_none());
+    assert_eq!(
+        b.state(short),
+        Some(JobState::Sched),
+        "anything could delay the head"
+    );
+}

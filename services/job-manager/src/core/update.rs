@@ -117,6 +117,10 @@ impl<S: Store> Core<S> {
         if expiration > 0.0 {
             self.timers.add(expiration, id, Timer::Expiration);
         }
+        if let Some(r) = self.jobs.get(&id).and_then(|a| a.r.clone()) {
+            self.sched
+                .hold(id, r, (expiration > 0.0).then_some(expiration));
+        }
         self.exec_expiration(id, expiration);
     }
 
