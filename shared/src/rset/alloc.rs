@@ -571,6 +571,11 @@ impl Pool {
             };
             return cap >= u64::from(req.nslots);
         }
+        // Whole nodes of the whole inventory: a count, not a pass over every
+        // node (a busy pool answers this for each job a backfill pass tries).
+        if allowed.is_none() && req.exclusive {
+            return self.state.len() >= req.nnodes as usize;
+        }
         let mut cand: Vec<(u64, usize, u64)> = nodes
             .filter(|&(i, _)| ok(i))
             .map(|(i, n)| (n.cores.count(), i, n.gpus.count()))
