@@ -226,42 +226,38 @@ impl ExecService {
         }
     }
 
+    /// Hand `c` to job `id`, which must be running here.
+    async fn control(&self, id: u64, c: Control) -> Result<(), ExecError> {
+        let job = self
+            .jobs
+            .get(id)
+            .ok_or(ExecError::NotRunning(JobId::from(id)))?;
+        job.control(c).await;
+        Ok(())
+    }
+
     /// Signal a job's tasks.
     async fn kill_job(&self, req: ExecKillRequest) -> Result<(), ExecError> {
         if !(1..=64).contains(&req.signum) {
             return Err(ExecError::BadSignal(req.signum));
         }
-        let job = self
-            .jobs
-            .get(req.id)
-            .ok_or(ExecError::NotRunning(JobId::from(req.id)))?;
-        job.control(Control::Signal(req.signum)).await;
-        Ok(())
+        self.control(req.id, Control::Signal(req.signum)).await
     }
 
     /// Deliver an exception to a job.
     async fn exception_job(&self, req: ExecExceptionRequest) -> Result<(), ExecError> {
-        let job = self
-            .jobs
-            .get(req.id)
-            .ok_or(ExecError::NotRunning(JobId::from(req.id)))?;
-        job.control(Control::Exception {
+        let exception = Control::Exception {
             kind: req.r#type,
             severity: req.severity,
             note: req.note,
-        })
-        .await;
-        Ok(())
+        };
+        self.control(req.id, exception).await
     }
 
     /// Tell a job its new expiration.
     async fn expiration_job(&self, req: ExpirationRequest) -> Result<(), ExecError> {
-        let job = self
-            .jobs
-            .get(req.id)
-            .ok_or(ExecError::NotRunning(JobId::from(req.id)))?;
-        job.control(Control::Expiration(req.expiration)).await;
-        Ok(())
+        self.control(req.id, Control::Expiration(req.expiration))
+            .await
     }
 
     fn plan(&self, req: &StartRequest) -> Result<Launch, PlanError> {

@@ -23,6 +23,17 @@ use common::{FakeJm, fake_jm, wait_for};
 
 // ---------------------------------------------------------------- exec helpers
 
+/// What a test-execution job that ends by itself says, in order.
+const TEST_RUN: [&str; 7] = [
+    "exec init",
+    "exec starting",
+    "start",
+    "exec complete",
+    "finish 0",
+    "exec done",
+    "release all true",
+];
+
 fn config(jm: &str, hostname: &str) -> Config {
     let mut c = Config::single(jm, hostname, IdSet::from_range(0, 1));
     c.kill_timeout = Duration::from_secs(2);
@@ -486,18 +497,7 @@ async fn test_mode_runs_nothing_for_run_duration_and_is_killable() {
     assert!(t0.elapsed() >= Duration::from_millis(200));
     assert_leader_frame(&all, 0);
     let kinds: Vec<String> = all.iter().map(kind).collect();
-    assert_eq!(
-        kinds,
-        [
-            "exec init",
-            "exec starting",
-            "start",
-            "exec complete",
-            "finish 0",
-            "exec done",
-            "release all true"
-        ]
-    );
+    assert_eq!(kinds, TEST_RUN);
 
     let js = jobspec(
         &["true"],
@@ -920,18 +920,7 @@ async fn one_session_carries_many_jobs_each_tagged_with_its_id() {
     tokio::time::timeout(Duration::from_secs(20), read)
         .await
         .expect("every job of the session ended within 20s");
-    assert_eq!(
-        by_job[&21],
-        [
-            "exec init",
-            "exec starting",
-            "start",
-            "exec complete",
-            "finish 0",
-            "exec done",
-            "release all true"
-        ]
-    );
+    assert_eq!(by_job[&21], TEST_RUN);
     assert!(
         by_job[&22].contains(&"finish 15".to_string()),
         "{:?}",

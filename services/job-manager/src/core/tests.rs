@@ -211,6 +211,26 @@ impl Bench {
         self.submit_as(yaml, 16, OWNER).await.unwrap()
     }
 
+    /// Submit `ONE` with the waitable flag.
+    async fn submit_waitable(&mut self) -> JobId {
+        let jobspec = Jobspec::parse(ONE).unwrap();
+        let (reply, mut rx) = oneshot::channel();
+        self.handle(Msg::Submit {
+            jobs: vec![SubmitArgs {
+                jobspec_json: jobspec.to_json(),
+                jobspec: Arc::new(jobspec),
+                urgency: Urgency::DEFAULT,
+                // FLUX_JOB_WAITABLE.
+                flags: 4,
+                userid: OWNER,
+                antecedents: Default::default(),
+            }],
+            reply,
+        })
+        .await;
+        rx.try_recv().unwrap().remove(0).unwrap()
+    }
+
     async fn exec(&mut self, msg: ExecMsg) {
         self.handle(Msg::Exec(msg)).await;
     }
@@ -1167,22 +1187,7 @@ async fn a_drained_node_takes_no_new_jobs_until_undrained() {
 #[tokio::test]
 async fn waiting_for_a_waitable_job_is_answered_once_it_ends() {
     let mut b = Bench::new(1).await;
-    let jobspec = Jobspec::parse(ONE).unwrap();
-    let (reply, mut rx) = oneshot::channel();
-    b.handle(Msg::Submit {
-        jobs: vec![SubmitArgs {
-            jobspec_json: jobspec.to_json(),
-            jobspec: Arc::new(jobspec),
-            urgency: Urgency::DEFAULT,
-            // FLUX_JOB_WAITABLE.
-            flags: 4,
-            userid: OWNER,
-            antecedents: Default::default(),
-        }],
-        reply,
-    })
-    .await;
-    let id = rx.try_recv().unwrap().remove(0).unwrap();
+    let id = b.submit_waitable().await;
     let (reply, mut waiting) = oneshot::channel();
     b.handle(Msg::Wait {
         id: Some(id),
@@ -1385,21 +1390,7 @@ async fn a_waitable_job_is_reaped_after_a_restart_without_a_read() {
     let store = Arc::new(MemoryStore::new());
     let id = {
         let mut b = Bench::over(Arc::clone(&store), 1, config(), true).await;
-        let jobspec = Jobspec::parse(ONE).unwrap();
-        let (reply, mut rx) = oneshot::channel();
-        b.handle(Msg::Submit {
-            jobs: vec![SubmitArgs {
-                jobspec_json: jobspec.to_json(),
-                jobspec: Arc::new(jobspec),
-                urgency: Urgency::DEFAULT,
-                flags: 4,
-                userid: OWNER,
-                antecedents: Default::default(),
-            }],
-            reply,
-        })
-        .await;
-        let id = rx.try_recv().unwrap().remove(0).unwrap();
+        let id = b.submit_waitable().await;
         b.run_to_end(id, 0).await;
         id
     };
