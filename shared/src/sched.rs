@@ -36,6 +36,8 @@ pub fn reserve(
     now: f64,
 ) -> Option<Reservation> {
     let mut later = pool.clone();
+    let free_now = pool.available();
+    let need = u64::from(req.nslots) * u64::from(req.cores_per_slot);
     let mut i = 0;
     while i < ending.len() {
         // Every job ending at the same time frees at once.
@@ -46,7 +48,11 @@ pub fn reserve(
             let _ = later.free_tolerant(ending[i].1);
             i += 1;
         }
-        if let Ok(r) = later.alloc(req) {
+        // Not enough cores yet: no placement to try.
+        if later.avail_cores() < need {
+            continue;
+        }
+        if let Some(r) = place(&mut later, &free_now, req) {
             let free_now = pool.free_part(&r);
             return Some(Reservation {
                 start: t.max(now),
@@ -56,6 +62,22 @@ pub fn reserve(
         }
     }
     None
+}
+
+/// Place the head in `later` (the pool once running jobs have ended),
+/// preferring what those jobs give back to what is free now (`free_now`): every
+/// resource free now that the reservation leaves alone is one more a long
+/// job may take at once. When the released resources are not enough, the
+/// pool's own first fit decides.
+fn place(later: &mut Pool, free_now: &ResourceSet, req: &AllocRequest) -> Option<ResourceSet> {
+    if later.mark_allocated(free_now).is_ok() {
+        let released_only = later.alloc(req);
+        let _ = later.free(free_now);
+        if let Ok(r) = released_only {
+            return Some(r);
+        }
+    }
+    later.alloc(req).ok()
 }
 
 /// Start a job asking `req` now if it cannot delay `rsv`: it ends at `end`
@@ -152,6 +174,23 @@ mod tests {
         ));
         // The fence was lifted: the node is free again.
         assert_eq!(p.alloc(&whole(1)).unwrap().ranks(), IdSet::from_range(3, 3));
+    }
+
+    #[test]
+    fn the_reservation_takes_what_running_jobs_give_back_before_free_nodes() {
+        let mut p = pool(4);
+        let first = p.alloc(&whole(1)).unwrap(); // node 0, free again below
+        let rest = p.alloc(&whole(3)).unwrap(); // nodes 1-3 until 100
+        p.free(&first).unwrap();
+        let ending = [(100.0, &rest)];
+        // At 100 nodes 0-3 are free; first fit would pick 0-2 and fence the
+        // free node 0. Preferring what the job gives back leaves node 0 to a
+        // long job at once, as counting free nodes (EASY's extra nodes) does.
+        let rsv = reserve(&p, &ending, &whole(3), 0.0).unwrap();
+        assert_eq!(rsv.r.ranks(), IdSet::from_range(1, 3));
+        assert!(rsv.free_now.nodes().is_empty());
+        let long = backfill(&mut p, &whole(1), Some(1000.0), &rsv).unwrap();
+        assert_eq!(long.ranks(), IdSet::from_range(0, 0));
     }
 
     #[test]
