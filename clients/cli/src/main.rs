@@ -63,6 +63,8 @@ enum Command {
     /// Measure an instance: throughput, latency, memory, restart time.
     #[command(after_long_help = cmd::bench::HELP)]
     Bench(cmd::bench::Args),
+    /// Replay a workload trace (SWF) through the scheduler in virtual time.
+    Simulate(cmd::simulate::Args),
 }
 
 impl Command {
@@ -108,6 +110,7 @@ fn main() -> ExitCode {
         Command::Token(args) => ("token", cmd::token::run(args)),
         Command::Health(args) => ("health", cmd::health::run(args)),
         Command::Bench(args) => ("bench", cmd::bench::run(args)),
+        Command::Simulate(args) => ("simulate", cmd::simulate::run(args)),
     };
     match result {
         Ok(code) => code,

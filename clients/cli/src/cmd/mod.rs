@@ -12,6 +12,7 @@ pub mod jobs;
 pub mod queue;
 pub mod r;
 pub mod resource;
+pub mod simulate;
 pub mod start;
 pub mod submit;
 pub mod token;
