@@ -49,6 +49,7 @@ impl Inactive {
                 .fatal_exception()
                 .map(|e| Box::new((e.kind.clone(), e.note.clone()))),
             waitable: job.flags().waitable,
+            queue: spec.queue.as_deref().map(Box::from),
         }
     }
 }
@@ -313,6 +314,7 @@ impl Inactive {
             nodelist: "".into(),
             exception: Some(Box::new(("restart".into(), why.to_string()))),
             waitable: false,
+            queue: None,
         }
     }
 }
@@ -337,6 +339,7 @@ mod tests {
             nodelist: "node0".into(),
             exception: None,
             waitable,
+            queue: None,
         }
     }
 

@@ -209,6 +209,7 @@ impl<S: Store> Core<S> {
                 output,
             }),
         );
+        self.policy_job_added(id);
         resume
     }
 

@@ -42,6 +42,9 @@ impl Inactive {
         if let Some(e) = &self.exception {
             v["exception"] = json!({"type": e.0, "note": e.1});
         }
+        if let Some(q) = &self.queue {
+            v["queue"] = json!(&**q);
+        }
         v.to_string()
     }
 
@@ -106,6 +109,7 @@ impl Inactive {
             waitable: field("waitable")?
                 .as_bool()
                 .ok_or("summary: \"waitable\" is not a boolean")?,
+            queue: v.get("queue").and_then(Value::as_str).map(Box::from),
         })
     }
 }
@@ -129,6 +133,7 @@ mod tests {
             nodelist: "node[0-1]".into(),
             exception: Some(Box::new(("cancel".into(), "by user".into()))),
             waitable: true,
+            queue: Some("batch".into()),
         }
     }
 
