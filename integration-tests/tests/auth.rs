@@ -208,6 +208,7 @@ async fn a_guest_is_denied_what_is_not_theirs() {
             jobs.queue(pb::QueueRequest {
                 action: action as i32,
                 reason: "mine".into(),
+                ..Default::default()
             })
             .await,
             &format!("queue {action:?}"),
@@ -248,6 +249,7 @@ async fn a_guest_is_denied_what_is_not_theirs() {
         .queue(pb::QueueRequest {
             action: pb::QueueAction::Status as i32,
             reason: String::new(),
+            ..Default::default()
         })
         .await
         .expect("queue status")

@@ -278,6 +278,7 @@ async fn long_notes_memos_and_reasons_are_refused_with_the_limit() {
         jobs.queue(pb::QueueRequest {
             action: pb::QueueAction::Stop as i32,
             reason: long.clone(),
+            ..Default::default()
         })
         .await,
         Code::InvalidArgument,

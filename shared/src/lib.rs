@@ -10,6 +10,7 @@ pub mod idset;
 pub mod job;
 pub mod jobid;
 pub mod jobspec;
+pub mod policy;
 pub mod resource;
 pub mod rset;
 pub mod sched;

@@ -54,6 +54,8 @@ enum Command {
     Resource(cmd::resource::Args),
     /// Queue control (as flux queue).
     Queue(cmd::queue::Args),
+    /// Fair share: each user's usage, shares and fair-share factor.
+    Accounting(cmd::accounting::Args),
     /// Start an instance on this machine and run a command in it (as flux start).
     Start(cmd::start::Args),
     /// Make tokens for users of an instance that requires credentials.
@@ -106,6 +108,7 @@ fn main() -> ExitCode {
         Command::Cancel(args) => ("cancel", cmd::cancel::run(args)),
         Command::Resource(args) => ("resource", cmd::resource::run(args)),
         Command::Queue(args) => ("queue", cmd::queue::run(args)),
+        Command::Accounting(args) => ("accounting", cmd::accounting::run(args)),
         Command::Start(args) => ("start", cmd::start::run(args)),
         Command::Token(args) => ("token", cmd::token::run(args)),
         Command::Health(args) => ("health", cmd::health::run(args)),

@@ -126,11 +126,11 @@ fn start_exits_with_command_status_and_leaves_nothing() {
 }
 
 #[test]
-fn a_huge_cc_range_against_a_stopped_queue_ends_at_once() {
+fn a_huge_cc_range_against_a_disabled_queue_ends_at_once() {
     // Two billion copies: built a batch at a time, and the first batch
     // refused whole ends the command, with the server's reason.
     let out = in_instance(
-        r#"$F queue stop "maintenance"; $F submit --quiet --cc 0-2000000000 true; echo "rc=$?""#,
+        r#"$F queue disable "maintenance"; $F submit --quiet --cc 0-2000000000 true; echo "rc=$?""#,
     );
     let stdout = text(&out.stdout);
     let stderr = text(&out.stderr);

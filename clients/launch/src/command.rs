@@ -24,6 +24,7 @@ pub struct JobManager {
     statedir: PathBuf,
     nodelist: Option<String>,
     resource_path: Option<PathBuf>,
+    config: Option<PathBuf>,
     auth: bool,
     sets: Vec<String>,
     args: Vec<OsString>,
@@ -39,6 +40,7 @@ impl JobManager {
             statedir: statedir.to_path_buf(),
             nodelist: None,
             resource_path: None,
+            config: None,
             auth: false,
             sets: Vec::new(),
             args: Vec::new(),
@@ -61,6 +63,13 @@ impl JobManager {
     /// The inventory from an R file (`resource.path`).
     pub fn resource_path(mut self, path: &Path) -> Self {
         self.resource_path = Some(path.to_path_buf());
+        self
+    }
+
+    /// Its TOML configuration file (`--config`): queues, policy, limits;
+    /// the other settings here override what it says.
+    pub fn config(mut self, path: &Path) -> Self {
+        self.config = Some(path.to_path_buf());
         self
     }
 
@@ -102,6 +111,9 @@ impl JobManager {
     /// The command that runs it as `binary`, with its standard input closed.
     pub fn command(&self, binary: &Path) -> Command {
         let mut cmd = Command::new(binary);
+        if let Some(p) = &self.config {
+            cmd.arg("--config").arg(p);
+        }
         if self.auth {
             cmd.arg("--set").arg("auth.enabled=true");
         }

@@ -168,6 +168,7 @@ fn fill(statedir: &Path, inactive: u64, pending: u64) {
                 nodelist: "node0".into(),
                 exception: None,
                 waitable: false,
+                queue: None,
             };
             batch.push(Write::Summary {
                 id,

@@ -6,10 +6,15 @@
 //! `FLUXGATE_RESOURCE_TORPID_TIMEOUT`), and can be set by the binary's
 //! `--set KEY=VALUE`; both go through [`Config::set`]. docs/CONFIG.md lists them.
 
+mod site;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use fluxgate_shared::policy::{AssocLimits, Fsd, JobSize, JobspecPolicy, QueueConfig};
 use serde::{Deserialize, Serialize};
+
+pub use site::{AccountingConfig, BankAccount, QueueAccount, UserAccount};
 
 /// The whole job manager configuration.
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -37,10 +42,14 @@ pub struct Config {
     pub tls: TlsConfig,
     /// Job output kept in the store.
     pub output: OutputConfig,
-    /// Site policy: per-user limits.
+    /// Site policy: job defaults and limits, per-user limits.
     pub policy: PolicyConfig,
     /// The scheduler.
     pub sched: SchedConfig,
+    /// Named queues (RFC 33), as flux's `[queues.NAME]`.
+    pub queues: BTreeMap<String, QueueConfig>,
+    /// Fair share and the multi-factor priority.
+    pub accounting: AccountingConfig,
 }
 
 /// `[sched]`: how pending jobs are given resources.
@@ -97,7 +106,9 @@ impl Default for OutputConfig {
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct PolicyConfig {
-    /// `[policy.limits]`: per-user limits.
+    /// `[policy.jobspec]`: defaults filled into submitted jobs.
+    pub jobspec: JobspecPolicy,
+    /// `[policy.limits]`: job limits and per-user limits.
     pub limits: PolicyLimits,
 }
 
@@ -110,6 +121,11 @@ pub struct PolicyLimits {
     pub max_active_jobs: u64,
     /// The same for the instance owner. 0 (the default): no limit.
     pub owner_max_active_jobs: u64,
+    /// Longest time limit a job may ask for (flux's; 0: unlimited).
+    pub duration: Option<Fsd>,
+    /// Job sizes (flux's `job-size.{min,max}.{nnodes,ncores,ngpus}`).
+    #[serde(rename = "job-size")]
+    pub job_size: JobSize,
 }
 
 impl Default for PolicyLimits {
@@ -117,6 +133,21 @@ impl Default for PolicyLimits {
         PolicyLimits {
             max_active_jobs: 10_000,
             owner_max_active_jobs: 0,
+            duration: None,
+            job_size: JobSize::default(),
+        }
+    }
+}
+
+impl PolicyConfig {
+    /// The instance's policy table, as the per-queue tables are shaped.
+    pub fn table(&self) -> fluxgate_shared::policy::PolicyTable {
+        fluxgate_shared::policy::PolicyTable {
+            jobspec: self.jobspec.clone(),
+            limits: fluxgate_shared::policy::QueueLimits {
+                duration: self.limits.duration,
+                job_size: self.limits.job_size,
+            },
         }
     }
 }
@@ -308,6 +339,10 @@ pub struct LimitsConfig {
     pub inactive_age_limit: Option<f64>,
     /// At most this many inactive jobs are kept, the oldest purged first.
     pub inactive_num_limit: Option<u64>,
+    /// Limits per user name (`default`: every user without an entry).
+    pub users: BTreeMap<String, AssocLimits>,
+    /// Limits per bank.
+    pub banks: BTreeMap<String, AssocLimits>,
 }
 
 impl Default for Config {
@@ -326,6 +361,8 @@ impl Default for Config {
             output: OutputConfig::default(),
             policy: PolicyConfig::default(),
             sched: SchedConfig::default(),
+            queues: BTreeMap::new(),
+            accounting: AccountingConfig::default(),
         }
     }
 }
@@ -368,6 +405,8 @@ impl Default for LimitsConfig {
             max_batch: 10_000,
             inactive_age_limit: None,
             inactive_num_limit: None,
+            users: BTreeMap::new(),
+            banks: BTreeMap::new(),
         }
     }
 }
@@ -460,7 +499,10 @@ impl Config {
                     let uid = value.parse().map_err(|_| bad("a uid"))?;
                     self.auth.users.insert(user.to_string(), uid);
                 }
-                _ => return Err(SetError::UnknownKey(key.to_string())),
+                _ => match site::set(self, key, value) {
+                    Some(r) => r?,
+                    None => return Err(SetError::UnknownKey(key.to_string())),
+                },
             },
         }
         Ok(())
@@ -501,6 +543,26 @@ pub const KEYS: &[&str] = &[
     "policy.limits.owner_max_active_jobs",
     "sched.policy",
     "sched.queue_depth",
+    // Site policy (config/site.rs); tables of named queues, users and banks
+    // are set per name (`queues.NAME.requires`).
+    "policy.jobspec.defaults.system.duration",
+    "policy.jobspec.defaults.system.queue",
+    "policy.limits.duration",
+    "policy.limits.job-size.min.nnodes",
+    "policy.limits.job-size.min.ncores",
+    "policy.limits.job-size.min.ngpus",
+    "policy.limits.job-size.max.nnodes",
+    "policy.limits.job-size.max.ncores",
+    "policy.limits.job-size.max.ngpus",
+    "accounting.enabled",
+    "accounting.priority_decay_half_life",
+    "accounting.age_max",
+    "accounting.recompute_interval",
+    "accounting.weights.fairshare",
+    "accounting.weights.queue",
+    "accounting.weights.bank",
+    "accounting.weights.urgency",
+    "accounting.weights.age",
 ];
 
 impl Layered for Config {

@@ -10,6 +10,7 @@ pub mod exec_link;
 pub mod grpc;
 pub mod hub;
 pub mod journal;
+pub mod policy;
 pub mod server;
 pub mod store;
 pub mod telemetry;

@@ -253,6 +253,7 @@ pub async fn serve(
         .map_err(|e| ServeError::Config(format!("recovery: {e}")))?
         .map_err(|e| ServeError::Config(e.to_string()))?
     };
+    let site = core.site();
 
     let (fatal_tx, fatal_rx) = watch::channel(None::<String>);
     let fatal_tx = Arc::new(fatal_tx);
@@ -297,7 +298,8 @@ pub async fn serve(
         hub.clone(),
         Arc::clone(&config),
         cancel.clone(),
-    );
+    )
+    .with_site(site);
     let node = NodeService::new(
         inbox_tx.clone(),
         Arc::clone(&config),

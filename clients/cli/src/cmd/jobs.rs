@@ -35,7 +35,7 @@ pub struct Args {
     #[arg(long, value_name = "NAME")]
     name: Option<String>,
     /// List jobs in a specific queue.
-    #[arg(long, value_name = "QUEUE")]
+    #[arg(short = 'q', long, value_name = "QUEUE")]
     queue: Option<String>,
     /// Limit output to N jobs.
     #[arg(short = 'c', long = "count", value_name = "N", default_value_t = 1000)]
@@ -208,6 +208,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             max_entries: if ids.is_empty() { args.count } else { 0 },
             results: results.clone(),
             before: 0,
+            // Filtered by the service, so that --count counts the queue's jobs.
+            queue: args.queue.clone(),
         };
         list_all(&mut inst, request).await
     })??;

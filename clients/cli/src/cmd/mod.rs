@@ -1,5 +1,6 @@
 //! One module per subcommand family.
 
+pub mod accounting;
 pub mod attach;
 pub mod bench;
 pub mod cancel;

@@ -36,6 +36,9 @@ enum Command {
         /// Print the resource sets as JSON.
         #[arg(long)]
         json: bool,
+        /// Only the resources of these queues (comma separated).
+        #[arg(short, long, value_delimiter = ',')]
+        queue: Vec<String>,
     },
     /// Show node states (avail, drained, offline, ...).
     Status {
@@ -247,7 +250,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 states,
                 no_header,
                 json,
-            } => list(inst, &states, no_header, json).await?,
+                queue,
+            } => list(inst, &states, no_header, json, &queue).await?,
             Command::Status {
                 states,
                 no_header,
@@ -297,11 +301,18 @@ async fn list(
     states: &[String],
     no_header: bool,
     json: bool,
+    queues: &[String],
 ) -> anyhow::Result<()> {
     let inv = inventory(inst).await?;
     let (up, down, alloc) = (rset(&inv.up)?, rset(&inv.down)?, rset(&inv.allocated)?);
     let free = up.diff(&alloc);
-    let all_rows = [("free", free), ("allocated", alloc), ("down", down)];
+    let mut all_rows = [("free", free), ("allocated", alloc), ("down", down)];
+    if !queues.is_empty() {
+        let ranks = crate::cmd::queue::ranks_of(inst, &rset(&inv.all)?, queues).await?;
+        for (_, r) in all_rows.iter_mut() {
+            *r = r.include(&ranks);
+        }
+    }
     let want = |s: &str| states.is_empty() || states.iter().any(|x| x == s || x == "all");
     let rows = all_rows
         .into_iter()

@@ -59,6 +59,10 @@ pub struct Args {
     /// other users need one from `fluxgate token create`.
     #[arg(long)]
     auth: bool,
+    /// The job manager's TOML configuration file (queues, policy, limits,
+    /// accounting); this command's own options override what it says.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
     /// Command to run inside the instance (default: $SHELL).
     #[arg(last = true, value_name = "CMD")]
     command: Vec<String>,
@@ -144,9 +148,15 @@ async fn start_instance(launcher: &mut Launcher, args: &Args) -> anyhow::Result<
     }
     let statedir = launcher.statedir().to_path_buf();
     let timeout = Duration::from_secs_f64(args.start_timeout.max(0.0));
-    let jm = JobManager::new(&statedir)
+    let mut jm = JobManager::new(&statedir)
         .auth(true)
         .nodelist(&nodelist.encode());
+    if let Some(path) = &args.config {
+        // Absolute: the job manager may resolve it from another directory.
+        let path =
+            std::fs::canonicalize(path).with_context(|| format!("--config {}", path.display()))?;
+        jm = jm.config(&path);
+    }
     let (_, uri) = launcher
         .job_manager(&jm, "job-manager.log", timeout)
         .await?;

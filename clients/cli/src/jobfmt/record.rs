@@ -119,7 +119,11 @@ impl JobRecord {
                 Some(t) => format!("eta:{}", crate::output::fsd(t - self.now)),
                 None if j.urgency == 0 => "held".into(),
                 None if j.priority == 0 => "priority-hold".into(),
-                None => String::new(),
+                // Why the job waits, when something says (a limit's name).
+                None => match self.annotation("sched.reason_pending") {
+                    Value::Str(reason) => reason,
+                    _ => String::new(),
+                },
             },
             _ => j.nodelist.clone(),
         };

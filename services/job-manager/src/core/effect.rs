@@ -169,4 +169,6 @@ replies! {
     Update(Result<Option<f64>, Error>),
     /// Resource status.
     Resources(ResourceView),
+    /// Queue status after a queue request.
+    Queues(Result<Vec<super::QueueStatus>, Error>),
 }

@@ -49,6 +49,7 @@ impl Inactive {
                 .fatal_exception()
                 .map(|e| Box::new((e.kind.clone(), e.note.clone()))),
             waitable: job.flags().waitable,
+            queue: spec.queue.as_deref().map(Box::from),
         }
     }
 }
@@ -316,6 +317,7 @@ impl Inactive {
             nodelist: "".into(),
             exception: Some(Box::new(("restart".into(), why.to_string()))),
             waitable: false,
+            queue: None,
         }
     }
 }
@@ -340,6 +342,7 @@ mod tests {
             nodelist: "node0".into(),
             exception: None,
             waitable,
+            queue: None,
         }
     }
 

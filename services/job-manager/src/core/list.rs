@@ -32,6 +32,8 @@ pub struct ListFilter {
     pub before: Option<JobId>,
     /// Each part stops once its rows' estimated size passes this; 0 is no bound.
     pub max_bytes: usize,
+    /// Only jobs of this queue.
+    pub queue: Option<String>,
 }
 
 /// One row of a listing.
@@ -53,6 +55,8 @@ pub struct JobInfo {
     pub waitstatus: Option<i32>,
     pub exception: Option<(String, String)>,
     pub annotations: Option<String>,
+    /// The job's queue ("" for the anonymous queue).
+    pub queue: String,
 }
 
 impl JobInfo {
@@ -87,6 +91,7 @@ impl JobInfo {
             waitstatus: j.waitstatus,
             exception: j.exception.as_deref().cloned(),
             annotations: None,
+            queue: j.queue.as_deref().unwrap_or_default().to_string(),
         }
     }
 }
@@ -114,7 +119,11 @@ impl ListFilter {
         !(self.userid.is_some_and(|u| u != j.userid)
             || self.name.as_deref().is_some_and(|n| n != &*j.name)
             || self.since.is_some_and(|s| j.t_inactive < s)
-            || (!self.results.is_empty() && !self.results.contains(&j.result)))
+            || (!self.results.is_empty() && !self.results.contains(&j.result))
+            || self
+                .queue
+                .as_deref()
+                .is_some_and(|q| j.queue.as_deref() != Some(q)))
     }
 }
 
@@ -141,6 +150,9 @@ impl<S: Store> Core<S> {
                     && states.contains(a.job.state())
                     && f.userid.is_none_or(|u| u == a.job.userid())
                     && f.name.as_deref().is_none_or(|n| n == &*a.spec.name)
+                    && f.queue
+                        .as_deref()
+                        .is_none_or(|q| a.spec.queue.as_deref() == Some(q))
             })
             .map(|(id, _)| *id)
             .collect();
@@ -153,7 +165,7 @@ impl<S: Store> Core<S> {
             let Some(a) = self.jobs.get(&id) else {
                 continue;
             };
-            let row = active_row(id, a);
+            let row = active_row(id, a, self.hold_reason(id));
             bytes += row.size_estimate();
             out.push(row);
         }
@@ -162,12 +174,13 @@ impl<S: Store> Core<S> {
 }
 
 /// The row of an active job; its memo is shown as flux shows it, under
-/// `user` in the annotations.
-fn active_row(id: JobId, a: &super::Active) -> JobInfo {
+/// `user` in the annotations, and the limit that holds it (if one does) as
+/// `sched.reason_pending`.
+fn active_row(id: JobId, a: &super::Active, held: Option<&str>) -> JobInfo {
     let job = &a.job;
-    let annotations = match (job.annotations(), job.memo()) {
-        (None, memo) if memo.is_empty() && a.t_estimate.is_none() => None,
-        (sched, memo) => {
+    let annotations = match (job.annotations(), job.memo(), held) {
+        (None, memo, None) if memo.is_empty() && a.t_estimate.is_none() => None,
+        (sched, memo, held) => {
             let mut all = sched.cloned().unwrap_or_default();
             if let Some(t) = a.t_estimate {
                 let sched = all
@@ -179,6 +192,14 @@ fn active_row(id: JobId, a: &super::Active) -> JobInfo {
             }
             if !memo.is_empty() {
                 all.insert("user".into(), serde_json::Value::Object(memo.clone()));
+            }
+            if let Some(reason) = held {
+                let entry = all
+                    .entry("sched")
+                    .or_insert_with(|| serde_json::Value::Object(Default::default()));
+                if let serde_json::Value::Object(sched) = entry {
+                    sched.insert("reason_pending".into(), reason.into());
+                }
             }
             Some(serde_json::Value::Object(all).to_string())
         }
@@ -202,6 +223,7 @@ fn active_row(id: JobId, a: &super::Active) -> JobInfo {
             .fatal_exception()
             .map(|e| (e.kind.clone(), e.note.clone())),
         annotations,
+        queue: a.spec.queue.as_deref().unwrap_or_default().to_string(),
     }
 }
 

@@ -15,7 +15,9 @@ mod commit;
 mod depend;
 pub mod effect;
 mod exec;
+mod fairshare;
 mod gauges;
+mod hold;
 mod inactive;
 mod list;
 mod nodes;
@@ -23,6 +25,7 @@ pub mod output;
 mod perilog;
 mod pipeline;
 mod purge;
+pub mod queues;
 mod reads;
 mod replay;
 mod resource;
@@ -55,8 +58,10 @@ pub use crate::exec_link::ExecMsg;
 pub use commit::{Carrier, Committer};
 pub use depend::Antecedents;
 pub use effect::{Answer, Effect, Reply};
+pub use fairshare::AccountRow;
 pub use list::{JobInfo, ListFilter, merge as merge_listings, stored_inactive};
 pub use nodes::{Heartbeats, JoinRefused, NodeInfo, NodeMsg, Nodes};
+pub use queues::{QueueAction, QueueRequest, QueueStatus};
 pub use resource::{ResourceMsg, ResourceView};
 pub use restart::Recovered;
 pub use submit::SubmitArgs;
@@ -115,11 +120,14 @@ pub enum Msg {
         id: Option<JobId>,
         reply: oneshot::Sender<Result<WaitResult, Error>>,
     },
-    /// Queue control.
+    /// Queue control and status (RFC 33): one queue, or all.
     Queue {
-        action: QueueAction,
-        reason: String,
-        reply: oneshot::Sender<Result<QueueStatus, Error>>,
+        request: QueueRequest,
+        reply: oneshot::Sender<Result<Vec<QueueStatus>, Error>>,
+    },
+    /// Usage, shares and fair share of each association.
+    Accounts {
+        reply: oneshot::Sender<Vec<AccountRow>>,
     },
     /// Something from an exec start stream.
     Exec(ExecMsg),
@@ -158,26 +166,6 @@ pub struct WaitResult {
     pub success: bool,
     /// Why not, as `flux job wait` prints it.
     pub error: String,
-}
-
-/// Queue actions.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum QueueAction {
-    /// Report only.
-    Status,
-    /// Stop taking new jobs.
-    Stop,
-    /// Take new jobs again.
-    Start,
-}
-
-/// The queue's state.
-#[derive(Debug, Clone, PartialEq)]
-pub struct QueueStatus {
-    /// Submissions are accepted.
-    pub started: bool,
-    /// Why it was stopped.
-    pub reason: String,
 }
 
 /// An active job: its fold plus what the pipeline needs to act.
@@ -223,6 +211,12 @@ pub struct Spec {
     pub request: Result<AllocRequest, Box<str>>,
     /// Time limit in seconds; 0 is none.
     pub duration: f64,
+    /// Its queue (`attributes.system.queue`), once defaults are applied.
+    pub queue: Option<Arc<str>>,
+    /// The bank it names (`attributes.system.bank`).
+    pub bank: Option<Arc<str>>,
+    /// Cores asked for, for usage and listing.
+    pub ncores: u64,
 }
 
 impl Spec {
@@ -234,6 +228,11 @@ impl Spec {
             nnodes: u32::try_from(jobspec.jj_counts().nnodes).unwrap_or(u32::MAX),
             request: sched::request(jobspec).map_err(String::into_boxed_str),
             duration: jobspec.duration(),
+            queue: jobspec.queue().map(Arc::from),
+            bank: jobspec.system().bank.as_deref().map(Arc::from),
+            ncores: jobspec
+                .nslots()
+                .saturating_mul(jobspec.cores_per_slot().max(1)),
         }
     }
 }
@@ -267,6 +266,8 @@ pub struct Inactive {
     pub exception: Option<Box<(String, String)>>,
     /// Not yet reaped by `Wait`.
     pub waitable: bool,
+    /// Its queue, when it named one.
+    pub queue: Option<Box<str>>,
 }
 
 /// Writes and after-commit effects gathered while one message is handled.
@@ -307,8 +308,15 @@ pub struct Core<S> {
     nodes: Nodes,
     /// The resource module's state (RFC 44 state, eventlog, acquirer).
     res: resource::Resources,
-    /// Whether submissions are taken.
-    queue: QueueStatus,
+    /// The site's queues, limits and accounting, read at start.
+    site: Arc<crate::policy::SitePolicy>,
+    /// Each queue's enabled and started state (RFC 33).
+    queues: queues::QueueSeat,
+    /// Jobs in SCHED kept from the scheduler (stopped queue, a limit), and
+    /// what each user and bank holds against its limits.
+    holds: hold::Holds,
+    /// Usage and fair share (when accounting is enabled).
+    accounts: fairshare::Accounts,
     /// Requests waiting for jobs to end (`flux job wait`).
     waiters: wait::Waiters,
     /// Mints each started job's credential and revokes it when the job ends.
@@ -344,6 +352,9 @@ impl<S: Store> Core<S> {
     ) -> Result<Self, Error> {
         let ids = FluidGenerator::new(0, 0)
             .map_err(|e| Error::Invalid(format!("job id generator: {e}")))?;
+        let site = Arc::new(
+            crate::policy::SitePolicy::load(&config).map_err(|e| Error::Invalid(e.to_string()))?,
+        );
         let mut sched = sched::Sched::new();
         if config.sched.policy == crate::config::SchedPolicy::Easy {
             sched.set_backfill(Some(config.sched.queue_depth));
@@ -373,10 +384,10 @@ impl<S: Store> Core<S> {
             exec: exec::ExecLinks::default(),
             nodes,
             res: resource::Resources::default(),
-            queue: QueueStatus {
-                started: true,
-                reason: String::new(),
-            },
+            queues: queues::QueueSeat::default(),
+            holds: hold::Holds::default(),
+            accounts: fairshare::Accounts::default(),
+            site,
             waiters: wait::Waiters::default(),
             job_credentials,
             user_jobs: Default::default(),
@@ -385,6 +396,9 @@ impl<S: Store> Core<S> {
             beats: Default::default(),
         };
         core.epoch_ms = core.fluid_epoch()?;
+        // Before jobs are replayed: they are held or prioritized by these.
+        core.restore_queues()?;
+        core.restore_usage()?;
         let found = core.recover()?;
         tracing::info!(
             active = found.active,
@@ -441,6 +455,7 @@ impl<S: Store> Core<S> {
                 Wake::Timer => self.fire_timers(),
                 Wake::Tick => {
                     self.take_heartbeats();
+                    self.accounting_tick();
                     self.check_torpid();
                     self.purge_by_config();
                     self.run_actions();
@@ -511,31 +526,13 @@ impl<S: Store> Core<S> {
                 }
             }
             Msg::Wait { id, reply } => self.wait(id, reply),
-            Msg::Queue {
-                action,
-                reason,
-                reply,
-            } => {
-                if let Err(e) = bounds::check_note("queue stop reason", &reason) {
-                    let _ = reply.send(Err(e));
-                    return;
-                }
-                match action {
-                    QueueAction::Status => {}
-                    QueueAction::Stop => {
-                        self.queue = QueueStatus {
-                            started: false,
-                            reason,
-                        };
-                    }
-                    QueueAction::Start => {
-                        self.queue = QueueStatus {
-                            started: true,
-                            reason: String::new(),
-                        };
-                    }
-                }
-                let _ = reply.send(Ok(self.queue.clone()));
+            Msg::Queue { request, reply } => {
+                let r = self.queue_request(request);
+                self.reply(reply, r);
+            }
+            Msg::Accounts { reply } => {
+                let rows = self.account_rows();
+                let _ = reply.send(rows);
             }
             Msg::Exec(m) => self.exec_msg(m),
             Msg::Node(m) => self.node_msg(m),
@@ -802,6 +799,7 @@ impl<S: Store> Core<S> {
             return;
         };
         self.user_jobs.removed(active.job.userid());
+        self.policy_job_ended(id, &active);
         self.sched.forget(id);
         self.timers.cancel(id);
         self.exec.undefer(id);

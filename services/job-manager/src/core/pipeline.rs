@@ -71,18 +71,19 @@ impl<S: Store> Core<S> {
                         self.post(id, "depend", None);
                     }
                     Action::RequestPriority => {
-                        let urgency = self.jobs.get(&id).map_or(16, |a| a.job.urgency());
+                        let priority = self.priority_for(id);
                         self.post(
                             id,
                             "priority",
-                            Self::context([("priority", Value::from(priority_of(urgency)))]),
+                            Self::context([("priority", Value::from(priority))]),
                         );
                     }
                     Action::RequestAlloc => {
-                        self.request_alloc(id);
+                        // Through the gate of stopped queues and limits (hold.rs).
+                        self.admit_alloc(id);
                         resched = true;
                     }
-                    Action::CancelAlloc => self.cancel_alloc(id),
+                    Action::CancelAlloc => self.withdraw_alloc(id),
                     Action::StartExec { reattach } => {
                         if !reattach && self.begin_perilog(id, effect::Which::Prolog) {
                             // The start is owed again once prolog-finish lands.
@@ -122,7 +123,7 @@ impl<S: Store> Core<S> {
         if active.job.state() != JobState::Sched {
             return;
         }
-        let priority = priority_of(active.job.urgency());
+        let priority = self.priority_for(id);
         if active.job.priority() == Some(priority) {
             return;
         }
@@ -132,7 +133,7 @@ impl<S: Store> Core<S> {
             Self::context([("priority", Value::from(priority))]),
         );
         if priority == 0 {
-            self.cancel_alloc(id);
+            self.withdraw_alloc(id);
             if let Some(a) = self.jobs.get_mut(&id) {
                 a.job.mark(Action::CancelAlloc);
             }

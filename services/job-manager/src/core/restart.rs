@@ -210,6 +210,7 @@ impl<S: Store> Core<S> {
                 t_estimate: None,
             }),
         );
+        self.policy_job_added(id);
         resume
     }
 

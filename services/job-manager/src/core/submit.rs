@@ -34,16 +34,8 @@ pub struct SubmitArgs {
 
 impl<S: Store> Core<S> {
     pub(super) fn submit(&mut self, args: SubmitArgs) -> Result<JobId, Error> {
-        if !self.queue.started {
-            let why = if self.queue.reason.is_empty() {
-                String::new()
-            } else {
-                format!(": {}", self.queue.reason)
-            };
-            return Err(Error::Unavailable(format!(
-                "job submission is disabled{why}"
-            )));
-        }
+        // The queue is named by now (the edge filled in the default).
+        self.queues.accepts(args.jobspec.queue())?;
         // Counted in memory as jobs enter and leave, so this costs O(1).
         let limit = self
             .config
@@ -51,6 +43,12 @@ impl<S: Store> Core<S> {
             .limits
             .max_active_jobs(args.userid, self.config.owner_uid);
         self.user_jobs.admit(args.userid, limit)?;
+        // Per user and bank: max_active_jobs, and a job larger than max_nodes.
+        let bank = args.jobspec.system().bank.clone().or_else(|| {
+            let acct = self.site.accounting.as_ref()?;
+            Some(acct.bank_of(args.userid, None).to_string()).filter(|b| !b.is_empty())
+        });
+        self.admit_submission(args.userid, bank.as_deref(), args.jobspec.nnodes())?;
         // flux's shell refuses a bad `output.limit` when the job starts;
         // here it is refused before anything is stored.
         super::output::job_limit(&args.jobspec)?;
@@ -93,6 +91,7 @@ impl<S: Store> Core<S> {
             }),
         );
         self.user_jobs.added(args.userid);
+        self.policy_job_added(id);
         self.post(
             id,
             "submit",

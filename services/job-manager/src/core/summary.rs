@@ -42,6 +42,9 @@ impl Inactive {
         if let Some(e) = &self.exception {
             v["exception"] = json!({"type": e.0, "note": e.1});
         }
+        if let Some(q) = &self.queue {
+            v["queue"] = json!(&**q);
+        }
         v.to_string()
     }
 
@@ -100,6 +103,7 @@ impl Inactive {
             waitable: field("waitable")?
                 .as_bool()
                 .ok_or(bad("waitable", "a boolean"))?,
+            queue: v.get("queue").and_then(Value::as_str).map(Box::from),
         })
     }
 }
@@ -143,6 +147,7 @@ mod tests {
             nodelist: "node[0-1]".into(),
             exception: Some(Box::new(("cancel".into(), "by user".into()))),
             waitable: true,
+            queue: Some("batch".into()),
         }
     }
 

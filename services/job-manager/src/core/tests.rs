@@ -207,6 +207,26 @@ impl Bench {
         rx.try_recv().unwrap().remove(0)
     }
 
+    async fn queue(
+        &mut self,
+        action: QueueAction,
+        name: Option<&str>,
+        reason: &str,
+    ) -> Result<Vec<QueueStatus>, Error> {
+        let (reply, mut rx) = oneshot::channel();
+        self.handle(Msg::Queue {
+            request: QueueRequest {
+                action,
+                name: name.map(str::to_string),
+                all: false,
+                reason: reason.into(),
+            },
+            reply,
+        })
+        .await;
+        rx.try_recv().unwrap()
+    }
+
     async fn submit(&mut self, yaml: &str) -> JobId {
         self.submit_as(yaml, 16, OWNER).await.unwrap()
     }
@@ -1036,19 +1056,19 @@ async fn restart_keeps_inactive_jobs_waitable_and_listed() {
 // ---- queue --------------------------------------------------------------
 
 #[tokio::test]
-async fn a_stopped_queue_refuses_submissions_until_started() {
+async fn a_disabled_queue_refuses_submissions_until_enabled() {
     let mut b = Bench::new(1).await;
-    for (action, ok) in [(QueueAction::Stop, false), (QueueAction::Start, true)] {
-        let (reply, mut rx) = oneshot::channel();
-        b.handle(Msg::Queue {
-            action,
-            reason: "maintenance".into(),
-            reply,
-        })
-        .await;
-        assert_eq!(rx.try_recv().unwrap().unwrap().started, ok);
+    for (action, ok) in [(QueueAction::Disable, false), (QueueAction::Enable, true)] {
+        let status = b.queue(action, None, "maintenance").await.unwrap();
+        assert_eq!(status[0].state.enable, ok);
         let r = b.submit_as(ONE, 16, OWNER).await;
         assert_eq!(r.is_ok(), ok, "{r:?}");
+        if !ok {
+            assert_eq!(
+                r.unwrap_err().to_string(),
+                "job submission is disabled: maintenance"
+            );
+        }
     }
 }
 

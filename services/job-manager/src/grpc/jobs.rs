@@ -19,9 +19,12 @@ use super::submit_parse::ParseGate;
 use super::{allow, ask};
 use crate::auth::caller;
 use crate::config::Config;
-use crate::core::{self, Antecedents, ListFilter, Msg, QueueAction, SubmitArgs, bounds};
+use crate::core::{
+    self, Antecedents, ListFilter, Msg, QueueAction, QueueRequest, SubmitArgs, bounds,
+};
 use crate::error::Error;
 use crate::hub::{Hub, Published};
+use crate::policy::SitePolicy;
 use crate::store::{Log, LogPos, Store};
 use crate::values::{Severity, Urgency};
 
@@ -47,6 +50,8 @@ pub struct JobManagerService<S> {
     cancel: CancellationToken,
     /// Submitted jobspecs are read behind it, off the async workers.
     parse_gate: Arc<ParseGate>,
+    /// Queues and the policy applied to submitted jobs.
+    site: Arc<SitePolicy>,
 }
 
 impl<S: Store> JobManagerService<S> {
@@ -65,7 +70,15 @@ impl<S: Store> JobManagerService<S> {
             config,
             cancel,
             parse_gate: Arc::new(ParseGate::per_core()),
+            site: Arc::default(),
         }
+    }
+
+    /// Apply `site` (the core's, read at its start) to submitted jobs and
+    /// show it in queue listings.
+    pub fn with_site(mut self, site: Arc<SitePolicy>) -> Self {
+        self.site = site;
+        self
     }
 
     /// The owner of job `id`, as stored since its submission.
@@ -151,7 +164,7 @@ impl<S: Store> JobManager for JobManagerService<S> {
         let max = self.config.limits.max_jobspec_bytes;
         let mut args = self
             .parse_gate
-            .parse_one(request.into_inner(), &caller, max)
+            .parse_one(request.into_inner(), &caller, max, &self.site)
             .await?;
         self.read_antecedents(std::slice::from_mut(&mut args))
             .await?;
@@ -182,8 +195,10 @@ impl<S: Store> JobManager for JobManagerService<S> {
         // Parse every jobspec here, off the core and off the async workers;
         // bad ones are answered alone.
         let max_bytes = self.config.limits.max_jobspec_bytes;
-        let parsed: Vec<Result<SubmitArgs, Error>> =
-            self.parse_gate.parse_many(jobs, &caller, max_bytes).await?;
+        let parsed: Vec<Result<SubmitArgs, Error>> = self
+            .parse_gate
+            .parse_many(jobs, &caller, max_bytes, &self.site)
+            .await?;
         let mut good: Vec<SubmitArgs> = parsed
             .iter()
             .filter_map(|r| r.as_ref().ok().cloned())
@@ -408,6 +423,7 @@ impl<S: Store> JobManager for JobManagerService<S> {
             max: req.max_entries as usize,
             before: (req.before != 0).then(|| JobId::from(req.before)),
             max_bytes: REPLY_MAX,
+            queue: req.queue,
         };
         let wants_inactive = filter.wants_inactive();
         let query = filter.clone();
@@ -546,10 +562,11 @@ impl<S: Store> JobManager for JobManagerService<S> {
     ) -> Result<Response<pb::QueueResponse>, Status> {
         let caller = caller(&request)?;
         let req = request.into_inner();
-        bounds::check_note("queue stop reason", &req.reason)?;
         let action = match pb::QueueAction::try_from(req.action) {
             Ok(pb::QueueAction::Stop) => QueueAction::Stop,
             Ok(pb::QueueAction::Start) => QueueAction::Start,
+            Ok(pb::QueueAction::Enable) => QueueAction::Enable,
+            Ok(pb::QueueAction::Disable) => QueueAction::Disable,
             Ok(pb::QueueAction::Status) | Ok(pb::QueueAction::Unspecified) => QueueAction::Status,
             Ok(other) => {
                 return Err(Status::unimplemented(format!(
@@ -558,21 +575,80 @@ impl<S: Store> JobManager for JobManagerService<S> {
             }
             Err(_) => return Err(Status::invalid_argument("unknown queue action")),
         };
+        let what = match action {
+            QueueAction::Disable => "queue disable reason",
+            _ => "queue stop reason",
+        };
+        bounds::check_note(what, &req.reason)?;
         let needs = match action {
             QueueAction::Status => Action::QueueStatus,
-            QueueAction::Stop | QueueAction::Start => Action::QueueControl,
+            _ => Action::QueueControl,
         };
         allow(&caller, needs, None)?;
-        let status = ask(&self.inbox, |reply| Msg::Queue {
+        let request = QueueRequest {
             action,
+            name: (!req.name.is_empty()).then_some(req.name),
+            all: req.all,
             reason: req.reason,
-            reply,
-        })
-        .await??;
+        };
+        let statuses = ask(&self.inbox, |reply| Msg::Queue { request, reply }).await??;
+        let queues: Vec<pb::QueueInfo> = statuses
+            .into_iter()
+            .map(|s| queue_info(&self.site, s))
+            .collect();
+        let (started, reason) = queues
+            .first()
+            .map(|q| (q.started, q.stop_reason.clone()))
+            .unwrap_or((true, String::new()));
         Ok(Response::new(pb::QueueResponse {
-            started: status.started,
-            reason: status.reason,
+            started,
+            reason,
+            queues,
         }))
+    }
+
+    async fn accounting(
+        &self,
+        request: Request<pb::AccountingRequest>,
+    ) -> Result<Response<pb::AccountingResponse>, Status> {
+        // As listing: every user may see every association's usage.
+        allow(&caller(&request)?, Action::ListJobs, None)?;
+        let rows = ask(&self.inbox, |reply| Msg::Accounts { reply }).await?;
+        Ok(Response::new(pb::AccountingResponse {
+            enabled: self.site.accounting.is_some(),
+            rows: rows
+                .into_iter()
+                .map(|r| pb::AccountRow {
+                    bank: r.bank,
+                    userid: r.userid,
+                    usage: r.usage,
+                    shares: r.shares,
+                    fairshare: r.fairshare,
+                })
+                .collect(),
+        }))
+    }
+}
+
+/// The wire form of a queue's state and policy.
+fn queue_info(site: &SitePolicy, s: core::QueueStatus) -> pb::QueueInfo {
+    let policy = site
+        .queues
+        .effective((!s.name.is_empty()).then_some(s.name.as_str()))
+        .cloned()
+        .unwrap_or_default();
+    pb::QueueInfo {
+        name: s.name,
+        enabled: s.state.enable,
+        disable_reason: s.state.disable_reason,
+        started: s.state.start,
+        stop_reason: s.state.stop_reason,
+        is_default: s.is_default,
+        default_duration: policy.default_duration.unwrap_or(0.0),
+        duration_limit: policy.duration_limit.unwrap_or(0.0),
+        min: policy.min.to_vec(),
+        max: policy.max.to_vec(),
+        requires: policy.requires,
     }
 }
 
@@ -582,7 +658,7 @@ fn summary_of(j: core::JobInfo) -> pb::JobSummary {
         id: j.id.into(),
         userid: j.userid,
         name: j.name,
-        queue: String::new(),
+        queue: j.queue,
         state: j.state.name().to_string(),
         result: j.result.map(|r| r.name().to_string()).unwrap_or_default(),
         urgency: u32::from(j.urgency),

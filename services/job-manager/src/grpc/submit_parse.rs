@@ -28,6 +28,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use super::allow;
 use crate::core::SubmitArgs;
 use crate::error::Error;
+use crate::policy::SitePolicy;
 use crate::values::Urgency;
 
 /// Jobspecs of one user parsed at the same time.
@@ -124,13 +125,17 @@ impl ParseGate {
         req: pb::SubmitRequest,
         caller: &Caller,
         max_bytes: usize,
+        site: &Arc<SitePolicy>,
     ) -> Result<SubmitArgs, Error> {
         if is_cheap(&req) {
-            return parse_submit(req, caller, max_bytes);
+            return parse_submit(req, caller, max_bytes, site);
         }
         let who = caller.clone();
-        self.run(caller.uid, move || parse_submit(req, &who, max_bytes))
-            .await?
+        let site = Arc::clone(site);
+        self.run(caller.uid, move || {
+            parse_submit(req, &who, max_bytes, &site)
+        })
+        .await?
     }
 
     /// Read the submissions of a SubmitMany, in order, a chunk per turn;
@@ -140,17 +145,19 @@ impl ParseGate {
         jobs: Vec<pb::SubmitRequest>,
         caller: &Caller,
         max_bytes: usize,
+        site: &Arc<SitePolicy>,
     ) -> Result<Vec<Result<SubmitArgs, Error>>, Error> {
         let mut parsed = Vec::with_capacity(jobs.len());
         let mut jobs = jobs.into_iter().peekable();
         while jobs.peek().is_some() {
             let chunk: Vec<pb::SubmitRequest> = jobs.by_ref().take(BATCH_CHUNK).collect();
             let who = caller.clone();
+            let site = Arc::clone(site);
             let results = self
                 .run(caller.uid, move || {
                     chunk
                         .into_iter()
-                        .map(|j| parse_submit(j, &who, max_bytes))
+                        .map(|j| parse_submit(j, &who, max_bytes, &site))
                         .collect::<Vec<_>>()
                 })
                 .await?;
@@ -166,11 +173,13 @@ pub fn is_cheap(req: &pb::SubmitRequest) -> bool {
 }
 
 /// Parse and authorize one submission; the job is the caller's. The
-/// jobspec is stored without credentials (see `strip_credentials`).
+/// jobspec is stored without credentials (see `strip_credentials`), with
+/// the site's defaults and queue constraints applied (flux's ingest).
 pub fn parse_submit(
     req: pb::SubmitRequest,
     caller: &Caller,
     max_bytes: usize,
+    site: &SitePolicy,
 ) -> Result<SubmitArgs, Error> {
     if req.jobspec.len() > max_bytes {
         return Err(Error::Invalid(format!(
@@ -199,6 +208,9 @@ pub fn parse_submit(
         novalidate: req.flags & pb::SubmitFlag::Novalidate as u32 != 0,
     };
     allow(caller, action, None)?;
+    if let Some(applied) = site.ingest(&jobspec)? {
+        jobspec = applied;
+    }
     // Whatever the client copied from its environment, a credential is not
     // stored: the store is read by the service and its backups.
     jobspec.strip_credentials();
@@ -250,7 +262,8 @@ mod tests {
 
     #[test]
     fn the_stored_jobspec_is_the_submitted_one_minus_the_token() {
-        let args = parse_submit(request(JSON), &guest(1000), 1 << 20).unwrap();
+        let args =
+            parse_submit(request(JSON), &guest(1000), 1 << 20, &SitePolicy::default()).unwrap();
         let want = JSON.replace(r#","FLUXGATE_TOKEN":"secret""#, "");
         assert_eq!(args.jobspec_json, want);
         assert!(!args.jobspec.environment().contains_key("FLUXGATE_TOKEN"));
@@ -259,7 +272,13 @@ mod tests {
 
     #[test]
     fn a_bomb_is_invalid_with_the_alias_message() {
-        let err = parse_submit(request(bomb()), &guest(1000), 1 << 20).unwrap_err();
+        let err = parse_submit(
+            request(bomb()),
+            &guest(1000),
+            1 << 20,
+            &SitePolicy::default(),
+        )
+        .unwrap_err();
         let Error::Invalid(msg) = err else {
             panic!("expected Invalid, got {err:?}");
         };
@@ -283,7 +302,10 @@ mod tests {
         let jobs: Vec<_> = (0..BATCH_CHUNK * 2 + 3)
             .map(|i| request(if i % 3 == 0 { bomb() } else { JSON.to_string() }))
             .collect();
-        let parsed = gate.parse_many(jobs, &guest(7), 1 << 20).await.unwrap();
+        let parsed = gate
+            .parse_many(jobs, &guest(7), 1 << 20, &Arc::default())
+            .await
+            .unwrap();
         assert_eq!(parsed.len(), BATCH_CHUNK * 2 + 3);
         for (i, r) in parsed.iter().enumerate() {
             assert_eq!(r.is_err(), i % 3 == 0, "job {i}");
