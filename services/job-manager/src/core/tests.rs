@@ -1233,3 +1233,5 @@ async fn a_host_outside_the_inventory_cannot_join() {
     .await;
     assert_eq!(rx.try_recv().unwrap(), Err(JoinRefused::NoNode));
 }
+
+mod policy;
