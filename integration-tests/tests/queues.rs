@@ -357,3 +357,39 @@ async fn a_running_jobs_limit_holds_a_users_extra_job_until_the_first_ends() {
     cancel(&inst, bobs).await;
     inst.wait_clean(bobs).await;
 }
+
+#[test]
+fn fluxgate_start_config_carries_queues_into_the_local_instance() {
+    let (dir, path) = config_file(QUEUES);
+    let out = Command::new(binary("fluxgate"))
+        .args([
+            "start",
+            "--size",
+            "1",
+            "--kill-timeout",
+            "1",
+            "--config",
+            &path,
+        ])
+        .args([
+            "--",
+            "sh",
+            "-c",
+            "$F queue list -n && $F submit -q gold true",
+        ])
+        .env("F", binary("fluxgate"))
+        .env_remove("FLUXGATE_TOKEN")
+        .current_dir(dir.path())
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("fluxgate start");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stdout.starts_with("batch*"), "{stdout}\n{stderr}");
+    assert!(stdout.contains("\ndebug "), "{stdout}");
+    assert!(!out.status.success(), "the unknown queue is refused");
+    assert!(
+        stderr.contains("Invalid queue 'gold' specified"),
+        "{stderr}"
+    );
+}
