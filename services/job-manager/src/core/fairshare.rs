@@ -62,9 +62,15 @@ pub struct Accounts {
 }
 
 impl Accounts {
-    /// An association with active jobs: it takes part in fair share.
-    pub fn seen(&mut self, bank: &str, user: u32) {
-        self.usage.entry((bank.to_string(), user)).or_default();
+    /// An association with active jobs: it takes part in fair share;
+    /// true when it is new (fair share is then owed a recomputation).
+    pub fn seen(&mut self, bank: &str, user: u32) -> bool {
+        let key = (bank.to_string(), user);
+        if self.usage.contains_key(&key) {
+            return false;
+        }
+        self.usage.insert(key, Usage::default());
+        true
     }
 }
 
@@ -133,7 +139,7 @@ impl<S: Store> Core<S> {
     }
 
     /// Fair share of every association from usage now (and running jobs').
-    fn compute_fairshare(&mut self, now: f64) {
+    pub(super) fn compute_fairshare(&mut self, now: f64) {
         let Some(acct) = &self.site.accounting else {
             return;
         };

@@ -136,8 +136,14 @@ impl<S: Store> Core<S> {
             let bank = acct
                 .bank_of(a.job.userid(), a.spec.bank.as_deref())
                 .to_string();
-            self.accounts.seen(&bank, a.job.userid());
+            // A new association shifts every other's rank: O(associations), once.
+            if self.accounts.seen(&bank, a.job.userid()) {
+                self.compute_fairshare(crate::clock::now());
+            }
         }
+        let Some(a) = self.jobs.get(&id) else {
+            return;
+        };
         if !self.site.limits.is_set() {
             return;
         }

@@ -91,7 +91,6 @@ impl<S: Store> Core<S> {
             }),
         );
         self.user_jobs.added(args.userid);
-        self.policy_job_added(id);
         self.post(
             id,
             "submit",
@@ -102,6 +101,8 @@ impl<S: Store> Core<S> {
                 ("version", Value::from(1)),
             ]),
         );
+        // Counted once `submit` has given the job its owner.
+        self.policy_job_added(id);
         for dep in deps {
             self.add_dependency(id, dep);
         }

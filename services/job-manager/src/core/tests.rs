@@ -1520,3 +1520,5 @@ async fn a_head_waiting_on_a_job_without_a_limit_gets_no_reservation() {
         "anything could delay the head"
     );
 }
+
+mod policy;
