@@ -233,21 +233,9 @@ impl Bench {
 
     /// Submit `ONE` with the waitable flag.
     async fn submit_waitable(&mut self) -> JobId {
-        let jobspec = Jobspec::parse(ONE).unwrap();
-        let (reply, mut rx) = oneshot::channel();
-        self.handle(Msg::Submit {
-            jobs: vec![SubmitArgs {
-                jobspec_json: jobspec.to_json(),
-                jobspec: Arc::new(jobspec),
-                urgency: Urgency::DEFAULT,
-                // FLUX_JOB_WAITABLE.
-                flags: 4,
-                userid: OWNER,
-                antecedents: Default::default(),
-            }],
-            reply,
-        })
-        .await;
+        // FLUX_JOB_WAITABLE.
+        let (msg, mut rx) = submit_msg(ONE, 4);
+        self.handle(msg).await;
         rx.try_recv().unwrap().remove(0).unwrap()
     }
 
@@ -352,6 +340,25 @@ impl Bench {
     }
 }
 
+/// A submit of `yaml` by the owner with `flags`, as the edge would hand it
+/// over without reading any antecedent; and where its answer comes.
+fn submit_msg(yaml: &str, flags: i64) -> (Msg, oneshot::Receiver<Vec<Result<JobId, Error>>>) {
+    let jobspec = Jobspec::parse(yaml).unwrap();
+    let (reply, rx) = oneshot::channel();
+    let msg = Msg::Submit {
+        jobs: vec![SubmitArgs {
+            jobspec_json: jobspec.to_json(),
+            jobspec: Arc::new(jobspec),
+            urgency: Urgency::DEFAULT,
+            flags,
+            userid: OWNER,
+            antecedents: Default::default(),
+        }],
+        reply,
+    };
+    (msg, rx)
+}
+
 /// One task on one core, running `true`.
 const ONE: &str = "version: 1
 resources:
@@ -443,19 +450,8 @@ async fn a_job_walks_every_state_in_order() {
 #[tokio::test]
 async fn events_are_stored_before_the_exec_start_is_asked() {
     let mut b = Bench::new(1).await;
-    let jobspec = Jobspec::parse(ONE).unwrap();
-    let (reply, _rx) = oneshot::channel();
-    b.core.handle(Msg::Submit {
-        jobs: vec![SubmitArgs {
-            jobspec_json: jobspec.to_json(),
-            jobspec: Arc::new(jobspec),
-            urgency: Urgency::DEFAULT,
-            flags: 0,
-            userid: OWNER,
-            antecedents: Default::default(),
-        }],
-        reply,
-    });
+    let (msg, _rx) = submit_msg(ONE, 0);
+    b.core.handle(msg);
     // Before the batch is durable nothing has left the core.
     assert!(b.calls().is_empty());
     let start_at = b
@@ -1343,19 +1339,8 @@ async fn a_dependency_the_edge_did_not_read_is_decided_once_the_store_is() {
     let ok = b.ended_in_store(0).await;
     // Submitted without the edge's read: accepted, then decided.
     let submit = |b: &mut Bench, on: JobId| {
-        let jobspec = Jobspec::parse(&with_dependency("afterok", on)).unwrap();
-        let (reply, rx) = oneshot::channel();
-        b.core.handle(Msg::Submit {
-            jobs: vec![SubmitArgs {
-                jobspec_json: jobspec.to_json(),
-                jobspec: Arc::new(jobspec),
-                urgency: Urgency::DEFAULT,
-                flags: 0,
-                userid: OWNER,
-                antecedents: Default::default(),
-            }],
-            reply,
-        });
+        let (msg, rx) = submit_msg(&with_dependency("afterok", on), 0);
+        b.core.handle(msg);
         rx
     };
     let mut rx = submit(&mut b, ok);
