@@ -1,11 +1,14 @@
 //! The scheduler seat: pending jobs by priority then submit order, and the
 //! pool they are allocated from; a [`Policy`] object decides what the job at
-//! the head gets. Today's one policy is [`Fcfs`] (RFC 27's sched-simple,
-//! first fit, in process).
+//! the head gets ([`Fcfs`]: RFC 27's sched-simple, first fit, in process).
 //!
-//! Strict order: when the job at the head cannot get resources now, nothing
-//! behind it is tried, so a large job is not starved by small ones. Each pass
-//! does work only at the head of the queue: no O(queue) scan per event.
+//! The head is served in order, so a large job is not starved by small ones.
+//! Under `[sched] policy = "fcfs"` nothing behind a blocked head is tried.
+//! Under `easy` (the default) a blocked head gets a reservation from the
+//! running jobs' time limits (`shared::sched`) and the jobs behind it that
+//! cannot delay it start now (EASY backfill), at most `queue_depth` of them
+//! looked at, and only when the queue or the pool changed since the last
+//! pass: no O(queue) scan per event.
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
