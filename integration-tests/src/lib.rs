@@ -392,6 +392,7 @@ impl Instance {
                 jobspec,
                 urgency,
                 flags,
+                ..Default::default()
             })
             .await?;
         Ok(JobId::from(r.into_inner().id))

@@ -36,6 +36,7 @@ fn submit_request(urgency: u32, flags: u32) -> pb::SubmitRequest {
         jobspec: jobspec(&["true"]),
         urgency: Some(urgency),
         flags,
+        ..Default::default()
     }
 }
 
@@ -607,6 +608,7 @@ async fn a_job_runs_as_its_owner() {
             jobspec: jobspec(&["sh", "-c", "id -u; id -g"]),
             urgency: None,
             flags: 0,
+            ..Default::default()
         })
         .await
         .expect("nobody submits");
@@ -1108,6 +1110,7 @@ async fn a_jobs_credential_acts_for_its_owner_only_while_the_job_runs() {
                 jobspec: spec,
                 urgency: None,
                 flags: 0,
+                ..Default::default()
             })
             .await
             .expect("the guest submits")

@@ -28,6 +28,7 @@ async fn bad_requests_get_clear_statuses_and_change_nothing() {
                 jobspec,
                 urgency: None,
                 flags: 0,
+                ..Default::default()
             })
             .await
             .unwrap_err();
@@ -41,6 +42,7 @@ async fn bad_requests_get_clear_statuses_and_change_nothing() {
                 jobspec: String::new(),
                 urgency: None,
                 flags: 0,
+                ..Default::default()
             })
             .collect(),
     };
@@ -52,6 +54,7 @@ async fn bad_requests_get_clear_statuses_and_change_nothing() {
             jobspec: good.clone(),
             urgency: None,
             flags: 1 << 20,
+            ..Default::default()
         })
         .await
         .unwrap_err();
@@ -229,6 +232,7 @@ fn submit_request(jobspec: String) -> pb::SubmitRequest {
         jobspec,
         urgency: None,
         flags: 0,
+        ..Default::default()
     }
 }
 
@@ -242,6 +246,7 @@ async fn alias_bombs_are_refused_while_other_callers_are_answered() {
             jobspec: JobspecBuilder::new(["true"]).build().unwrap().to_json(),
             urgency: Some(0),
             flags: 0,
+            ..Default::default()
         })
         .await
         .expect("the owner submits")
@@ -364,6 +369,7 @@ async fn a_token_in_the_environment_is_not_stored() {
                 jobspec,
                 urgency: Some(0),
                 flags: 0,
+                ..Default::default()
             })
             .await
             .expect("submit")

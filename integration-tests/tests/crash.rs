@@ -35,6 +35,7 @@ async fn acknowledged_submits_survive_sigkill_under_load() {
                             jobspec: jobspec.clone(),
                             urgency: None,
                             flags: 0,
+                            ..Default::default()
                         })
                         .collect(),
                 };

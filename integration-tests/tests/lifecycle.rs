@@ -571,6 +571,7 @@ async fn invalid_jobspec_is_rejected_and_nothing_is_stored() {
                 jobspec: bad.into(),
                 urgency: None,
                 flags: 0,
+                ..Default::default()
             })
             .await
             .unwrap_err();
@@ -582,6 +583,7 @@ async fn invalid_jobspec_is_rejected_and_nothing_is_stored() {
             jobspec: cmd(&["true"]).build().unwrap().to_json(),
             urgency: Some(40),
             flags: 0,
+            ..Default::default()
         })
         .await
         .unwrap_err();

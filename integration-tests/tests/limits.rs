@@ -388,6 +388,7 @@ async fn a_guest_past_max_active_jobs_is_refused_and_the_owner_is_not() {
             .to_json(),
         urgency: Some(0),
         flags: 0,
+        ..Default::default()
     };
     let mut guest = inst.jobs_as(Some(&token)).await;
     let mut mine = Vec::new();

@@ -235,6 +235,7 @@ async fn submit_as(inst: &Instance, token: &str, spec: &JobspecBuilder) -> JobId
             jobspec: spec.build().expect("jobspec").to_json(),
             urgency: None,
             flags: 0,
+            ..Default::default()
         })
         .await
         .expect("submit");

@@ -53,6 +53,7 @@ async fn jobs_survive_repeated_sigkill_of_the_job_manager() {
                     jobspec: jobspec.clone(),
                     urgency: None,
                     flags: 0,
+                    ..Default::default()
                 })
                 .collect(),
         };

@@ -249,6 +249,7 @@ impl JobOpts {
             jobspec: self.jobspec(command, cc)?,
             urgency: self.urgency.as_deref().map(parse_urgency).transpose()?,
             flags: parse_flags(&self.flags)?,
+            ..Default::default()
         })
     }
 }

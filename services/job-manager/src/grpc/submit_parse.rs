@@ -244,6 +244,7 @@ mod tests {
             jobspec: jobspec.into(),
             urgency: None,
             flags: 0,
+            ..Default::default()
         }
     }
 

@@ -70,6 +70,7 @@ pub async fn submit(
                     jobspec: jobspec.to_string(),
                     urgency,
                     flags: 0,
+                    ..Default::default()
                 })
                 .collect();
             let mut client = inst.jobs.clone();
