@@ -408,6 +408,7 @@ impl Instance {
                 name: log.into(),
                 follow: true,
                 wait_create: true,
+                ..Default::default()
             })
             .await
             .expect("watch")

@@ -158,6 +158,7 @@ async fn a_guest_is_denied_what_is_not_theirs() {
                 name: log.into(),
                 follow: false,
                 wait_create: false,
+                ..Default::default()
             })
             .await
             .map(|_| ()),

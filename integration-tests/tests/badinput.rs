@@ -109,6 +109,7 @@ async fn bad_requests_get_clear_statuses_and_change_nothing() {
             name: "eventlog".into(),
             follow: true,
             wait_create: true,
+            ..Default::default()
         })
         .await
         .unwrap_err();
@@ -132,6 +133,7 @@ async fn bad_requests_get_clear_statuses_and_change_nothing() {
             name: "eventlog".into(),
             follow: true,
             wait_create: false,
+            ..Default::default()
         })
         .await
         .unwrap();

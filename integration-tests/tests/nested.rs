@@ -143,6 +143,7 @@ async fn follow_eventlog(uri: &str, id: JobId) -> tonic::Streaming<pb::EventlogL
             name: "eventlog".into(),
             follow: true,
             wait_create: false,
+            ..Default::default()
         })
         .await
         .expect("watch")

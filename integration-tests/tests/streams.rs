@@ -35,6 +35,7 @@ async fn slow_and_vanishing_readers_cost_bounded_memory() {
                 name: if i % 2 == 0 { "output" } else { "eventlog" }.into(),
                 follow: true,
                 wait_create: true,
+                ..Default::default()
             })
             .await
             .expect("watch")
@@ -70,6 +71,7 @@ async fn slow_and_vanishing_readers_cost_bounded_memory() {
             name: "output".into(),
             follow: false,
             wait_create: false,
+            ..Default::default()
         })
         .await
         .expect("watch")
@@ -113,6 +115,7 @@ async fn a_follower_gets_lines_too_long_for_the_hub_in_order() {
             name: "output".into(),
             follow: true,
             wait_create: true,
+            ..Default::default()
         })
         .await
         .expect("watch")

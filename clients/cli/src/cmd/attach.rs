@@ -49,6 +49,7 @@ pub async fn watch(
             name: name.to_string(),
             follow,
             wait_create,
+            ..Default::default()
         })
         .await
         .map_err(client::status_error)?

@@ -314,6 +314,7 @@ async fn whole_machine_job(target: &Target, nodes: u32) -> anyhow::Result<(f64, 
             name: "eventlog".into(),
             follow: true,
             wait_create: true,
+            ..Default::default()
         })
         .await
         .map_err(client::status_error)?

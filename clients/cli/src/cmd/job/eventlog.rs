@@ -297,6 +297,7 @@ pub fn run_eventlog(args: EventlogArgs) -> anyhow::Result<ExitCode> {
                 name: name.clone(),
                 follow: args.follow,
                 wait_create: args.follow,
+                ..Default::default()
             })
             .await
             .map_err(|s| not_found(&s, &args.id, &args.fmt.path))?
@@ -375,6 +376,7 @@ async fn wait_event(
             name: name.to_string(),
             follow: true,
             wait_create: args.waitcreate,
+            ..Default::default()
         })
         .await
         .map_err(|s| not_found(&s, &args.id, &args.fmt.path))?
