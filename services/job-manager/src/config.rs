@@ -50,6 +50,47 @@ pub struct Config {
     pub queues: BTreeMap<String, QueueConfig>,
     /// Fair share and the multi-factor priority.
     pub accounting: AccountingConfig,
+    /// Where jobs are stored: the embedded SQLite file or PostgreSQL.
+    pub store: StoreConfig,
+    /// Leader election among job managers sharing a PostgreSQL store.
+    pub ha: HaConfig,
+}
+
+/// `[store]`: the durable store.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct StoreConfig {
+    /// `postgres://user:pass@host:port/db` (key=value form too); unset, the
+    /// store is `fluxgate.db` in the state directory. `sslmode=require`
+    /// asks for TLS, verified against the system's CAs and `store.ca_file`.
+    pub url: Option<String>,
+    /// A PEM CA certificate the database server's certificate may chain to.
+    pub ca_file: Option<PathBuf>,
+}
+
+/// `[ha]`: how job managers on one PostgreSQL store elect a leader.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HaConfig {
+    /// The URI clients are sent to while this job manager leads (default:
+    /// the bound address, with this host's name when it listens on all).
+    pub advertise: Option<String>,
+    /// Seconds a leader that stops renewing keeps the lead before a standby
+    /// ends its database session and takes over (a paused or cut-off
+    /// leader; a crashed one is replaced at once).
+    pub lease: f64,
+    /// Seconds between a standby's attempts to take the lead.
+    pub poll_interval: f64,
+}
+
+impl Default for HaConfig {
+    fn default() -> Self {
+        HaConfig {
+            advertise: None,
+            lease: 3.0,
+            poll_interval: 0.1,
+        }
+    }
 }
 
 /// `[sched]`: how pending jobs are given resources.
@@ -363,6 +404,8 @@ impl Default for Config {
             sched: SchedConfig::default(),
             queues: BTreeMap::new(),
             accounting: AccountingConfig::default(),
+            store: StoreConfig::default(),
+            ha: HaConfig::default(),
         }
     }
 }
@@ -466,6 +509,11 @@ impl Config {
             "perilog.epilog" => self.perilog.epilog = Some(value.to_string()),
             "perilog.timeout" => self.perilog.timeout = num(value)?,
             "metrics.listen" => self.metrics.listen = Some(value.to_string()),
+            "store.url" => self.store.url = Some(value.to_string()),
+            "store.ca_file" => self.store.ca_file = Some(PathBuf::from(value)),
+            "ha.advertise" => self.ha.advertise = Some(value.to_string()),
+            "ha.lease" => self.ha.lease = num(value)?,
+            "ha.poll_interval" => self.ha.poll_interval = num(value)?,
             "auth.enabled" => {
                 self.auth.enabled = match value {
                     "true" | "1" | "yes" | "on" => true,
@@ -532,6 +580,11 @@ pub const KEYS: &[&str] = &[
     "perilog.epilog",
     "perilog.timeout",
     "metrics.listen",
+    "store.url",
+    "store.ca_file",
+    "ha.advertise",
+    "ha.lease",
+    "ha.poll_interval",
     "auth.enabled",
     "auth.key_file",
     "auth.job_credential_ttl",

@@ -8,6 +8,7 @@ pub mod error;
 pub mod exec_client;
 pub mod exec_link;
 pub mod grpc;
+pub mod ha;
 pub mod hub;
 pub mod journal;
 pub mod policy;

@@ -13,7 +13,6 @@ use fluxgate_shared::{Hostlist, ResourceSet};
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
-use tonic::transport::server::TcpIncoming;
 
 use crate::auth::{ActiveJobs, Authenticator, JobCredentials, keys};
 use crate::config::Config;
@@ -22,9 +21,12 @@ use crate::exec_client::GrpcExec;
 use crate::grpc::jobs::JobManagerService;
 use crate::grpc::node::NodeService;
 use crate::grpc::resource::ResourceService;
+use crate::ha::incoming::Incoming;
+use crate::ha::lead::{self, Lead, Shutdown};
 use crate::hub::Hub;
 use crate::journal::Journal;
-use crate::store::SqliteStore;
+use crate::store::postgres::is_postgres_url;
+use crate::store::{AnyStore, SqliteStore};
 
 /// Why the job manager could not start or had to stop.
 #[derive(Debug, thiserror::Error)]
@@ -172,37 +174,39 @@ fn credentials(
 /// with the same error an open would give. A shutdown interrupts the
 /// check: the store was clean when opened and is closed cleanly again.
 fn spawn_store_check(
-    store: &SqliteStore,
+    store: &AnyStore,
     fatal_tx: Arc<watch::Sender<Option<String>>>,
 ) -> Result<Option<(rusqlite::InterruptHandle, Arc<AtomicBool>)>, ServeError> {
-    Ok(if store.check_owed() {
-        let check = store.check()?;
-        let interrupt = check.interrupt_handle();
-        let stopping = Arc::new(AtomicBool::new(false));
-        let stopped = Arc::clone(&stopping);
-        tokio::task::spawn_blocking(move || {
-            if stopped.load(Ordering::Acquire) {
-                return;
-            }
-            let started = std::time::Instant::now();
-            match check.run() {
-                Ok(()) => tracing::info!(
-                    seconds = started.elapsed().as_secs_f64(),
-                    "store integrity check passed"
-                ),
-                Err(_) if stopped.load(Ordering::Acquire) => {
-                    tracing::info!("store integrity check left unfinished at shutdown")
+    Ok(
+        if let Some(store) = store.sqlite().filter(|s| s.check_owed()) {
+            let check = store.check()?;
+            let interrupt = check.interrupt_handle();
+            let stopping = Arc::new(AtomicBool::new(false));
+            let stopped = Arc::clone(&stopping);
+            tokio::task::spawn_blocking(move || {
+                if stopped.load(Ordering::Acquire) {
+                    return;
                 }
-                Err(e) => {
-                    tracing::error!(error = %e, "store integrity check failed; stopping");
-                    let _ = fatal_tx.send(Some(e.to_string()));
+                let started = std::time::Instant::now();
+                match check.run() {
+                    Ok(()) => tracing::info!(
+                        seconds = started.elapsed().as_secs_f64(),
+                        "store integrity check passed"
+                    ),
+                    Err(_) if stopped.load(Ordering::Acquire) => {
+                        tracing::info!("store integrity check left unfinished at shutdown")
+                    }
+                    Err(e) => {
+                        tracing::error!(error = %e, "store integrity check failed; stopping");
+                        let _ = fatal_tx.send(Some(e.to_string()));
+                    }
                 }
-            }
-        });
-        Some((interrupt, stopping))
-    } else {
-        None
-    })
+            });
+            Some((interrupt, stopping))
+        } else {
+            None
+        },
+    )
 }
 
 /// Listen on `listen`; the listener and the address it got.
@@ -218,6 +222,36 @@ async fn bind(listen: &str) -> Result<(TcpListener, SocketAddr), ServeError> {
         source,
     })?;
     Ok((listener, addr))
+}
+
+/// Open the store: the SQLite file in the state directory, or PostgreSQL
+/// once this job manager leads (serving as a standby until then). `None`
+/// when told to stop first.
+async fn open_store(
+    config: &Config,
+    addr: SocketAddr,
+    incoming: &Incoming,
+    tls: Option<tonic::transport::server::ServerTlsConfig>,
+    shutdown: &mut Shutdown,
+    ready: &mut Option<impl FnOnce(SocketAddr) + Send>,
+) -> Result<Option<(AnyStore, Option<Lead>)>, ServeError> {
+    match config.store.url.as_deref() {
+        None | Some("") => Ok(Some((
+            AnyStore::Sqlite(SqliteStore::open(&store_path(&config.statedir))?),
+            None,
+        ))),
+        Some(url) if is_postgres_url(url) => {
+            let lead =
+                lead::standby_until_leader(config, url, addr, incoming, tls, shutdown, ready)
+                    .await?;
+            Ok(lead.map(|(store, lead)| (AnyStore::Postgres(store), Some(lead))))
+        }
+        Some(_) => Err(ServeError::Config(
+            "store.url must be a postgres:// URL (unset, the store is fluxgate.db in the \
+             state directory)"
+                .into(),
+        )),
+    }
 }
 
 /// Run the job manager until `shutdown` resolves; `ready` hears the bound address.
@@ -238,7 +272,25 @@ pub async fn serve(
     let exec_access =
         crate::exec_client::ExecAccess::new(node_token.as_deref(), exec_ca.as_deref())
             .map_err(ServeError::Config)?;
-    let store = Arc::new(SqliteStore::open(&store_path(&config.statedir))?);
+    // Bound before the store is opened: a standby serves its refusals on
+    // the same port the leader's services take over.
+    let (listener, addr) = bind(&config.listen).await?;
+    let incoming = Incoming(Arc::new(listener));
+    let mut shutdown: Shutdown = Box::pin(shutdown);
+    let mut ready = Some(ready);
+    let Some((store, lead)) = open_store(
+        &config,
+        addr,
+        &incoming,
+        tls.clone(),
+        &mut shutdown,
+        &mut ready,
+    )
+    .await?
+    else {
+        return Ok(());
+    };
+    let store = Arc::new(store);
     let hub = Hub::default();
     let journal = Journal::new(config.resource.journal_capacity);
     let (inbox_tx, inbox_rx) = mpsc::channel(core::INBOX_CAPACITY);
@@ -269,16 +321,23 @@ pub async fn serve(
             let _ = fatal_tx.send(Some(e));
         })
     };
+    if let Some(lead) = &lead {
+        // A lost lead stops this job manager as a store failure does.
+        let (mut lost, fatal_tx) = (lead.lost.clone(), Arc::clone(&fatal_tx));
+        tokio::spawn(async move {
+            if let Ok(why) = lost.wait_for(Option::is_some).await {
+                let _ = fatal_tx.send(why.clone());
+            }
+        });
+    }
     let check = spawn_store_check(&store, fatal_tx)?;
     let heartbeats = core.heartbeats();
     let core_stop = CancellationToken::new();
     let mut core_task = tokio::spawn(core.run(inbox_rx, committer, core_stop.clone()));
 
-    let (listener, addr) = bind(&config.listen).await?;
-
     let (health_reporter, health_service) = tonic_health::server::health_reporter();
     health_reporter
-        .set_serving::<JobManagerServer<JobManagerService<SqliteStore>>>()
+        .set_serving::<JobManagerServer<JobManagerService<AnyStore>>>()
         .await;
     let reflection = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(fluxgate_proto::FILE_DESCRIPTOR_SET)
@@ -323,8 +382,11 @@ pub async fn serve(
                 _ = shutdown => {}
                 _ = fatal_rx.changed() => {}
             }
+            if let Some(lead) = &lead {
+                lead.stop.store(true, Ordering::Release);
+            }
             health
-                .set_not_serving::<JobManagerServer<JobManagerService<SqliteStore>>>()
+                .set_not_serving::<JobManagerServer<JobManagerService<AnyStore>>>()
                 .await;
             if let Some((interrupt, stopping)) = &check {
                 stopping.store(true, Ordering::Release);
@@ -339,7 +401,9 @@ pub async fn serve(
         }
     };
     tracing::info!(%addr, statedir = %config.statedir.display(), "job manager serving");
-    ready(addr);
+    if let Some(ready) = ready.take() {
+        ready(addr);
+    }
     let mut builder = tonic::transport::Server::builder();
     if let Some(tls) = tls {
         builder = builder.tls_config(tls)?;
@@ -357,7 +421,7 @@ pub async fn serve(
         ))
         .add_service(NodeServer::with_interceptor(node, authenticator.clone()))
         .add_service(ResourceServer::with_interceptor(resource, authenticator))
-        .serve_with_incoming_shutdown(TcpIncoming::from(listener).with_nodelay(Some(true)), stop)
+        .serve_with_incoming_shutdown(incoming, stop)
         .await?;
     if let Some(e) = fatal_rx.borrow().clone() {
         return Err(ServeError::Fatal(e));

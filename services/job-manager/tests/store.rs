@@ -422,6 +422,7 @@ fn downgrade(path: &std::path::Path, to: u32) {
     conn.execute_batch(
         "DROP TRIGGER jobs_inactive_set; DROP TRIGGER jobs_inactive_gone; DROP TABLE counters; \
          DROP INDEX jobs_by_age; DROP INDEX jobs_waitable; DROP INDEX jobs_active; \
+         DROP INDEX jobs_by_key; ALTER TABLE jobs DROP COLUMN idem_key; \
          ALTER TABLE jobs DROP COLUMN waitable; ALTER TABLE jobs DROP COLUMN t_inactive;",
     )
     .unwrap();
@@ -450,7 +451,7 @@ async fn a_format_1_store_is_upgraded_and_keeps_its_jobs() {
     }
     downgrade(&path, 1);
     let store = SqliteStore::open(&path).unwrap();
-    assert_eq!(store.meta("format_version").unwrap().as_deref(), Some("3"));
+    assert_eq!(store.meta("format_version").unwrap().as_deref(), Some("4"));
     let jobs = store.load_jobs().unwrap();
     assert_eq!(jobs.len(), 1);
     assert_eq!(jobs[0].eventlog, vec![line("submit")]);
@@ -493,7 +494,7 @@ async fn a_format_2_store_is_upgraded_and_its_summaries_indexed() {
     }
     downgrade(&path, 2);
     let store = SqliteStore::open(&path).unwrap();
-    assert_eq!(store.meta("format_version").unwrap().as_deref(), Some("3"));
+    assert_eq!(store.meta("format_version").unwrap().as_deref(), Some("4"));
     assert_eq!(store.inactive_count().unwrap(), 1);
     assert_eq!(store.waitable_ids().unwrap(), vec![1]);
     // The unreadable summary leaves its job to be rebuilt at start.

@@ -18,6 +18,7 @@ struct Job {
     summary: Option<String>,
     t_inactive: Option<f64>,
     waitable: bool,
+    key: Option<String>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -123,6 +124,13 @@ fn apply(state: &mut State, write: Write) -> Result<(), StoreError> {
             job.summary = Some(summary);
         }
         Write::ReplaceResourceEventlog { lines } => state.resource_events = lines,
+        Write::IdempotencyKey { id, key } => {
+            state
+                .jobs
+                .get_mut(&id)
+                .ok_or(StoreError::UnknownJob(id))?
+                .key = Some(key);
+        }
     }
     Ok(())
 }
@@ -270,6 +278,15 @@ impl Store for MemoryStore {
 
     fn meta(&self, key: &str) -> Result<Option<String>, StoreError> {
         self.with(|s| s.meta.get(key).cloned())
+    }
+
+    fn job_by_key(&self, userid: u32, key: &str) -> Result<Option<u64>, StoreError> {
+        self.with(|s| {
+            s.jobs
+                .iter()
+                .find(|(_, j)| j.userid == userid && j.key.as_deref() == Some(key))
+                .map(|(id, _)| *id)
+        })
     }
 
     fn stats(&self) -> CommitStats {

@@ -9,14 +9,18 @@
 //! The store is a trait so that a replicated backend can replace the embedded
 //! SQLite one without touching the job pipeline.
 
+mod any;
 pub mod memory;
+pub mod postgres;
 mod schema;
 mod sqlite;
 mod writer;
 
 use std::future::Future;
 
+pub use any::AnyStore;
 pub use memory::MemoryStore;
+pub use postgres::PgStore;
 pub use sqlite::SqliteStore;
 
 /// The per-job eventlogs the store keeps (RFC 16 key names).
@@ -83,6 +87,9 @@ pub enum Write {
     Summary { id: u64, summary: String },
     /// Replace the whole persistent resource eventlog by a checkpoint of it.
     ReplaceResourceEventlog { lines: Vec<String> },
+    /// Record the key the submitter chose for a new job, so that a retried
+    /// submit finds the job instead of making a second one.
+    IdempotencyKey { id: u64, key: String },
 }
 
 impl Write {
@@ -96,6 +103,7 @@ impl Write {
             Write::Purge { .. } => 0,
             Write::Summary { summary, .. } => summary.len(),
             Write::ReplaceResourceEventlog { lines } => lines.iter().map(String::len).sum(),
+            Write::IdempotencyKey { key, .. } => key.len(),
         }
     }
 }
@@ -142,6 +150,9 @@ pub enum StoreError {
     /// The writer has stopped (shutdown or a fatal error).
     #[error("the store is closed")]
     Closed,
+    /// Another job manager took the lead: this one must not write again.
+    #[error("deposed: {0}")]
+    Deposed(String),
 }
 
 /// Counters of the group commit, for metrics and benchmarks.
@@ -253,6 +264,8 @@ pub trait Store: Send + Sync + 'static {
     fn resource_eventlog(&self) -> Result<Vec<String>, StoreError>;
     /// An instance-wide value.
     fn meta(&self, key: &str) -> Result<Option<String>, StoreError>;
+    /// The job `userid` submitted with idempotency key `key`, if any.
+    fn job_by_key(&self, userid: u32, key: &str) -> Result<Option<u64>, StoreError>;
     /// Group commit counters so far.
     fn stats(&self) -> CommitStats;
 }

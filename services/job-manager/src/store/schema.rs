@@ -8,11 +8,15 @@
 //!   the waitable ones, and a count of inactive jobs kept by triggers:
 //!   inactive jobs stay in the store and are read from it on demand, so a
 //!   start reads only what is active.
+//! - 4: jobs.idem_key, the key a submitter gave its job (a retried submit
+//!   answers the job it made), indexed by owner and key.
+//!
+//! The PostgreSQL store (`postgres/schema.rs`) shares these numbers.
 
 use rusqlite::{Connection, OptionalExtension};
 
 /// Version of the on-disk format this build writes.
-pub const FORMAT_VERSION: i64 = 3;
+pub const FORMAT_VERSION: i64 = 4;
 
 const APPLICATION_ID: i64 = 0x464c_5847; // "FLXG"
 
@@ -28,8 +32,10 @@ CREATE TABLE IF NOT EXISTS jobs (
     r       TEXT,
     summary TEXT,
     t_inactive REAL,
-    waitable INTEGER NOT NULL DEFAULT 0
+    waitable INTEGER NOT NULL DEFAULT 0,
+    idem_key TEXT
 );
+CREATE INDEX IF NOT EXISTS jobs_by_key ON jobs (userid, idem_key) WHERE idem_key IS NOT NULL;
 CREATE INDEX IF NOT EXISTS jobs_by_age ON jobs (t_inactive, id) WHERE t_inactive IS NOT NULL;
 CREATE INDEX IF NOT EXISTS jobs_waitable ON jobs (id) WHERE waitable != 0;
 CREATE INDEX IF NOT EXISTS jobs_active ON jobs (id) WHERE t_inactive IS NULL;
@@ -180,6 +186,7 @@ fn migrate(conn: &Connection, from: i64) -> Result<(), String> {
                  waitable = coalesce(json_extract(summary, '$.waitable'), 0) \
                  WHERE summary IS NOT NULL AND json_valid(summary);",
         ),
+        (3, "ALTER TABLE jobs ADD COLUMN idem_key TEXT;"),
     ];
     let mut sql = String::from("BEGIN IMMEDIATE;");
     for (version, step) in steps {

@@ -115,6 +115,11 @@ impl SqliteStore {
         })
     }
 
+    /// The writer's queue, for [`super::AnyStore`].
+    pub(super) fn sender(&self) -> Option<mpsc::Sender<Request>> {
+        self.tx.clone()
+    }
+
     /// Where the store lives.
     pub fn path(&self) -> &Path {
         &self.path
@@ -463,6 +468,14 @@ impl Store for SqliteStore {
         self.read_point(|c| {
             c.prepare_cached("SELECT value FROM meta WHERE key = ?1")?
                 .query_row([key], |r| r.get(0))
+                .optional()
+        })
+    }
+
+    fn job_by_key(&self, userid: u32, key: &str) -> Result<Option<u64>, StoreError> {
+        self.read_point(|c| {
+            c.prepare_cached("SELECT id FROM jobs WHERE userid = ?1 AND idem_key = ?2")?
+                .query_row(params![userid, key], |r| r.get(0).map(from_sql_id))
                 .optional()
         })
     }

@@ -28,9 +28,9 @@ pub struct Request {
 /// Group commit counters shared with readers of [`CommitStats`].
 #[derive(Debug, Default)]
 pub struct Counters {
-    commits: AtomicU64,
-    batches: AtomicU64,
-    writes: AtomicU64,
+    pub(in crate::store) commits: AtomicU64,
+    pub(in crate::store) batches: AtomicU64,
+    pub(in crate::store) writes: AtomicU64,
 }
 
 impl Counters {
@@ -86,7 +86,7 @@ pub fn run(mut conn: Connection, mut rx: mpsc::Receiver<Request>, counters: Arc<
 }
 
 /// Add the events of a committed group to the Prometheus counters.
-fn count_events(group: &[Request]) {
+pub(in crate::store) fn count_events(group: &[Request]) {
     use crate::telemetry::{COMMITS, EVENTS};
     // Index: eventlog, exec.eventlog, output, resource.
     let mut n = [0u64; 4];
@@ -254,6 +254,15 @@ fn apply(conn: &Connection, write: &Write, known: &mut Known) -> Result<(), Stor
                 .map_err(err)?;
             for line in lines {
                 insert.execute([line]).map_err(err)?;
+            }
+        }
+        Write::IdempotencyKey { id, key } => {
+            let n = conn
+                .prepare_cached("UPDATE jobs SET idem_key = ?2 WHERE id = ?1")
+                .and_then(|mut s| s.execute(params![to_sql_id(*id), key]))
+                .map_err(err)?;
+            if n == 0 {
+                return Err(StoreError::UnknownJob(*id));
             }
         }
         Write::Meta { key, value } => {
