@@ -19,6 +19,7 @@ mod fairshare;
 mod gauges;
 mod hold;
 mod inactive;
+mod keys;
 mod list;
 mod nodes;
 pub mod output;
@@ -329,6 +330,8 @@ pub struct Core<S> {
     purges: purge::Purges,
     /// Heartbeats the join streams heard, taken each tick.
     beats: nodes::Heartbeats,
+    /// Idempotency keys of the jobs in memory.
+    keys: keys::Keys,
 }
 
 impl<S> std::fmt::Debug for Core<S> {
@@ -391,6 +394,7 @@ impl<S: Store> Core<S> {
             waiters: wait::Waiters::default(),
             job_credentials,
             user_jobs: Default::default(),
+            keys: Default::default(),
             reads: Default::default(),
             purges: Default::default(),
             beats: Default::default(),
@@ -798,6 +802,7 @@ impl<S: Store> Core<S> {
         let Some(active) = self.jobs.remove(&id) else {
             return;
         };
+        self.keys.forget(id);
         self.user_jobs.removed(active.job.userid());
         self.policy_job_ended(id, &active);
         self.sched.forget(id);

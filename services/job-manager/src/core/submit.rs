@@ -30,10 +30,25 @@ pub struct SubmitArgs {
     pub userid: u32,
     /// The stored jobs its dependencies name, read at the edge.
     pub antecedents: super::depend::Antecedents,
+    /// The submitter's idempotency key: a second submit with it answers
+    /// the job the first made.
+    pub key: Option<String>,
+    /// The stored job that already carries `key`, read at the edge.
+    pub prior: Option<JobId>,
 }
 
 impl<S: Store> Core<S> {
     pub(super) fn submit(&mut self, args: SubmitArgs) -> Result<JobId, Error> {
+        // A retried submit (after a lost answer or a failover) is the same
+        // job: stored already, or still on its way to the store.
+        if let Some(id) = args.prior {
+            return Ok(id);
+        }
+        if let Some(key) = &args.key
+            && let Some(id) = self.keys.get(args.userid, key)
+        {
+            return Ok(id);
+        }
         // The queue is named by now (the edge filled in the default).
         self.queues.accepts(args.jobspec.queue())?;
         // Counted in memory as jobs enter and leave, so this costs O(1).
@@ -74,6 +89,13 @@ impl<S: Store> Core<S> {
             userid: args.userid,
             jobspec: args.jobspec_json,
         });
+        if let Some(key) = args.key {
+            self.out.writes.push(Write::IdempotencyKey {
+                id: id.into(),
+                key: key.clone(),
+            });
+            self.keys.insert(args.userid, key, id);
+        }
         self.jobs.insert(
             id,
             Box::new(Active {

@@ -200,6 +200,8 @@ impl Bench {
                 urgency: Urgency::new(u32::from(urgency)).unwrap(),
                 flags: 0,
                 userid,
+                key: None,
+                prior: None,
             }],
             reply,
         })
@@ -353,6 +355,8 @@ fn submit_msg(yaml: &str, flags: i64) -> (Msg, oneshot::Receiver<Vec<Result<JobI
             flags,
             userid: OWNER,
             antecedents: Default::default(),
+            key: None,
+            prior: None,
         }],
         reply,
     };
@@ -1507,3 +1511,37 @@ async fn a_head_waiting_on_a_job_without_a_limit_gets_no_reservation() {
 }
 
 mod policy;
+
+#[tokio::test]
+async fn a_submit_retried_with_its_key_answers_the_same_job() {
+    let mut b = Bench::new(1).await;
+    let keyed = |key: &str, prior: Option<JobId>| {
+        let (mut msg, rx) = submit_msg(ONE, 0);
+        if let Msg::Submit { jobs, .. } = &mut msg {
+            jobs[0].key = Some(key.to_string());
+            jobs[0].prior = prior;
+        }
+        (msg, rx)
+    };
+    let (msg, mut rx) = keyed("k1", None);
+    b.handle(msg).await;
+    let first = rx.try_recv().unwrap().remove(0).unwrap();
+    // Before the store is read again: the job in memory answers.
+    let (msg, mut rx) = keyed("k1", None);
+    b.handle(msg).await;
+    assert_eq!(rx.try_recv().unwrap().remove(0).unwrap(), first);
+    assert_eq!(
+        b.store.job_by_key(OWNER, "k1").unwrap(),
+        Some(u64::from(first)),
+        "the key is stored with the job"
+    );
+    // Another key is another job.
+    let (msg, mut rx) = keyed("k2", None);
+    b.handle(msg).await;
+    assert_ne!(rx.try_recv().unwrap().remove(0).unwrap(), first);
+    // Once the job left memory, what the edge read of the store answers.
+    b.run_to_end(first, 0).await;
+    let (msg, mut rx) = keyed("k1", Some(first));
+    b.handle(msg).await;
+    assert_eq!(rx.try_recv().unwrap().remove(0).unwrap(), first);
+}

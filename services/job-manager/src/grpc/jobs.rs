@@ -91,6 +91,32 @@ impl<S: Store> JobManagerService<S> {
             .ok_or(Error::UnknownJob(id))
     }
 
+    /// Find the stored jobs that earlier tries of these submissions made
+    /// (same owner and idempotency key): a retry answers that job.
+    async fn read_prior(&self, jobs: &mut [SubmitArgs]) -> Result<(), Error> {
+        let wanted: Vec<(usize, u32, String)> = jobs
+            .iter()
+            .enumerate()
+            .filter_map(|(i, j)| Some((i, j.userid, j.key.clone()?)))
+            .collect();
+        if wanted.is_empty() {
+            return Ok(());
+        }
+        let store = Arc::clone(&self.store);
+        let found = tokio::task::spawn_blocking(move || {
+            wanted
+                .into_iter()
+                .map(|(i, uid, key)| store.job_by_key(uid, &key).map(|id| (i, id)))
+                .collect::<Result<Vec<_>, _>>()
+        })
+        .await
+        .map_err(|e| Error::Unavailable(format!("reading idempotency keys: {e}")))??;
+        for (i, id) in found {
+            jobs[i].prior = id.map(JobId::from);
+        }
+        Ok(())
+    }
+
     /// Read the stored jobs that submissions' dependencies name, so the
     /// core decides them without reading the store on its task.
     async fn read_antecedents(&self, jobs: &mut [SubmitArgs]) -> Result<(), Error> {
@@ -166,6 +192,7 @@ impl<S: Store> JobManager for JobManagerService<S> {
             .parse_gate
             .parse_one(request.into_inner(), &caller, max, &self.site)
             .await?;
+        self.read_prior(std::slice::from_mut(&mut args)).await?;
         self.read_antecedents(std::slice::from_mut(&mut args))
             .await?;
         let mut results = ask(&self.inbox, |reply| Msg::Submit {
@@ -203,6 +230,7 @@ impl<S: Store> JobManager for JobManagerService<S> {
             .iter()
             .filter_map(|r| r.as_ref().ok().cloned())
             .collect();
+        self.read_prior(&mut good).await?;
         self.read_antecedents(&mut good).await?;
         let mut answers = if good.is_empty() {
             Vec::new()
@@ -508,9 +536,11 @@ impl<S: Store> JobManager for JobManagerService<S> {
         // lines read after hold all of it; when it was not, the subscription
         // above delivers whatever comes after the read.
         let finished = is_final(&store, id).await?;
-        let (first, pos) = read_page(&store, id, log, LogPos::line(0)).await?;
-        // The job exists (checked above): no line means no log (RFC 18).
-        if first.is_empty() && (finished || !req.wait_create) {
+        // A watcher resuming (after a failover) starts after what it saw.
+        let (first, pos) = read_page(&store, id, log, LogPos::line(req.from_line)).await?;
+        // The job exists (checked above): no line means no log (RFC 18),
+        // unless the watcher saw lines before.
+        if first.is_empty() && req.from_line == 0 && (finished || !req.wait_create) {
             return Err(Status::not_found(format!("job {id} has no {}", log.key())));
         }
         let (tx, out) = mpsc::channel(WATCH_BUFFER);

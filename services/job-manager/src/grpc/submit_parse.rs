@@ -187,6 +187,7 @@ pub fn parse_submit(
             req.jobspec.len()
         )));
     }
+    let key = idempotency_key(req.idempotency_key)?;
     // The alias bound of YAML is tied to the size limit in force.
     let limits = Limits {
         max_bytes,
@@ -222,7 +223,25 @@ pub fn parse_submit(
         // The verified identity, never a userid from the request.
         userid: caller.uid,
         antecedents: Default::default(),
+        key,
+        prior: None,
     })
+}
+
+/// Longest idempotency key: a UUID is 36 bytes; room for a prefix.
+const KEY_MAX_BYTES: usize = 128;
+
+/// An idempotency key as the request gives it: empty is none.
+fn idempotency_key(key: String) -> Result<Option<String>, Error> {
+    if key.is_empty() {
+        return Ok(None);
+    }
+    if key.len() > KEY_MAX_BYTES || key.chars().any(char::is_control) {
+        return Err(Error::Invalid(format!(
+            "idempotency_key must be at most {KEY_MAX_BYTES} bytes of printable text"
+        )));
+    }
+    Ok(Some(key))
 }
 
 #[cfg(test)]
