@@ -2,6 +2,8 @@
 //! (one job manager and N exec processes on loopback), talk to it over gRPC,
 //! and take it down again, whatever the test did.
 
+pub mod postgres;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
@@ -69,6 +71,9 @@ pub struct Setup {
     /// Run the exec services as this uid (and its primary group), when the
     /// tests run as root.
     pub exec_uid: Option<u32>,
+    /// The job manager's PostgreSQL store (`store.url`); unset, SQLite, or
+    /// a private server's database when the suite runs on PostgreSQL.
+    pub store_url: Option<String>,
 }
 
 /// Path of a workspace binary built by `cargo build --workspace`.
@@ -99,6 +104,8 @@ pub struct Instance {
     setup: Setup,
     /// The owner's token, when the instance requires credentials.
     pub owner_token: Option<String>,
+    /// The private PostgreSQL server of a suite run on PostgreSQL.
+    pub pg: Option<postgres::PgServer>,
 }
 
 /// Hostname of rank `i` in test instances.
@@ -132,8 +139,13 @@ impl Instance {
     }
 
     /// As [`Instance::start`], set up as `setup` says.
-    pub async fn start_setup(nodes: usize, cores: u32, setup: Setup) -> Instance {
+    pub async fn start_setup(nodes: usize, cores: u32, mut setup: Setup) -> Instance {
         let statedir = tempfile::tempdir().expect("tempdir");
+        let pg = (setup.store_url.is_none() && postgres::suite_on_postgres()).then(|| {
+            let pg = postgres::PgServer::start();
+            setup.store_url = Some(pg.new_database());
+            pg
+        });
         let nodelist = format!("node[0-{}]", nodes - 1);
         let jm = spawn_jm(&setup.jm_spec(statedir.path(), &nodelist, "127.0.0.1:0"));
         let mut inst = Instance {
@@ -144,6 +156,7 @@ impl Instance {
             nodes,
             setup,
             owner_token: None,
+            pg,
         };
         inst.uri = inst.wait_uri().await;
         if inst.setup.auth {
@@ -490,9 +503,13 @@ impl Instance {
         let spec = if self.setup.auth {
             self.setup.jm_spec(self.statedir.path(), nodelist, &addr)
         } else {
-            JobManager::new(self.statedir.path())
+            let spec = JobManager::new(self.statedir.path())
                 .listen(&addr)
-                .nodelist(nodelist)
+                .nodelist(nodelist);
+            match &self.setup.store_url {
+                Some(url) => spec.set("store.url", url),
+                None => spec,
+            }
         };
         let jm = spawn_jm(&spec);
         self.jm = Some(jm);
@@ -523,16 +540,21 @@ impl Instance {
 
 impl Setup {
     /// The job manager of this setup, for `nodelist`, serving on `listen`.
-    fn jm_spec(&self, statedir: &Path, nodelist: &str, listen: &str) -> JobManager {
-        JobManager::new(statedir)
+    pub fn jm_spec(&self, statedir: &Path, nodelist: &str, listen: &str) -> JobManager {
+        let spec = JobManager::new(statedir)
             .listen(listen)
             .nodelist(nodelist)
             .auth(self.auth)
-            .args(&self.jm_args)
+            .args(&self.jm_args);
+        match &self.store_url {
+            Some(url) => spec.set("store.url", url),
+            None => spec,
+        }
     }
 }
 
-fn spawn_jm(spec: &JobManager) -> Child {
+/// Start a job manager of `spec` (its stdout piped for its URI).
+pub fn spawn_jm(spec: &JobManager) -> Child {
     spec.clone()
         .env("FLUXGATE_LOG", "warn")
         .command(&binary("fluxgate-job-manager"))

@@ -140,6 +140,36 @@ pub struct Instance {
     pub jobs: JobManagerClient<AuthChannel>,
     /// The Resource service.
     pub resource: ResourceClient<AuthChannel>,
+    /// The job managers it may be served by (one leads), as given.
+    uris: String,
+    creds: Credentials,
+}
+
+impl Instance {
+    /// More than one job manager serves it: a refused or broken call may
+    /// succeed on the new leader after a failover.
+    pub fn has_standbys(&self) -> bool {
+        self.uris.contains(',')
+    }
+
+    /// Connect again, to whichever job manager leads now.
+    pub async fn reconnect(&mut self) -> anyhow::Result<()> {
+        *self = connect_with(&self.uris.clone(), &self.creds.clone()).await?;
+        Ok(())
+    }
+}
+
+/// How long a client looks for a leader among several job managers
+/// before it gives up (a failover takes seconds).
+pub const FAILOVER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Is this refusal or failure one a failover explains (a standby's
+/// refusal, a job manager that went away)?
+pub fn is_failover(status: &tonic::Status) -> bool {
+    matches!(
+        status.code(),
+        tonic::Code::Unavailable | tonic::Code::Unknown | tonic::Code::Cancelled
+    )
 }
 
 /// The instance address from the environment.
@@ -160,18 +190,92 @@ pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
         .context("cannot start the async runtime")
 }
 
-/// Connect to `uri` with `creds`.
+/// Connect to `uri` with `creds`. `uri` may list several job managers,
+/// comma-separated: the one that leads is found (by its health, SERVING
+/// only on the leader), waiting up to [`FAILOVER_TIMEOUT`] for one.
 pub async fn connect_with(uri: &str, creds: &Credentials) -> anyhow::Result<Instance> {
-    let channel = creds
-        .endpoint(uri)?
-        .connect()
-        .await
-        .with_context(|| format!("cannot connect to {uri}"))?;
+    let listed: Vec<&str> = uri
+        .split(',')
+        .map(str::trim)
+        .filter(|u| !u.is_empty())
+        .collect();
+    let channel = match listed.as_slice() {
+        [] => return Err(anyhow!("{URI_ENV} is empty")),
+        // One job manager: no health round trip before the first call.
+        [one] => creds
+            .endpoint(one)?
+            .connect()
+            .await
+            .with_context(|| format!("cannot connect to {one}"))?,
+        several => find_leader(several, creds).await?,
+    };
     let authed = |c: Channel| InterceptedService::new(c, creds.clone());
     Ok(Instance {
         jobs: JobManagerClient::new(authed(channel.clone())).max_decoding_message_size(64 << 20),
         resource: ResourceClient::new(authed(channel)).max_decoding_message_size(64 << 20),
+        uris: uri.to_string(),
+        creds: creds.clone(),
     })
+}
+
+/// The job manager among `listed` whose JobManager service is SERVING.
+async fn find_leader(listed: &[&str], creds: &Credentials) -> anyhow::Result<Channel> {
+    use tonic_health::pb::HealthCheckRequest;
+    use tonic_health::pb::health_check_response::ServingStatus;
+    use tonic_health::pb::health_client::HealthClient;
+    let deadline = tokio::time::Instant::now() + FAILOVER_TIMEOUT;
+    let mut last = String::new();
+    loop {
+        for uri in listed {
+            // A paused job manager accepts connections and answers nothing:
+            // neither the connection nor the check may wait on it for long.
+            let endpoint = creds
+                .endpoint(uri)?
+                .connect_timeout(std::time::Duration::from_secs(1))
+                .timeout(std::time::Duration::from_secs(1));
+            let channel = match endpoint.connect().await {
+                Ok(c) => c,
+                Err(e) => {
+                    last = format!("{uri}: {e}");
+                    continue;
+                }
+            };
+            let asked = HealthClient::new(channel.clone())
+                .check(HealthCheckRequest {
+                    service: "fluxgate.v1.JobManager".into(),
+                })
+                .await;
+            match asked.map(|r| r.into_inner().status) {
+                Ok(s) if s == ServingStatus::Serving as i32 => return Ok(channel),
+                Ok(_) => last = format!("{uri} is a standby"),
+                Err(e) => last = format!("{uri}: {}", e.message()),
+            }
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Err(anyhow!(
+                "no job manager of {} leads (last: {last})",
+                listed.join(",")
+            ));
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
+
+/// A key unique to one job this client means to submit (see
+/// `SubmitRequest.idempotency_key`): host, process, time and a counter.
+pub fn idempotency_key() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let host = nix::unistd::gethostname()
+        .ok()
+        .and_then(|h| h.into_string().ok())
+        .unwrap_or_default();
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    format!("{host}-{:x}-{nanos:x}-{n}", std::process::id())
 }
 
 /// Connect to `uri` with the credentials of the environment.

@@ -55,13 +55,84 @@ enum JoinError {
     Tls(String),
 }
 
+/// Between pings of a job manager that has standbys.
+const HA_PING_INTERVAL: Duration = Duration::from_secs(1);
+/// A ping unanswered this long ends the join: the leader is gone.
+const HA_PING_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The metadata key a standby job manager names the leader with.
+const LEADER_KEY: &str = "fluxgate-leader";
+
+/// Which job manager to try next: `job_manager` may list several (one
+/// leads, the others are standbys); a standby's refusal names the leader.
+#[derive(Debug)]
+struct Targets {
+    listed: Vec<String>,
+    next: usize,
+    redirect: Option<String>,
+}
+
+impl Targets {
+    fn new(job_manager: &str) -> Self {
+        let listed: Vec<String> = job_manager
+            .split(',')
+            .map(str::trim)
+            .filter(|u| !u.is_empty())
+            .map(str::to_string)
+            .collect();
+        Targets {
+            listed,
+            next: 0,
+            redirect: None,
+        }
+    }
+
+    /// The address to join next.
+    fn take(&mut self) -> String {
+        if let Some(uri) = self.redirect.take() {
+            return uri;
+        }
+        let uri = self
+            .listed
+            .get(self.next % self.listed.len().max(1))
+            .cloned()
+            .unwrap_or_default();
+        self.next = self.next.wrapping_add(1);
+        uri
+    }
+
+    /// After a failed session: follow a standby's pointer to the leader
+    /// (true when there was one).
+    fn failed(&mut self, error: &JoinError) -> bool {
+        if let JoinError::Stream(status) = error
+            && status.code() == tonic::Code::Unavailable
+            && let Some(leader) = status
+                .metadata()
+                .get(LEADER_KEY)
+                .and_then(|v| v.to_str().ok())
+        {
+            self.redirect = Some(leader.to_string());
+            return true;
+        }
+        false
+    }
+}
+
 /// Join and heartbeat until `shutdown`, reconnecting as needed.
 pub async fn run(config: Arc<Config>, node: Arc<NodeState>, shutdown: CancellationToken) {
     let mut backoff = Backoff::new();
+    let mut targets = Targets::new(&config.job_manager);
     loop {
-        match session(&config, &node, &shutdown, &mut backoff).await {
+        let target = targets.take();
+        match session(&config, &target, &node, &shutdown, &mut backoff).await {
             Ok(()) => return,
-            Err(e) => tracing::warn!(error = %e, "not joined to the job manager"),
+            Err(e) => {
+                tracing::warn!(job_manager = %target, error = %e, "not joined to the job manager");
+                if targets.failed(&e) {
+                    // A standby named the leader: go there before backing off.
+                    backoff.reset();
+                }
+            }
         }
         let delay = backoff.next_delay();
         tokio::select! {
@@ -89,14 +160,26 @@ pub fn hello(config: &Config, exec_address: &str) -> Hello {
 
 async fn session(
     config: &Config,
+    target: &str,
     node: &NodeState,
     shutdown: &CancellationToken,
     backoff: &mut Backoff,
 ) -> Result<(), JoinError> {
-    let endpoint = Endpoint::from_shared(config.job_manager.clone())
-        .map_err(|e| JoinError::BadUri(config.job_manager.clone(), e.to_string()))?
+    let endpoint = Endpoint::from_shared(target.to_string())
+        .map_err(|e| JoinError::BadUri(target.to_string(), e.to_string()))?
         .connect_timeout(CONNECT_TIMEOUT)
         .initial_connection_window_size(fluxgate_proto::wire::CONNECTION_WINDOW);
+    // With standbys, a leader that is paused or cut off (its kernel still
+    // answers TCP) must be noticed in seconds, so the node joins the one
+    // that takes over: HTTP/2 pings the paused process cannot answer.
+    let endpoint = if config.job_manager.contains(',') {
+        endpoint
+            .http2_keep_alive_interval(HA_PING_INTERVAL)
+            .keep_alive_timeout(HA_PING_TIMEOUT)
+            .keep_alive_while_idle(true)
+    } else {
+        endpoint
+    };
     let endpoint = match &config.tls_ca {
         Some(ca) => endpoint
             .tls_config(ClientTlsConfig::new().ca_certificate(Certificate::from_pem(ca)))
@@ -202,6 +285,21 @@ impl Backoff {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn targets_rotate_and_follow_the_leader_named() {
+        let mut t = Targets::new("http://a:1, http://b:2");
+        assert_eq!(t.take(), "http://a:1");
+        assert_eq!(t.take(), "http://b:2");
+        let mut refusal = tonic::Status::unavailable("standby");
+        refusal
+            .metadata_mut()
+            .insert(LEADER_KEY, "http://c:3".parse().unwrap());
+        assert!(t.failed(&JoinError::Stream(refusal)));
+        assert_eq!(t.take(), "http://c:3");
+        assert_eq!(t.take(), "http://a:1");
+        assert!(!t.failed(&JoinError::Closed));
+    }
 
     #[test]
     fn backoff_is_bounded_and_jittered() {

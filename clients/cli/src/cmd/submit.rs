@@ -405,15 +405,35 @@ pub fn glob_match(pat: &str, s: &str) -> bool {
     go(&p, &s)
 }
 
-/// Submit one request.
-pub async fn submit_one(inst: &mut Instance, req: pb::SubmitRequest) -> anyhow::Result<JobId> {
-    let resp = inst
-        .jobs
-        .submit(req)
-        .await
-        .map_err(client::status_error)?
-        .into_inner();
-    Ok(JobId::from(resp.id))
+/// Submit one request. Where standby job managers could take over, the
+/// request carries an idempotency key and is retried on the new leader:
+/// one job, however many tries.
+pub async fn submit_one(inst: &mut Instance, mut req: pb::SubmitRequest) -> anyhow::Result<JobId> {
+    if !inst.has_standbys() {
+        let resp = inst
+            .jobs
+            .submit(req)
+            .await
+            .map_err(client::status_error)?
+            .into_inner();
+        return Ok(JobId::from(resp.id));
+    }
+    if req.idempotency_key.is_empty() {
+        req.idempotency_key = client::idempotency_key();
+    }
+    let deadline = tokio::time::Instant::now() + client::FAILOVER_TIMEOUT;
+    loop {
+        match inst.jobs.submit(req.clone()).await {
+            Ok(resp) => return Ok(JobId::from(resp.into_inner().id)),
+            Err(status)
+                if client::is_failover(&status) && tokio::time::Instant::now() < deadline =>
+            {
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                inst.reconnect().await?;
+            }
+            Err(status) => return Err(client::status_error(status)),
+        }
+    }
 }
 
 /// Run `fluxgate submit`.

@@ -162,6 +162,13 @@ impl PgStore {
 impl Drop for PgStore {
     fn drop(&mut self) {
         self.shutdown();
+        // A synchronous client closes its connection on a runtime of its
+        // own, which cannot start on a thread that drives async tasks (the
+        // store may be dropped there): close the readers on a plain thread.
+        let readers = [&self.point, &self.bulk].map(|m| m.lock().ok().and_then(|mut c| c.take()));
+        if readers.iter().any(Option::is_some) {
+            let _ = std::thread::spawn(move || drop(readers)).join();
+        }
     }
 }
 

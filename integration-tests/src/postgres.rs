@@ -1,0 +1,209 @@
+//! A private PostgreSQL server for a test: `initdb` into a temporary
+//! directory (as the `postgres` user when the tests run as root), `pg_ctl`
+//! on a free loopback port, stopped and removed when dropped.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Set to `postgres` to run every instance of the suite on PostgreSQL.
+pub const STORE_ENV: &str = "FLUXGATE_TEST_STORE";
+
+/// Does this run put instances on PostgreSQL?
+pub fn suite_on_postgres() -> bool {
+    std::env::var(STORE_ENV).is_ok_and(|v| v == "postgres")
+}
+
+/// A running server.
+#[derive(Debug)]
+pub struct PgServer {
+    bin: PathBuf,
+    dir: tempfile::TempDir,
+    port: u16,
+    next_db: std::sync::atomic::AtomicU32,
+}
+
+/// Where Debian keeps the server's programs (the newest version there).
+fn bindir() -> PathBuf {
+    let mut found: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
+        .map(|d| {
+            d.filter_map(|e| e.ok().map(|e| e.path().join("bin")))
+                .filter(|p| p.join("initdb").exists())
+                .collect()
+        })
+        .unwrap_or_default();
+    found.sort_by_key(|p| {
+        p.parent()
+            .and_then(|v| v.file_name())
+            .and_then(|v| v.to_str())
+            .and_then(|v| v.parse::<u32>().ok())
+            .unwrap_or(0)
+    });
+    found.pop().expect(
+        "PostgreSQL's server is not installed (apt-get install postgresql): \
+         /usr/lib/postgresql/*/bin/initdb is missing",
+    )
+}
+
+/// A free loopback port (the server binds it right after).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+/// `program args…` as the server's owner: `postgres` when we are root.
+fn as_owner(program: &Path, args: &[&str]) -> Command {
+    if nix::unistd::geteuid().is_root() {
+        let mut c = Command::new("runuser");
+        c.args(["-u", "postgres", "--"]).arg(program).args(args);
+        c
+    } else {
+        let mut c = Command::new(program);
+        c.args(args);
+        c
+    }
+}
+
+fn run(mut cmd: Command, what: &str) {
+    let out = cmd.output().unwrap_or_else(|e| panic!("{what}: {e}"));
+    assert!(
+        out.status.success(),
+        "{what} failed: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+impl PgServer {
+    /// Make and start a new cluster.
+    pub fn start() -> PgServer {
+        let bin = bindir();
+        let dir = tempfile::tempdir().expect("tempdir");
+        if nix::unistd::geteuid().is_root() {
+            let pg = nix::unistd::User::from_name("postgres")
+                .ok()
+                .flatten()
+                .expect("the postgres user (from the postgresql package)");
+            nix::unistd::chown(dir.path(), Some(pg.uid), Some(pg.gid)).expect("chown");
+        }
+        let data = dir.path().join("data");
+        let data_s = data.display().to_string();
+        run(
+            as_owner(
+                &bin.join("initdb"),
+                &["-D", &data_s, "-A", "trust", "-U", "postgres", "--no-sync"],
+            ),
+            "initdb",
+        );
+        let server = PgServer {
+            bin,
+            dir,
+            port: free_port(),
+            next_db: std::sync::atomic::AtomicU32::new(0),
+        };
+        server.pg_ctl_start();
+        server
+    }
+
+    fn data(&self) -> String {
+        self.dir.path().join("data").display().to_string()
+    }
+
+    fn pg_ctl_start(&self) {
+        let opts = format!(
+            "-c listen_addresses=127.0.0.1 -c port={} -c unix_socket_directories={} \
+             -c max_connections=300",
+            self.port,
+            self.dir.path().display()
+        );
+        let log = self.dir.path().join("server.log").display().to_string();
+        run(
+            as_owner(
+                &self.bin.join("pg_ctl"),
+                &["-D", &self.data(), "-o", &opts, "-l", &log, "-w", "start"],
+            ),
+            "pg_ctl start",
+        );
+    }
+
+    /// Stop the server (fast: sessions are ended) and start it again.
+    pub fn restart(&self, down_for: std::time::Duration) {
+        run(
+            as_owner(
+                &self.bin.join("pg_ctl"),
+                &["-D", &self.data(), "-m", "fast", "-w", "stop"],
+            ),
+            "pg_ctl stop",
+        );
+        std::thread::sleep(down_for);
+        self.pg_ctl_start();
+    }
+
+    /// A URL of a fresh, empty database of this server.
+    pub fn new_database(&self) -> String {
+        let n = self
+            .next_db
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let name = format!("fluxgate{n}");
+        let mut c = Command::new(self.bin.join("psql"));
+        c.args([
+            "-h",
+            "127.0.0.1",
+            "-p",
+            &self.port.to_string(),
+            "-U",
+            "postgres",
+            "-q",
+            "-c",
+            &format!("CREATE DATABASE {name}"),
+        ]);
+        run(c, "CREATE DATABASE");
+        self.url(&name)
+    }
+
+    /// The URL of database `name`.
+    pub fn url(&self, name: &str) -> String {
+        format!("postgres://postgres@127.0.0.1:{}/{name}", self.port)
+    }
+
+    /// Run one SQL statement in database `url`'s database; its output rows
+    /// (unaligned, tab-separated).
+    pub fn query(&self, url: &str, sql: &str) -> String {
+        let db = url.rsplit('/').next().unwrap_or("postgres");
+        let out = Command::new(self.bin.join("psql"))
+            .args([
+                "-h",
+                "127.0.0.1",
+                "-p",
+                &self.port.to_string(),
+                "-U",
+                "postgres",
+                "-d",
+                db,
+                "-AtX",
+                "-F",
+                "\t",
+                "-c",
+                sql,
+            ])
+            .output()
+            .expect("psql");
+        assert!(
+            out.status.success(),
+            "psql: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+}
+
+impl Drop for PgServer {
+    fn drop(&mut self) {
+        let _ = as_owner(
+            &self.bin.join("pg_ctl"),
+            &["-D", &self.data(), "-m", "immediate", "-w", "stop"],
+        )
+        .output();
+    }
+}
