@@ -48,6 +48,12 @@ impl JobManager {
         }
     }
 
+    /// Keep its state in `dir` instead.
+    pub fn with_statedir(mut self, dir: &Path) -> Self {
+        self.statedir = dir.to_path_buf();
+        self
+    }
+
     /// Serve on `addr` (`127.0.0.1:0` by default).
     pub fn listen(mut self, addr: &str) -> Self {
         self.listen = addr.to_string();

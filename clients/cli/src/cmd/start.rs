@@ -63,6 +63,14 @@ pub struct Args {
     /// accounting); this command's own options override what it says.
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
+    /// Keep jobs in this PostgreSQL database (`postgres://…`) instead of
+    /// the state directory's SQLite file.
+    #[arg(long, value_name = "URL", env = "FLUXGATE_STORE_URL")]
+    store_url: Option<String>,
+    /// Also start this many standby job managers on the same store: one
+    /// takes over if the leader dies (needs --store-url).
+    #[arg(long, value_name = "K", default_value_t = 0, requires = "store_url")]
+    standby: u32,
     /// Command to run inside the instance (default: $SHELL).
     #[arg(last = true, value_name = "CMD")]
     command: Vec<String>,
@@ -157,9 +165,29 @@ async fn start_instance(launcher: &mut Launcher, args: &Args) -> anyhow::Result<
             std::fs::canonicalize(path).with_context(|| format!("--config {}", path.display()))?;
         jm = jm.config(&path);
     }
-    let (_, uri) = launcher
+    if let Some(url) = &args.store_url {
+        jm = jm.set("store.url", url);
+    }
+    let (_, leader) = launcher
         .job_manager(&jm, "job-manager.log", timeout)
         .await?;
+    // Standbys share the instance key (so tokens and node credentials stay
+    // valid across a failover), each with a state directory of its own.
+    let mut uris = vec![leader];
+    for i in 0..args.standby {
+        let dir = statedir.join(format!("standby-{i}"));
+        fluxgate_os::private::create_dir(&dir).context("a standby's state directory")?;
+        let standby = jm.clone().with_statedir(&dir).set(
+            "auth.key_file",
+            &statedir.join("instance.key").display().to_string(),
+        );
+        let (_, uri) = launcher
+            .job_manager(&standby, &format!("job-manager-standby-{i}.log"), timeout)
+            .await?;
+        uris.push(uri);
+    }
+    // Clients and exec services are given every job manager and follow the leader.
+    let uri = uris.join(",");
     if args.verbose {
         eprintln!(
             "fluxgate-start: job manager at {uri}, logs in {}",
