@@ -65,7 +65,7 @@ pub struct Args {
     config: Option<PathBuf>,
     /// Keep jobs in this PostgreSQL database (`postgres://…`) instead of
     /// the state directory's SQLite file.
-    #[arg(long, value_name = "URL", env = "FLUXGATE_STORE_URL")]
+    #[arg(long, value_name = "URL")]
     store_url: Option<String>,
     /// Also start this many standby job managers on the same store: one
     /// takes over if the leader dies (needs --store-url).

@@ -7,6 +7,7 @@
 //! JSON object per line; a figure that cannot be measured is `null`.
 //! The workloads and their figures are described in [`HELP`].
 
+mod failover;
 mod figures;
 mod held;
 mod latency;
@@ -55,6 +56,14 @@ WORKLOADS
            alloc_to_start_s (a job on every node: submit or alloc ->
            start), rss_bytes. Local instances only; raises the open-file
            limit to fit one connection per node.
+  failover N simulated jobs (default 5000) on two job managers sharing the
+           PostgreSQL store of --store-url (required), the leader SIGKILLed
+           --kills times (default 3) while jobs are submitted and run, each
+           killed one restarted as the next standby. Prints jobs, acked,
+           lost (acknowledged but not inactive on the final leader),
+           duplicates, failover_ms_max and failover_ms_p50 (kill -> the
+           standby serving) and jobs_per_sec; --acked-file F writes every
+           acknowledged job id, one per line, decimal.
 
 FIGURES (one row per run; null when not measurable)
   jobs_per_sec       jobs / (last t_inactive - first t_submit), the job
@@ -105,6 +114,8 @@ pub enum Workload {
     Restart,
     /// Thousands of nodes joining, idling and starting one job.
     Nodes,
+    /// Leader kills on a PostgreSQL store with a standby.
+    Failover,
 }
 
 impl Workload {
@@ -117,6 +128,7 @@ impl Workload {
             Workload::Held => "held",
             Workload::Restart => "restart",
             Workload::Nodes => "nodes",
+            Workload::Failover => "failover",
         }
     }
 
@@ -128,6 +140,7 @@ impl Workload {
             Workload::Held => 1_000_000,
             Workload::Restart => 100_000,
             Workload::Nodes => 1,
+            Workload::Failover => 5000,
         }
     }
 }
@@ -169,6 +182,16 @@ pub struct Args {
     /// heartbeats arriving.
     #[arg(long, value_name = "SECS", default_value_t = 10.0)]
     idle: f64,
+    /// The job manager's store: a PostgreSQL URL (failover needs one; sim,
+    /// real, latency and held use it instead of SQLite when given).
+    #[arg(long, value_name = "URL")]
+    store_url: Option<String>,
+    /// Leader kills in a failover run.
+    #[arg(long, value_name = "K", default_value_t = 3)]
+    kills: u32,
+    /// Write every acknowledged job id of a failover run to FILE.
+    #[arg(long, value_name = "FILE")]
+    acked_file: Option<std::path::PathBuf>,
     /// One JSON object per run instead of a table.
     #[arg(long)]
     json: bool,
@@ -278,6 +301,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             );
         }
     }
+    if args.workload == Workload::Failover {
+        return run_failover(&args, &cases);
+    }
     if args.workload == Workload::Nodes {
         if remote.is_some() {
             bail!(
@@ -310,6 +336,44 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         result
     })?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// `fluxgate bench failover`: each `--jobs` count, `--runs` times.
+fn run_failover(args: &Args, cases: &[Case]) -> anyhow::Result<ExitCode> {
+    let Some(url) = args.store_url.as_deref() else {
+        bail!(
+            "the failover workload needs --store-url postgres://…: its job managers share that store"
+        );
+    };
+    let rt = client::runtime()?;
+    let mut signals = {
+        let _guard = rt.enter();
+        Signals::new()?
+    };
+    let mut failed = false;
+    rt.block_on(async {
+        for case in cases {
+            let timeout = std::time::Duration::from_secs_f64(args.timeout);
+            let run = failover::run(url, case.jobs, args.kills, args.acked_file.as_deref(), args.verbose);
+            let fig = tokio::select! {
+                r = tokio::time::timeout(timeout, run) => r
+                    .unwrap_or_else(|_| Err(anyhow!("the run took longer than --timeout {}s", args.timeout))),
+                s = signals.any() => Err(anyhow!("interrupted by {s}")),
+            }?;
+            failed |= fig.lost > 0 || fig.duplicates > 0;
+            if args.json {
+                println!("{}", fig.json());
+            } else {
+                println!("{}", fig.line());
+            }
+        }
+        Ok::<(), anyhow::Error>(())
+    })?;
+    Ok(if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 /// `fluxgate bench nodes`: each `--nodes` count, `--runs` times, on an
@@ -399,7 +463,9 @@ async fn run_cases(
                 Workload::Latency => latency::run(&run, target, &mut fig).await,
                 Workload::Held => held::run(&run, target, &mut fig).await,
                 Workload::Restart => restart::run(&run, target, &mut fig).await,
-                Workload::Nodes => Err(anyhow!("the nodes workload runs on its own")),
+                Workload::Nodes | Workload::Failover => {
+                    Err(anyhow!("this workload runs on its own"))
+                }
             }
         })
         .await
