@@ -386,3 +386,52 @@ def test_make_secrets_writes_owner_only_files_and_keeps_the_key(tmp_path):
     assert (out / "instance.key").read_text().strip() != key
     assert not [p for p in out.iterdir() if p.name.startswith(".")]
     shutil.rmtree(out)
+
+
+K8S_HA = DEPLOY / "k8s-ha"
+
+
+def _merge(base, patch):
+    """A strategic merge as kustomize makes it for these files: maps merge,
+    lists of named items merge by name, other values are replaced."""
+    if isinstance(base, dict) and isinstance(patch, dict):
+        out = dict(base)
+        for k, v in patch.items():
+            out[k] = _merge(base[k], v) if k in base else v
+        return out
+    if isinstance(base, list) and isinstance(patch, list) and all(
+        isinstance(x, dict) and "name" in x for x in base + patch
+    ):
+        out = [dict(x) for x in base]
+        for item in patch:
+            for i, b in enumerate(out):
+                if b["name"] == item["name"]:
+                    out[i] = _merge(b, item)
+                    break
+            else:
+                out.append(item)
+        return out
+    return patch
+
+
+def test_the_ha_instance_patches_the_job_manager_into_two_replicas_on_postgres():
+    kust = yaml.safe_load((K8S_HA / "kustomization.yaml").read_text())
+    assert kust["resources"][0] == "../k8s"
+    for r in kust["resources"][1:]:
+        assert (K8S_HA / r).exists(), r
+    patch = yaml.safe_load((K8S_HA / kust["patches"][0]["path"]).read_text())
+    base = by_kind("StatefulSet")[patch["metadata"]["name"]]
+    merged = _merge(base, patch)
+    kubernetes_validate.validate(merged, K8S_VERSION, strict=True)
+    assert merged["spec"]["replicas"] == 2
+    (jm,) = merged["spec"]["template"]["spec"]["containers"]
+    env = {e["name"]: e for e in jm["env"]}
+    assert env["FLUXGATE_STORE_URL"]["valueFrom"]["secretKeyRef"]["name"] == "fluxgate-store"
+    assert "$(POD_IP)" in env["FLUXGATE_HA_ADVERTISE"]["value"]
+    # Ready only while leading: the Service then routes to the leader alone.
+    assert "fluxgate.v1.JobManager" in jm["readinessProbe"]["exec"]["command"]
+
+
+def test_the_trial_postgres_passes_the_strict_api_schema():
+    for doc in yaml.safe_load_all((K8S_HA / "postgres.yaml").read_text()):
+        kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
