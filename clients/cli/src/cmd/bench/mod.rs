@@ -394,7 +394,7 @@ fn run_nodes(args: &Args) -> anyhow::Result<ExitCode> {
     rt.block_on(async {
         for &count in &counts {
             for _ in 0..args.runs {
-                let target = Target::start(NodeSpec::Streams { count }, args.verbose).await?;
+                let target = Target::start(NodeSpec::Streams { count }, args.store_url.as_deref(), args.verbose).await?;
                 let timeout = std::time::Duration::from_secs_f64(args.timeout);
                 let idle = std::time::Duration::try_from_secs_f64(args.idle)
                     .map_err(|_| anyhow!("--idle must be a number of seconds"))?;
@@ -450,7 +450,14 @@ async fn run_cases(
         };
         let target = instance.insert(match remote {
             Some(uri) => Target::remote(uri, args.metrics.as_deref()),
-            None => Target::start(args.node_spec(case.nodes), args.verbose).await?,
+            None => {
+                Target::start(
+                    args.node_spec(case.nodes),
+                    args.store_url.as_deref(),
+                    args.verbose,
+                )
+                .await?
+            }
         });
         let mut fig = Figures::new(args.workload.name(), case.jobs, case.run, loadavg);
         fig.remote = remote.is_some();

@@ -84,6 +84,8 @@ pub struct Local {
     jm_pid: u32,
     metrics: Option<String>,
     starts: u32,
+    /// The PostgreSQL store, when not the statedir's SQLite file.
+    store_url: Option<String>,
 }
 
 impl Target {
@@ -95,8 +97,13 @@ impl Target {
         }
     }
 
-    /// Start a local instance with the nodes of `spec` and wait until they are up.
-    pub async fn start(spec: NodeSpec, verbose: bool) -> anyhow::Result<Target> {
+    /// Start a local instance with the nodes of `spec` and wait until they
+    /// are up; its store in PostgreSQL at `store_url` when given.
+    pub async fn start(
+        spec: NodeSpec,
+        store_url: Option<&str>,
+        verbose: bool,
+    ) -> anyhow::Result<Target> {
         let tmpdir = tempfile::Builder::new()
             .prefix("fluxgate-bench-")
             .tempdir()
@@ -120,6 +127,7 @@ impl Target {
             jm_pid: 0,
             metrics: None,
             starts: 0,
+            store_url: store_url.map(str::to_string),
         };
         if let Err(e) = local.come_up().await {
             local.services.shutdown().await;
@@ -277,12 +285,15 @@ impl Local {
             format!("job-manager.{}.log", self.starts)
         };
         let log = self.statedir.join(&log_name);
-        let jm = JobManager::new(&self.statedir)
+        let mut jm = JobManager::new(&self.statedir)
             .listen(listen)
             .nodelist(&self.nodelist)
             .set("metrics.listen", "127.0.0.1:0")
             .args(["--log-format", "text"])
             .env("FLUXGATE_LOG", JM_LOG);
+        if let Some(url) = &self.store_url {
+            jm = jm.set("store.url", url);
+        }
         let started = Instant::now();
         (self.jm_pid, self.uri) = self
             .services
