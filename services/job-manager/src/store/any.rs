@@ -2,7 +2,7 @@
 //! file or PostgreSQL. One type, so that the core and the services are
 //! built once, not once per backend.
 
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 
 use super::writer::Request;
 use super::{
@@ -42,15 +42,7 @@ impl Store for AnyStore {
         &self,
         batch: Batch,
     ) -> impl std::future::Future<Output = Result<Ack, StoreError>> + Send {
-        let tx = self.sender();
-        async move {
-            let tx = tx.ok_or(StoreError::Closed)?;
-            let (done, answer) = oneshot::channel();
-            tx.send(Request { batch, done })
-                .await
-                .map_err(|_| StoreError::Closed)?;
-            Ok(Ack(answer))
-        }
+        super::writer::enqueue(self.sender(), batch)
     }
 
     fn read_log(&self, id: u64, log: Log) -> Result<Option<Vec<String>>, StoreError> {

@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 
 use super::writer::{self, Counters, Request, from_sql_id, to_sql_id};
 use super::{Ack, Batch, CommitStats, Log, LogPos, Store, StoreError, StoredJob};
@@ -205,15 +205,7 @@ impl Store for SqliteStore {
         &self,
         batch: Batch,
     ) -> impl std::future::Future<Output = Result<Ack, StoreError>> + Send {
-        let tx = self.tx.clone();
-        async move {
-            let tx = tx.ok_or(StoreError::Closed)?;
-            let (done, answer) = oneshot::channel();
-            tx.send(Request { batch, done })
-                .await
-                .map_err(|_| StoreError::Closed)?;
-            Ok(Ack(answer))
-        }
+        super::writer::enqueue(self.tx.clone(), batch)
     }
 
     fn read_log_page(

@@ -43,6 +43,20 @@ impl Counters {
     }
 }
 
+/// Hand `batch` to a writer's queue (`None`: the store is closed); the
+/// [`super::Ack`] that resolves once it is durable. Shared by the backends.
+pub(in crate::store) async fn enqueue(
+    tx: Option<mpsc::Sender<Request>>,
+    batch: super::Batch,
+) -> Result<super::Ack, StoreError> {
+    let tx = tx.ok_or(StoreError::Closed)?;
+    let (done, answer) = oneshot::channel();
+    tx.send(Request { batch, done })
+        .await
+        .map_err(|_| StoreError::Closed)?;
+    Ok(super::Ack(answer))
+}
+
 /// Run the writer until every sender is gone; then return.
 pub fn run(mut conn: Connection, mut rx: mpsc::Receiver<Request>, counters: Arc<Counters>) {
     let mut group: Vec<Request> = Vec::new();

@@ -16,7 +16,7 @@ use std::thread::JoinHandle;
 
 use postgres::Client;
 use postgres::types::ToSql;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 
 pub use connect::{PgConnect, is_postgres_url};
 pub use schema::prepare;
@@ -186,15 +186,7 @@ impl Store for PgStore {
         &self,
         batch: Batch,
     ) -> impl std::future::Future<Output = Result<Ack, StoreError>> + Send {
-        let tx = self.tx.clone();
-        async move {
-            let tx = tx.ok_or(StoreError::Closed)?;
-            let (done, answer) = oneshot::channel();
-            tx.send(Request { batch, done })
-                .await
-                .map_err(|_| StoreError::Closed)?;
-            Ok(Ack(answer))
-        }
+        crate::store::writer::enqueue(self.tx.clone(), batch)
     }
 
     fn read_log_page(
