@@ -2,6 +2,7 @@
 
 mod client;
 mod cmd;
+mod follow;
 mod jobfmt;
 mod output;
 mod services;

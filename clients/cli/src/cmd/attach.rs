@@ -18,6 +18,7 @@ use fluxgate_proto::v1 as pb;
 use fluxgate_shared::{Event, JobId};
 
 use crate::client::{self, Instance};
+use crate::follow::LogWatch;
 use crate::output::printable;
 
 /// How a finished job ended, as a command reports it.
@@ -29,8 +30,8 @@ pub struct Outcome {
     pub message: Option<String>,
 }
 
-/// The next message of a stream.
-async fn next<T>(s: &mut tonic::Streaming<T>) -> Result<Option<T>, tonic::Status> {
+/// The next line of a watch.
+async fn next(s: &mut LogWatch) -> Result<Option<pb::EventlogLine>, tonic::Status> {
     s.message().await
 }
 
@@ -41,19 +42,17 @@ pub async fn watch(
     name: &str,
     follow: bool,
     wait_create: bool,
-) -> anyhow::Result<tonic::Streaming<pb::EventlogLine>> {
-    Ok(inst
-        .jobs
-        .watch_eventlog(pb::WatchEventlogRequest {
-            id: id.as_u64(),
-            name: name.to_string(),
-            follow,
-            wait_create,
-            ..Default::default()
-        })
+) -> anyhow::Result<LogWatch> {
+    let request = pb::WatchEventlogRequest {
+        id: id.as_u64(),
+        name: name.to_string(),
+        follow,
+        wait_create,
+        ..Default::default()
+    };
+    LogWatch::open(inst, request)
         .await
-        .map_err(client::status_error)?
-        .into_inner())
+        .map_err(client::status_error)
 }
 
 /// Fold the main eventlog's events into an outcome; `on_exception` sees each
