@@ -354,3 +354,28 @@ async fn the_job_managers_wait_out_a_database_restart() {
     assert_strict(before, &pair.ended(before).await);
     assert_eq!(pair.count_jobs().await, 2);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fluxgate_run_follows_its_job_across_a_failover() {
+    let pair = Pair::start().await;
+    let first = pair.wait_leader(Duration::from_secs(30)).await;
+    let run = tokio::process::Command::new(binary("fluxgate"))
+        .args(["run", "sh", "-c", "echo one; sleep 2; echo two; exit 3"])
+        .env("FLUXGATE_URI", pair.uris.join(","))
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("fluxgate run");
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    pair.signal(first, Signal::SIGKILL);
+    let out = tokio::time::timeout(Duration::from_secs(60), run.wait_with_output())
+        .await
+        .expect("run ends")
+        .expect("run output");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "one\ntwo\n",
+        "each line once"
+    );
+    assert_eq!(out.status.code(), Some(3), "the job's exit code");
+    assert_ne!(pair.wait_leader(Duration::from_secs(10)).await, first);
+}
