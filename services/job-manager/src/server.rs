@@ -177,36 +177,33 @@ fn spawn_store_check(
     store: &AnyStore,
     fatal_tx: Arc<watch::Sender<Option<String>>>,
 ) -> Result<Option<(rusqlite::InterruptHandle, Arc<AtomicBool>)>, ServeError> {
-    Ok(
-        if let Some(store) = store.sqlite().filter(|s| s.check_owed()) {
-            let check = store.check()?;
-            let interrupt = check.interrupt_handle();
-            let stopping = Arc::new(AtomicBool::new(false));
-            let stopped = Arc::clone(&stopping);
-            tokio::task::spawn_blocking(move || {
-                if stopped.load(Ordering::Acquire) {
-                    return;
-                }
-                let started = std::time::Instant::now();
-                match check.run() {
-                    Ok(()) => tracing::info!(
-                        seconds = started.elapsed().as_secs_f64(),
-                        "store integrity check passed"
-                    ),
-                    Err(_) if stopped.load(Ordering::Acquire) => {
-                        tracing::info!("store integrity check left unfinished at shutdown")
-                    }
-                    Err(e) => {
-                        tracing::error!(error = %e, "store integrity check failed; stopping");
-                        let _ = fatal_tx.send(Some(e.to_string()));
-                    }
-                }
-            });
-            Some((interrupt, stopping))
-        } else {
-            None
-        },
-    )
+    let Some(store) = store.sqlite().filter(|s| s.check_owed()) else {
+        return Ok(None);
+    };
+    let check = store.check()?;
+    let interrupt = check.interrupt_handle();
+    let stopping = Arc::new(AtomicBool::new(false));
+    let stopped = Arc::clone(&stopping);
+    tokio::task::spawn_blocking(move || {
+        if stopped.load(Ordering::Acquire) {
+            return;
+        }
+        let started = std::time::Instant::now();
+        match check.run() {
+            Ok(()) => tracing::info!(
+                seconds = started.elapsed().as_secs_f64(),
+                "store integrity check passed"
+            ),
+            Err(_) if stopped.load(Ordering::Acquire) => {
+                tracing::info!("store integrity check left unfinished at shutdown")
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "store integrity check failed; stopping");
+                let _ = fatal_tx.send(Some(e.to_string()));
+            }
+        }
+    });
+    Ok(Some((interrupt, stopping)))
 }
 
 /// Listen on `listen`; the listener and the address it got.
