@@ -245,6 +245,8 @@ fn request(cmd: &str, key: String) -> pb::SubmitRequest {
 /// The job's eventlog names each step once, in order, ending in `clean`.
 fn assert_strict(id: JobId, events: &[Event]) {
     let names = names(events);
+    let exceptions: Vec<_> = events.iter().filter(|e| e.name == "exception").collect();
+    assert!(exceptions.is_empty(), "job {id}: {exceptions:?}");
     for once in [
         "submit", "validate", "depend", "priority", "alloc", "start", "finish", "release", "free",
         "clean",

@@ -353,6 +353,25 @@ impl ExecService {
                 ],
                 out,
             ),
+            None if let Some(tail) = self.jobs.ended(id) => {
+                // It ended while no job manager stored its end: say it again.
+                let mut replay = vec![
+                    response(id, R::ExecEvent(line("reattach", None))),
+                    response(id, R::ExecEvent(line("re-starting", None))),
+                    response(id, R::Reattached(true)),
+                ];
+                replay.extend(tail);
+                tokio::spawn(
+                    async move {
+                        for r in replay {
+                            if out.send(Ok(r)).await.is_err() {
+                                return;
+                            }
+                        }
+                    }
+                    .in_current_span(),
+                );
+            }
             None => {
                 let note = format!(
                     "job lost: this exec service ({}) has no record of job {} (restarted since it started?)",

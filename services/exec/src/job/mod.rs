@@ -8,12 +8,15 @@
 //! forwarding resumes where it stopped. While the driver waits on a full
 //! channel it does not read its control requests either, so a Kill or a
 //! shutdown reaches such a job only once someone reads its responses again. The entry leaves the table once its
-//! last response (`release` final) has been handed on.
+//! last response (`release` final) has been handed on; its last few
+//! responses are kept a while longer ([`ended`]), for a job manager that
+//! died before it stored them.
 
+pub mod ended;
 pub mod peer;
 pub mod run;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
 use fluxgate_proto::v1::{StartResponse, start_response::Response};
@@ -54,6 +57,8 @@ struct Responses {
     rx: mpsc::Receiver<StartResponse>,
     /// A response taken from `rx` that its caller never received.
     pending: Option<StartResponse>,
+    /// The last responses handed on.
+    tail: VecDeque<StartResponse>,
 }
 
 /// A job known to this process.
@@ -77,6 +82,7 @@ impl JobHandle {
 #[derive(Debug, Clone, Default)]
 pub struct JobTable {
     jobs: Arc<Mutex<HashMap<u64, Arc<JobHandle>>>>,
+    ended: Arc<ended::Ended>,
 }
 
 /// The receiving ends a new job's driver needs.
@@ -106,7 +112,11 @@ impl JobTable {
         let handle = Arc::new(JobHandle {
             id,
             control: ctl_tx,
-            responses: Arc::new(tokio::sync::Mutex::new(Responses { rx, pending: None })),
+            responses: Arc::new(tokio::sync::Mutex::new(Responses {
+                rx,
+                pending: None,
+                tail: VecDeque::new(),
+            })),
             generation: watch::Sender::new(0),
         });
         jobs.insert(id, handle.clone());
@@ -123,6 +133,11 @@ impl JobTable {
     /// The job with `id`, if known.
     pub fn get(&self, id: u64) -> Option<Arc<JobHandle>> {
         self.lock().get(&id).cloned()
+    }
+
+    /// The last responses of job `id`, if it ended lately.
+    pub fn ended(&self, id: u64) -> Option<Vec<StartResponse>> {
+        self.ended.get(id)
     }
 
     /// All known jobs.
@@ -202,6 +217,7 @@ async fn forward(
                     Some(m) => m,
                     None => {
                         table.remove(job.id);
+                        table.ended.keep(job.id, responses.tail.drain(..).collect());
                         return;
                     }
                 },
@@ -214,7 +230,13 @@ async fn forward(
             _ = stolen.wait_for(|g| *g > generation) => None,
         };
         match permit {
-            Some(p) => p.send(Ok(msg)),
+            Some(p) => {
+                if responses.tail.len() == ended::TAIL {
+                    responses.tail.pop_front();
+                }
+                responses.tail.push_back(msg.clone());
+                p.send(Ok(msg))
+            }
             None => {
                 responses.pending = Some(msg);
                 return;

@@ -8,6 +8,7 @@
 //! the blocking pool, and reconnect when the database went away.
 
 pub mod connect;
+mod group;
 mod schema;
 mod writer;
 
@@ -66,6 +67,17 @@ impl PgStore {
             .map_err(|e| fail(describe(&e)))?;
         let next_event: i64 = row.try_get::<_, i64>(0).map_err(|e| fail(describe(&e)))? + 1;
         let next_resource: i64 = row.try_get::<_, i64>(1).map_err(|e| fail(describe(&e)))? + 1;
+        let ids = client
+            .query_one(
+                "SELECT (SELECT max(id) FROM jobs WHERE id < 0), (SELECT max(id) FROM jobs)",
+                &[],
+            )
+            .map_err(|e| fail(describe(&e)))?;
+        let top: Option<i64> = ids
+            .try_get::<_, Option<i64>>(0)
+            .and_then(|upper| Ok(upper.or(ids.try_get(1)?)))
+            .map_err(|e| fail(describe(&e)))?;
+        let stmts = group::Statements::prepare(&mut client).map_err(|e| fail(describe(&e)))?;
         let point = connect.connect()?;
         let bulk = connect.connect()?;
         let counters = Arc::new(Counters::default());
@@ -73,6 +85,9 @@ impl PgStore {
         let state = writer::WriterState {
             connect: connect.clone(),
             client,
+            stmts,
+            known: Default::default(),
+            max_id: top.map_or(0, from_sql_id),
             epoch,
             next_event,
             next_resource,

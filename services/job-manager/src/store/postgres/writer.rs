@@ -3,12 +3,12 @@
 //! As the SQLite writer, it takes every batch waiting, decides each batch's
 //! outcome (a new job whose id exists, or a write to a job that does not,
 //! fails that batch alone) and commits the accepted ones together, answering
-//! them only after the commit. Unlike SQLite's, it applies a group as a few
-//! multi-row statements (unnest of arrays), not a statement per write: a
+//! them only after the commit. Unlike SQLite's, it applies a group as one
+//! statement of multi-row parts (`group.rs`), not a statement per write: a
 //! round trip to the server costs more than a page write.
 //!
-//! Every transaction first updates the `leader` row where the epoch is
-//! still this job manager's. A job manager that was deposed (paused past
+//! Every group first updates the `leader` row where the epoch is still
+//! this job manager's. A job manager that was deposed (paused past
 //! its lease, cut off) finds no such row and can never commit again; a new
 //! leader's epoch bump waits for a commit in flight, so their writes never
 //! interleave. The row also records the group's number, so that after a
@@ -19,11 +19,11 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use postgres::{Client, Transaction};
+use postgres::Client;
 use tokio::sync::mpsc;
 
 use super::connect::{PgConnect, describe};
-use super::log_code;
+use super::group::{Segment, SegmentError, Statements};
 use crate::store::writer::{Counters, MAX_GROUP, Request, to_sql_id};
 use crate::store::{StoreError, Write};
 
@@ -34,6 +34,13 @@ const RETRY_MAX: Duration = Duration::from_secs(1);
 pub struct WriterState {
     pub connect: PgConnect,
     pub client: Client,
+    pub stmts: Statements,
+    /// Jobs known to be stored and active: this writer made or read them,
+    /// and it is the only writer. A write to one needs no lookup.
+    pub known: HashSet<u64>,
+    /// No stored job has a larger id (as unsigned): a new job above it
+    /// needs no lookup either.
+    pub max_id: u64,
     pub epoch: i64,
     pub next_event: i64,
     pub next_resource: i64,
@@ -108,10 +115,14 @@ fn commit_retrying(
                     std::thread::sleep(pause);
                     pause = (pause * 2).min(RETRY_MAX);
                     match st.connect.connect() {
-                        Ok(client) => {
-                            st.client = client;
-                            break;
-                        }
+                        Ok(mut client) => match Statements::prepare(&mut client) {
+                            Ok(stmts) => {
+                                st.client = client;
+                                st.stmts = stmts;
+                                break;
+                            }
+                            Err(e) => tracing::warn!(error = %describe(&e), "store not ready"),
+                        },
                         Err(e) => tracing::warn!(error = %e, "store still unreachable"),
                     }
                 }
@@ -166,8 +177,18 @@ fn last_group(client: &mut Client, epoch: i64) -> Result<Option<i64>, String> {
         .transpose()
 }
 
+/// Each batch's outcome, in group order.
+type Outcomes = Vec<Result<(), StoreError>>;
+
 /// Outcomes per batch and the sequence numbers after the group.
-type Decided = (Vec<Result<(), StoreError>>, i64, i64);
+type Decided = (Outcomes, i64, i64);
+
+fn segment_failure(e: SegmentError) -> Failure {
+    match e {
+        SegmentError::Deposed => Failure::Store(StoreError::Deposed(e.to_string())),
+        SegmentError::Db(e) => failure(e),
+    }
+}
 
 fn commit_group(
     st: &mut WriterState,
@@ -175,56 +196,72 @@ fn commit_group(
     number: i64,
     decided: &mut Option<Decided>,
 ) -> Result<Vec<Result<(), StoreError>>, Failure> {
-    let mut tx = st.client.transaction().map_err(failure)?;
-    let fenced = tx
-        .execute(
-            "UPDATE leader SET last_group = $2 WHERE id = 1 AND epoch = $1",
-            &[&st.epoch, &number],
-        )
-        .map_err(failure)?;
-    if fenced == 0 {
-        return Err(Failure::Store(StoreError::Deposed(
-            "another job manager leads this store".into(),
-        )));
-    }
-    let outcomes = decide(&mut tx, group)?;
-    let mut pending = Pending::new(st.next_event, st.next_resource);
-    for (req, outcome) in group.iter().zip(&outcomes) {
-        if outcome.is_err() {
-            continue;
+    let (outcomes, learned) = decide(st, group)?;
+    let mut seg = Segment::new(number, st.epoch, st.next_event, st.next_resource);
+    let accepted = || {
+        group
+            .iter()
+            .zip(&outcomes)
+            .filter(|(_, o)| o.is_ok())
+            .flat_map(|(r, _)| &r.batch)
+    };
+    let WriterState { client, stmts, .. } = st;
+    if accepted().any(Segment::ends_segment) {
+        // Several statements: one transaction makes them one commit.
+        let mut tx = client.transaction().map_err(failure)?;
+        for w in accepted() {
+            seg.add(&mut tx, stmts, w).map_err(segment_failure)?;
         }
-        for write in &req.batch {
-            pending.add(&mut tx, write)?;
+        seg.flush(&mut tx, stmts).map_err(segment_failure)?;
+        *decided = Some((outcomes.clone(), seg.next_event, seg.next_resource));
+        tx.commit().map_err(failure)?;
+    } else {
+        // One statement is its own transaction: one round trip.
+        for w in accepted() {
+            seg.add(client, stmts, w).map_err(segment_failure)?;
+        }
+        *decided = Some((outcomes.clone(), seg.next_event, seg.next_resource));
+        seg.flush(client, stmts).map_err(segment_failure)?;
+    }
+    st.next_event = seg.next_event;
+    st.next_resource = seg.next_resource;
+    for (id, active) in learned {
+        if active {
+            st.known.insert(id);
+            st.max_id = st.max_id.max(id);
+        } else {
+            st.known.remove(&id);
         }
     }
-    pending.flush(&mut tx)?;
-    *decided = Some((outcomes.clone(), pending.next_event, pending.next_resource));
-    tx.commit().map_err(failure)?;
-    st.next_event = pending.next_event;
-    st.next_resource = pending.next_resource;
     Ok(outcomes)
 }
 
-/// Each batch's outcome, from which ids exist before the group and what
-/// the batches before it in the group do.
+/// Each batch's outcome, from which ids exist before the group (known, or
+/// looked up) and what the batches before it in the group do; and what
+/// the accepted batches teach about which jobs are stored and active.
 fn decide(
-    tx: &mut Transaction<'_>,
+    st: &mut WriterState,
     group: &[Request],
-) -> Result<Vec<Result<(), StoreError>>, Failure> {
-    let mut ids: HashSet<i64> = HashSet::new();
+) -> Result<(Outcomes, Vec<(u64, bool)>), Failure> {
+    let mut exists: HashMap<u64, bool> = HashMap::new();
+    let mut asked: Vec<i64> = Vec::new();
     for w in group.iter().flat_map(|r| &r.batch) {
-        if let Some(id) = job_of(w) {
-            ids.insert(to_sql_id(id));
+        let Some(id) = job_of(w) else { continue };
+        if exists.contains_key(&id) {
+            continue;
+        }
+        let known = st.known.contains(&id);
+        exists.insert(id, known);
+        // A new id above every stored one cannot be stored.
+        let surely_new = matches!(w, Write::NewJob { .. }) && id > st.max_id;
+        if !known && !surely_new {
+            asked.push(to_sql_id(id));
         }
     }
-    let asked: Vec<i64> = ids.into_iter().collect();
-    let mut exists: HashMap<u64, bool> = HashMap::with_capacity(asked.len());
-    for id in &asked {
-        exists.insert(*id as u64, false);
-    }
     if !asked.is_empty() {
-        for row in tx
-            .query("SELECT id FROM jobs WHERE id = ANY($1)", &[&asked])
+        for row in st
+            .client
+            .query(st.stmts.ids(), &[&asked])
             .map_err(failure)?
         {
             let id: i64 = row.try_get(0).map_err(failure)?;
@@ -232,8 +269,10 @@ fn decide(
         }
     }
     let mut outcomes = Vec::with_capacity(group.len());
+    let mut learned = Vec::new();
     for req in group {
         let mut changed: Vec<(u64, bool)> = Vec::new();
+        let mut retired: Vec<u64> = Vec::new();
         let mut outcome = Ok(());
         for w in &req.batch {
             let Some(id) = job_of(w) else { continue };
@@ -254,17 +293,21 @@ fn decide(
                     outcome = Err(StoreError::UnknownJob(id));
                     break;
                 }
+                Write::Summary { .. } => retired.push(id),
                 _ => {}
             }
         }
         if outcome.is_ok() {
             for (id, e) in changed {
                 exists.insert(id, e);
+                learned.push((id, e));
             }
+            // An inactive job is rarely written again: not kept in memory.
+            learned.extend(retired.into_iter().map(|id| (id, false)));
         }
         outcomes.push(outcome);
     }
-    Ok(outcomes)
+    Ok((outcomes, learned))
 }
 
 /// The job a write touches, if any.
@@ -279,205 +322,5 @@ fn job_of(w: &Write) -> Option<u64> {
         Write::ResourceEvent { .. }
         | Write::Meta { .. }
         | Write::ReplaceResourceEventlog { .. } => None,
-    }
-}
-
-/// The inactive time and waitable flag a summary carries (as the SQLite
-/// store's json_extract reads them).
-pub fn summary_columns(summary: &str) -> (Option<f64>, bool) {
-    let parsed: Option<serde_json::Value> = serde_json::from_str(summary).ok();
-    let field = |k: &str| parsed.as_ref().and_then(|v| v.get(k));
-    let t = field("t_inactive").and_then(serde_json::Value::as_f64);
-    let waitable = match field("waitable") {
-        Some(serde_json::Value::Bool(b)) => *b,
-        Some(serde_json::Value::Number(n)) => n.as_f64().is_some_and(|n| n != 0.0),
-        _ => false,
-    };
-    (t, waitable)
-}
-
-/// Accepted writes gathered into columns, applied as one statement per kind.
-/// Order across kinds is kept where it matters: a purge or a resource
-/// eventlog checkpoint first applies everything gathered before it.
-struct Pending {
-    next_event: i64,
-    next_resource: i64,
-    jobs: (Vec<i64>, Vec<i64>, Vec<String>),
-    events: (Vec<i64>, Vec<i64>, Vec<i16>, Vec<String>),
-    r: HashMap<i64, String>,
-    summaries: HashMap<i64, String>,
-    keys: HashMap<i64, String>,
-    resource: (Vec<i64>, Vec<String>),
-    meta: HashMap<String, String>,
-}
-
-impl Pending {
-    fn new(next_event: i64, next_resource: i64) -> Self {
-        Pending {
-            next_event,
-            next_resource,
-            jobs: Default::default(),
-            events: Default::default(),
-            r: HashMap::new(),
-            summaries: HashMap::new(),
-            keys: HashMap::new(),
-            resource: Default::default(),
-            meta: HashMap::new(),
-        }
-    }
-
-    fn add(&mut self, tx: &mut Transaction<'_>, w: &Write) -> Result<(), Failure> {
-        match w {
-            Write::NewJob {
-                id,
-                userid,
-                jobspec,
-            } => {
-                self.jobs.0.push(to_sql_id(*id));
-                self.jobs.1.push(i64::from(*userid));
-                self.jobs.2.push(jobspec.clone());
-            }
-            Write::Append { id, log, line } => {
-                self.events.0.push(self.next_event);
-                self.next_event += 1;
-                self.events.1.push(to_sql_id(*id));
-                self.events.2.push(log_code(*log));
-                self.events.3.push(line.clone());
-            }
-            Write::SetR { id, r } => {
-                self.r.insert(to_sql_id(*id), r.clone());
-            }
-            Write::Summary { id, summary } => {
-                self.summaries.insert(to_sql_id(*id), summary.clone());
-            }
-            Write::IdempotencyKey { id, key } => {
-                self.keys.insert(to_sql_id(*id), key.clone());
-            }
-            Write::ResourceEvent { line } => {
-                self.resource.0.push(self.next_resource);
-                self.next_resource += 1;
-                self.resource.1.push(line.clone());
-            }
-            Write::Meta { key, value } => {
-                self.meta.insert(key.clone(), value.clone());
-            }
-            Write::Purge { id } => {
-                self.flush(tx)?;
-                let id = [to_sql_id(*id)];
-                tx.execute("DELETE FROM events WHERE job_id = ANY($1)", &[&&id[..]])
-                    .map_err(failure)?;
-                tx.execute("DELETE FROM jobs WHERE id = ANY($1)", &[&&id[..]])
-                    .map_err(failure)?;
-            }
-            Write::ReplaceResourceEventlog { lines } => {
-                self.flush(tx)?;
-                tx.execute("DELETE FROM resource_events", &[])
-                    .map_err(failure)?;
-                for line in lines {
-                    self.resource.0.push(self.next_resource);
-                    self.next_resource += 1;
-                    self.resource.1.push(line.clone());
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// Apply everything gathered, in an order that keeps each write's meaning:
-    /// jobs before their events and updates.
-    fn flush(&mut self, tx: &mut Transaction<'_>) -> Result<(), Failure> {
-        if !self.jobs.0.is_empty() {
-            let (ids, users, specs) = std::mem::take(&mut self.jobs);
-            tx.execute(
-                "INSERT INTO jobs (id, userid, jobspec) \
-                 SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[])",
-                &[&ids, &users, &specs],
-            )
-            .map_err(failure)?;
-        }
-        if !self.events.0.is_empty() {
-            let (seqs, ids, logs, lines) = std::mem::take(&mut self.events);
-            tx.execute(
-                "INSERT INTO events (seq, job_id, log, line) \
-                 SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::smallint[], $4::text[])",
-                &[&seqs, &ids, &logs, &lines],
-            )
-            .map_err(failure)?;
-        }
-        if !self.r.is_empty() {
-            let (ids, rs): (Vec<i64>, Vec<String>) =
-                std::mem::take(&mut self.r).into_iter().unzip();
-            tx.execute(
-                "UPDATE jobs SET r = u.r FROM unnest($1::bigint[], $2::text[]) AS u(id, r) \
-                 WHERE jobs.id = u.id",
-                &[&ids, &rs],
-            )
-            .map_err(failure)?;
-        }
-        if !self.keys.is_empty() {
-            let (ids, keys): (Vec<i64>, Vec<String>) =
-                std::mem::take(&mut self.keys).into_iter().unzip();
-            tx.execute(
-                "UPDATE jobs SET idem_key = u.k FROM unnest($1::bigint[], $2::text[]) AS u(id, k) \
-                 WHERE jobs.id = u.id",
-                &[&ids, &keys],
-            )
-            .map_err(failure)?;
-        }
-        if !self.summaries.is_empty() {
-            let mut ids = Vec::with_capacity(self.summaries.len());
-            let mut texts = Vec::with_capacity(self.summaries.len());
-            let mut times: Vec<Option<f64>> = Vec::with_capacity(self.summaries.len());
-            let mut waitable = Vec::with_capacity(self.summaries.len());
-            for (id, text) in std::mem::take(&mut self.summaries) {
-                let (t, w) = summary_columns(&text);
-                ids.push(id);
-                texts.push(text);
-                times.push(t);
-                waitable.push(w);
-            }
-            tx.execute(
-                "UPDATE jobs SET summary = u.s, t_inactive = u.t, waitable = u.w \
-                 FROM unnest($1::bigint[], $2::text[], $3::float8[], $4::bool[]) AS u(id, s, t, w) \
-                 WHERE jobs.id = u.id",
-                &[&ids, &texts, &times, &waitable],
-            )
-            .map_err(failure)?;
-        }
-        if !self.resource.0.is_empty() {
-            let (seqs, lines) = std::mem::take(&mut self.resource);
-            tx.execute(
-                "INSERT INTO resource_events (seq, line) \
-                 SELECT * FROM unnest($1::bigint[], $2::text[])",
-                &[&seqs, &lines],
-            )
-            .map_err(failure)?;
-        }
-        if !self.meta.is_empty() {
-            let (keys, values): (Vec<String>, Vec<String>) =
-                std::mem::take(&mut self.meta).into_iter().unzip();
-            tx.execute(
-                "INSERT INTO meta (key, value) SELECT * FROM unnest($1::text[], $2::text[]) \
-                 ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                &[&keys, &values],
-            )
-            .map_err(failure)?;
-        }
-        Ok(())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::summary_columns;
-
-    #[test]
-    fn summary_columns_read_as_sqlite_does() {
-        assert_eq!(
-            summary_columns(r#"{"t_inactive":2.5,"waitable":true}"#),
-            (Some(2.5), true)
-        );
-        assert_eq!(summary_columns(r#"{"t_inactive":1}"#), (Some(1.0), false));
-        assert_eq!(summary_columns("not json"), (None, false));
     }
 }
