@@ -9,6 +9,7 @@
 
 pub mod connect;
 mod group;
+mod recent;
 mod schema;
 mod writer;
 
@@ -29,15 +30,21 @@ use connect::describe;
 /// Batches that may wait for the writer before submitters are slowed down.
 const QUEUE_CAPACITY: usize = 65_536;
 
+/// Connections for reads of a row: each read is a round trip, and job
+/// starts read their jobspec concurrently.
+const POINT_READERS: usize = 4;
+
 /// The PostgreSQL store of the leading job manager, whose commits carry
 /// its leader epoch.
 pub struct PgStore {
     connect: PgConnect,
     tx: Option<mpsc::Sender<Request>>,
-    point: Mutex<Option<Client>>,
+    point: Vec<Mutex<Option<Client>>>,
     bulk: Mutex<Option<Client>>,
     counters: Arc<Counters>,
     writer: Option<JoinHandle<()>>,
+    /// Jobspecs of the jobs made lately.
+    recent: Arc<recent::Recent>,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -78,11 +85,15 @@ impl PgStore {
             .and_then(|upper| Ok(upper.or(ids.try_get(1)?)))
             .map_err(|e| fail(describe(&e)))?;
         let stmts = group::Statements::prepare(&mut client).map_err(|e| fail(describe(&e)))?;
-        let point = connect.connect()?;
+        let point = (0..POINT_READERS)
+            .map(|_| connect.connect().map(|c| Mutex::new(Some(c))))
+            .collect::<Result<Vec<_>, _>>()?;
         let bulk = connect.connect()?;
         let counters = Arc::new(Counters::default());
         let (tx, rx) = mpsc::channel(QUEUE_CAPACITY);
+        let recent = Arc::new(recent::Recent::default());
         let state = writer::WriterState {
+            recent: Arc::clone(&recent),
             connect: connect.clone(),
             client,
             stmts,
@@ -100,10 +111,11 @@ impl PgStore {
         Ok(PgStore {
             connect,
             tx: Some(tx),
-            point: Mutex::new(Some(point)),
+            point,
             bulk: Mutex::new(Some(bulk)),
             counters,
             writer: Some(writer),
+            recent,
         })
     }
 
@@ -135,7 +147,13 @@ impl PgStore {
         &self,
         f: impl FnMut(&mut Client) -> Result<T, postgres::Error>,
     ) -> Result<T, StoreError> {
-        self.with(&self.point, f)
+        // The first idle connection; all busy, any one of them.
+        let slot = self
+            .point
+            .iter()
+            .find(|m| m.try_lock().is_ok())
+            .unwrap_or(&self.point[0]);
+        self.with(slot, f)
     }
 
     /// Run `f` on a reader connection, opening a new one when the old broke
@@ -180,8 +198,13 @@ impl Drop for PgStore {
         // A synchronous client closes its connection on a runtime of its
         // own, which cannot start on a thread that drives async tasks (the
         // store may be dropped there): close the readers on a plain thread.
-        let readers = [&self.point, &self.bulk].map(|m| m.lock().ok().and_then(|mut c| c.take()));
-        if readers.iter().any(Option::is_some) {
+        let readers: Vec<Client> = self
+            .point
+            .iter()
+            .chain([&self.bulk])
+            .filter_map(|m| m.lock().ok().and_then(|mut c| c.take()))
+            .collect();
+        if !readers.is_empty() {
             let _ = std::thread::spawn(move || drop(readers)).join();
         }
     }
@@ -273,6 +296,9 @@ impl Store for PgStore {
     }
 
     fn jobspec(&self, id: u64) -> Result<Option<String>, StoreError> {
+        if let Some(spec) = self.recent.get(id) {
+            return Ok(Some(spec));
+        }
         let id_sql = to_sql_id(id);
         self.read_point(|c| {
             c.query_opt("SELECT jobspec FROM jobs WHERE id = $1", &[&id_sql])?

@@ -33,6 +33,8 @@ const RETRY_MAX: Duration = Duration::from_secs(1);
 /// What the writer needs besides its queue.
 pub struct WriterState {
     pub connect: PgConnect,
+    /// Where committed jobspecs are kept for the readers.
+    pub recent: Arc<super::recent::Recent>,
     pub client: Client,
     pub stmts: Statements,
     /// Jobs known to be stored and active: this writer made or read them,
@@ -225,6 +227,14 @@ fn commit_group(
     }
     st.next_event = seg.next_event;
     st.next_resource = seg.next_resource;
+    let committed = group.iter().zip(&outcomes).filter(|(_, o)| o.is_ok());
+    for w in committed.flat_map(|(r, _)| &r.batch) {
+        match w {
+            Write::NewJob { id, jobspec, .. } => st.recent.add(*id, jobspec),
+            Write::Purge { id } => st.recent.forget(*id),
+            _ => {}
+        }
+    }
     for (id, active) in learned {
         if active {
             st.known.insert(id);

@@ -1,0 +1,73 @@
+//! Jobspecs of the jobs made lately, kept in memory by the PostgreSQL
+//! store: a job that starts soon after it was submitted (most do) has its
+//! jobspec read from here, not in a round trip to the database. Stored
+//! jobspecs never change, so the copy is never stale.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+
+/// Bytes of jobspec text kept at most; the oldest go first.
+pub const RECENT_BYTES: usize = 32 << 20;
+
+/// The recent jobspecs, shared by the writer (which adds what it
+/// committed) and the readers.
+#[derive(Debug, Default)]
+pub struct Recent {
+    inner: Mutex<Inner>,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    specs: HashMap<u64, Arc<str>>,
+    order: VecDeque<u64>,
+    bytes: usize,
+}
+
+impl Recent {
+    /// Remember the committed jobspec of job `id`.
+    pub fn add(&self, id: u64, jobspec: &str) {
+        let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        inner.bytes += jobspec.len();
+        inner.specs.insert(id, Arc::from(jobspec));
+        inner.order.push_back(id);
+        while inner.bytes > RECENT_BYTES {
+            let Some(old) = inner.order.pop_front() else {
+                break;
+            };
+            if let Some(spec) = inner.specs.remove(&old) {
+                inner.bytes -= spec.len();
+            }
+        }
+    }
+
+    /// Forget job `id` (purged).
+    pub fn forget(&self, id: u64) {
+        let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(spec) = inner.specs.remove(&id) {
+            inner.bytes -= spec.len();
+        }
+    }
+
+    /// The jobspec of job `id`, if it is recent.
+    pub fn get(&self, id: u64) -> Option<String> {
+        let inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        inner.specs.get(&id).map(|s| s.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_oldest_go_past_the_byte_cap() {
+        let recent = Recent::default();
+        let big = "x".repeat(RECENT_BYTES / 2 + 1);
+        recent.add(1, &big);
+        recent.add(2, &big);
+        assert!(recent.get(1).is_none());
+        assert_eq!(recent.get(2).as_deref(), Some(big.as_str()));
+        recent.forget(2);
+        assert!(recent.get(2).is_none());
+    }
+}
