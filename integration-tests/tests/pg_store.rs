@@ -192,6 +192,18 @@ async fn postgres_answers_as_sqlite_does() {
         assert_eq!(la, lb);
     }
     assert_eq!(a, b);
+    // The lengths read at once are those read one by one.
+    let p = Arc::clone(&postgres);
+    tokio::task::spawn_blocking(move || {
+        let lens = p.active_log_lens().unwrap().expect("read at once");
+        for job in p.load_jobs().unwrap() {
+            let got = lens.get(&job.id).copied().unwrap_or_default();
+            let want = [Log::Exec, Log::Output].map(|l| p.log_len(job.id, l).unwrap());
+            assert_eq!(got, want, "job {}", job.id);
+        }
+    })
+    .await
+    .unwrap();
     drop(sqlite);
     let postgres = Arc::into_inner(postgres).unwrap();
     tokio::task::spawn_blocking(move || postgres.close())

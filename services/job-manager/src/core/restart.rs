@@ -80,10 +80,14 @@ impl<S: Store> Core<S> {
         // Purged jobs' ids are never reused only if the newest is kept: a
         // purge takes the oldest first.
         let mut max_id = self.store.max_job_id()?.map(JobId::from);
+        let lens = self.store.active_log_lens()?;
         for s in stored {
             let id = JobId::from(s.id);
             max_id = max_id.max(Some(id));
-            match self.recover_one(id, s) {
+            let known = lens
+                .as_ref()
+                .map(|l| l.get(&s.id).copied().unwrap_or_default());
+            match self.recover_one(id, s, known) {
                 Ok(true) => found.active += 1,
                 Ok(false) => found.inactive += 1,
                 Err(e) => {
@@ -100,7 +104,12 @@ impl<S: Store> Core<S> {
     }
 
     /// Rebuild one job; true if it is still active.
-    fn recover_one(&mut self, id: JobId, s: StoredJob) -> Result<bool, ReplayFailure> {
+    fn recover_one(
+        &mut self,
+        id: JobId,
+        s: StoredJob,
+        lens: Option<[u64; 2]>,
+    ) -> Result<bool, ReplayFailure> {
         let Some(s) = self.unless_summarized(id, s) else {
             return Ok(false);
         };
@@ -117,7 +126,7 @@ impl<S: Store> Core<S> {
             self.inactive.retired(id, inactive);
             return Ok(false);
         }
-        let resume = self.reactivate(id, replayed);
+        let resume = self.reactivate(id, replayed, lens);
         self.resume(id, resume);
         Ok(true)
     }
@@ -143,7 +152,7 @@ impl<S: Store> Core<S> {
 
     /// Make a replayed active job active again; what it still needs after
     /// the `flux-restart` is answered.
-    fn reactivate(&mut self, id: JobId, replayed: Replayed) -> Resume {
+    fn reactivate(&mut self, id: JobId, replayed: Replayed, lens: Option<[u64; 2]>) -> Resume {
         let (t_run, nodelist) = (replayed.t_run(), replayed.nodelist());
         let perilogs = replayed.perilogs();
         let Replayed {
@@ -153,8 +162,13 @@ impl<S: Store> Core<S> {
             events,
         } = replayed;
         let mut seq = [events.len() as u64, 0, 0];
-        for (slot, l) in [(1, Log::Exec), (2, Log::Output)] {
-            seq[slot] = self.store.log_len(id.into(), l).unwrap_or(0);
+        match lens {
+            Some([exec, output]) => seq[1..].copy_from_slice(&[exec, output]),
+            None => {
+                for (slot, l) in [(1, Log::Exec), (2, Log::Output)] {
+                    seq[slot] = self.store.log_len(id.into(), l).unwrap_or(0);
+                }
+            }
         }
         let alloc_nnodes = r.as_ref().and_then(|r| u32::try_from(r.nnodes()).ok());
         let holds = job.has_resources();

@@ -169,6 +169,15 @@ impl Store for AnyStore {
         }
     }
 
+    fn active_log_lens(
+        &self,
+    ) -> Result<Option<std::collections::HashMap<u64, [u64; 2]>>, StoreError> {
+        match self {
+            AnyStore::Sqlite(s) => s.active_log_lens(),
+            AnyStore::Postgres(s) => s.active_log_lens(),
+        }
+    }
+
     fn stats(&self) -> CommitStats {
         match self {
             AnyStore::Sqlite(s) => s.stats(),

@@ -16,6 +16,7 @@ mod schema;
 mod sqlite;
 mod writer;
 
+use std::collections::HashMap;
 use std::future::Future;
 
 pub use any::AnyStore;
@@ -218,6 +219,12 @@ pub trait Store: Send + Sync + 'static {
     ) -> Result<(Vec<String>, LogPos), StoreError>;
     /// How many lines one job's log holds (0 when it has none).
     fn log_len(&self, id: u64, log: Log) -> Result<u64, StoreError>;
+    /// The exec and output log lengths of every job [`Store::load_jobs`]
+    /// gives, in one read, where that is cheaper than one read per job
+    /// (a database across the network); `None`: ask [`Store::log_len`].
+    fn active_log_lens(&self) -> Result<Option<HashMap<u64, [u64; 2]>>, StoreError> {
+        Ok(None)
+    }
     /// A job's jobspec (JSON text).
     fn jobspec(&self, id: u64) -> Result<Option<String>, StoreError>;
     /// A job's jobspec and R.

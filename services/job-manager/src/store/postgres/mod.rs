@@ -13,6 +13,7 @@ mod recent;
 mod schema;
 mod writer;
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
@@ -292,6 +293,30 @@ impl Store for PgStore {
             )?
             .try_get::<_, i64>(0)
             .map(count)
+        })
+    }
+
+    fn active_log_lens(&self) -> Result<Option<HashMap<u64, [u64; 2]>>, StoreError> {
+        self.read(|c| {
+            let mut lens: HashMap<u64, [u64; 2]> = HashMap::new();
+            for row in c.query(
+                "SELECT e.job_id, e.log, count(*) FROM jobs j JOIN events e \
+                 ON e.job_id = j.id AND e.log > 0 \
+                 WHERE j.t_inactive IS NULL GROUP BY e.job_id, e.log",
+                &[],
+            )? {
+                let id = from_sql_id(row.try_get(0)?);
+                let log: i16 = row.try_get(1)?;
+                let n = count(row.try_get(2)?);
+                if let Some(slot) = lens
+                    .entry(id)
+                    .or_default()
+                    .get_mut(usize::from(log as u8) - 1)
+                {
+                    *slot = n;
+                }
+            }
+            Ok(Some(lens))
         })
     }
 
