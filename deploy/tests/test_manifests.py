@@ -435,3 +435,22 @@ def test_the_ha_instance_patches_the_job_manager_into_two_replicas_on_postgres()
 def test_the_trial_postgres_passes_the_strict_api_schema():
     for doc in yaml.safe_load_all((K8S_HA / "postgres.yaml").read_text()):
         kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
+
+
+def test_the_ha_compose_override_adds_a_standby_on_postgres():
+    base = yaml.safe_load((DEPLOY / "docker-compose.yml").read_text())
+    ha = yaml.safe_load((DEPLOY / "docker-compose.ha.yml").read_text())
+    services = ha["services"]
+    assert {"postgres", "job-manager", "job-manager-b"} <= set(services)
+    for jm in ("job-manager", "job-manager-b"):
+        env = services[jm]["environment"]
+        assert env["FLUXGATE_STORE_URL"].startswith("postgres://"), jm
+        assert env["FLUXGATE_HA_ADVERTISE"] == f"http://{jm}:7000"
+        assert services[jm]["depends_on"]["postgres"]["condition"] == "service_healthy"
+    # The standby shares the instance key, never the leader's state volume.
+    b = services["job-manager-b"]
+    assert b["secrets"][0]["source"] in base["secrets"]
+    assert b["volumes"][0].split(":")[0] in ha["volumes"]
+    for node in ("node0", "node1", "node2", "node3"):
+        uris = services[node]["environment"]["FLUXGATE_JOB_MANAGER"].split(",")
+        assert uris == ["http://job-manager:7000", "http://job-manager-b:7000"]

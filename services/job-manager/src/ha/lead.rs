@@ -14,7 +14,6 @@ use fluxgate_proto::v1::resource_server::ResourceServer;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tonic::transport::server::ServerTlsConfig;
-use tonic_health::ServingStatus;
 
 use super::election::{self, Elector};
 use super::incoming::Incoming;
@@ -98,12 +97,11 @@ pub async fn standby_until_leader(
         let (elector, stop) = (elector.clone(), Arc::clone(&stop));
         tokio::task::spawn_blocking(move || elector.campaign(&leader_tx, &stop))
     };
+    // The process is live (the server as a whole, "", serves) but does not
+    // lead: readiness probes and clients ask for the JobManager service.
     let (health, health_service) = tonic_health::server::health_reporter();
     health
         .set_not_serving::<JobManagerServer<JobManagerService<AnyStore>>>()
-        .await;
-    health
-        .set_service_status("", ServingStatus::NotServing)
         .await;
     let end = CancellationToken::new();
     let mut builder = tonic::transport::Server::builder();
