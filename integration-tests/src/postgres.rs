@@ -20,6 +20,8 @@ pub struct PgServer {
     dir: tempfile::TempDir,
     port: u16,
     next_db: std::sync::atomic::AtomicU32,
+    /// Server certificate and key (PEM) when it serves TLS.
+    tls: Option<(Vec<u8>, Vec<u8>)>,
 }
 
 /// Where Debian keeps the server's programs (the newest version there).
@@ -78,6 +80,15 @@ fn run(mut cmd: Command, what: &str) {
 impl PgServer {
     /// Make and start a new cluster.
     pub fn start() -> PgServer {
+        Self::start_with(None)
+    }
+
+    /// Make and start a new cluster serving TLS with `cert` and `key` (PEM).
+    pub fn start_tls(cert: &[u8], key: &[u8]) -> PgServer {
+        Self::start_with(Some((cert.to_vec(), key.to_vec())))
+    }
+
+    fn start_with(tls: Option<(Vec<u8>, Vec<u8>)>) -> PgServer {
         let bin = bindir();
         let dir = tempfile::tempdir().expect("tempdir");
         if nix::unistd::geteuid().is_root() {
@@ -96,11 +107,28 @@ impl PgServer {
             ),
             "initdb",
         );
+        if let Some((cert, key)) = &tls {
+            use std::os::unix::fs::PermissionsExt;
+            for (name, pem) in [("server.crt", cert), ("server.key", key)] {
+                let path = data.join(name);
+                std::fs::write(&path, pem).expect("write TLS file");
+                // The server refuses a key others can read.
+                std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
+                    .expect("chmod");
+                if nix::unistd::geteuid().is_root() {
+                    let pg = nix::unistd::User::from_name("postgres").ok().flatten();
+                    if let Some(pg) = pg {
+                        nix::unistd::chown(&path, Some(pg.uid), Some(pg.gid)).expect("chown");
+                    }
+                }
+            }
+        }
         let server = PgServer {
             bin,
             dir,
             port: free_port(),
             next_db: std::sync::atomic::AtomicU32::new(0),
+            tls,
         };
         server.pg_ctl_start();
         server
@@ -111,12 +139,15 @@ impl PgServer {
     }
 
     fn pg_ctl_start(&self) {
-        let opts = format!(
+        let mut opts = format!(
             "-c listen_addresses=127.0.0.1 -c port={} -c unix_socket_directories={} \
              -c max_connections=300",
             self.port,
             self.dir.path().display()
         );
+        if self.tls.is_some() {
+            opts.push_str(" -c ssl=on -c ssl_cert_file=server.crt -c ssl_key_file=server.key");
+        }
         let log = self.dir.path().join("server.log").display().to_string();
         run(
             as_owner(
@@ -147,6 +178,7 @@ impl PgServer {
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let name = format!("fluxgate{n}");
         let mut c = Command::new(self.bin.join("psql"));
+        c.env("PGSSLMODE", "prefer");
         c.args([
             "-h",
             "127.0.0.1",

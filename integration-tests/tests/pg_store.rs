@@ -244,3 +244,69 @@ async fn a_writer_whose_epoch_is_over_cannot_commit() {
     );
     std::thread::spawn(move || drop(old)).join().unwrap();
 }
+
+/// A CA and a server certificate for 127.0.0.1, signed by it (PEM): the
+/// CA, the server's certificate and its key.
+fn server_pki() -> (String, Vec<u8>, Vec<u8>) {
+    let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "store test CA");
+    params.key_usages = vec![
+        rcgen::KeyUsagePurpose::KeyCertSign,
+        rcgen::KeyUsagePurpose::DigitalSignature,
+    ];
+    let ca =
+        rcgen::CertifiedIssuer::self_signed(params, rcgen::KeyPair::generate().unwrap()).unwrap();
+    let mut params = rcgen::CertificateParams::new(vec!["127.0.0.1".to_string()]).unwrap();
+    params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth];
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert = params.signed_by(&key, &ca).unwrap();
+    (
+        ca.pem(),
+        cert.pem().into_bytes(),
+        key.serialize_pem().into_bytes(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sslmode_require_is_tls_verified_against_the_ca_given() {
+    let (ca, cert, key) = server_pki();
+    let pg = PgServer::start_tls(&cert, &key);
+    let url = format!("{}?sslmode=require", pg.new_database());
+    let dir = tempfile::tempdir().unwrap();
+    let ca_file = dir.path().join("ca.pem");
+    std::fs::write(&ca_file, ca).unwrap();
+    // Without the CA the server's certificate is unknown: refused, said so.
+    let connect = PgConnect::new(&url, None).unwrap();
+    let e = tokio::task::spawn_blocking(move || {
+        connect
+            .connect()
+            .map(|c| std::thread::spawn(move || drop(c)).join())
+    })
+    .await
+    .unwrap()
+    .unwrap_err();
+    assert!(
+        e.to_string().contains("certificate") || e.to_string().contains("CA"),
+        "{e}"
+    );
+    // With it, the store works over TLS.
+    let connect = PgConnect::new(&url, Some(&ca_file)).unwrap();
+    let ssl = tokio::task::spawn_blocking(move || {
+        let mut c = connect.connect().unwrap();
+        let on: bool = c
+            .query_one(
+                "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()",
+                &[],
+            )
+            .unwrap()
+            .get(0);
+        std::thread::spawn(move || drop(c)).join().unwrap();
+        on
+    })
+    .await
+    .unwrap();
+    assert!(ssl, "the session is encrypted");
+}

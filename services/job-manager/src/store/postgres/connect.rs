@@ -92,7 +92,17 @@ impl PgConnect {
 pub fn describe(e: &postgres::Error) -> String {
     match e.as_db_error() {
         Some(db) => format!("{}: {}", db.severity(), db.message()),
-        None => e.to_string(),
+        // The cause says what to fix (a refused certificate, a refused
+        // connection), the error alone only what failed.
+        None => {
+            let mut text = e.to_string();
+            let mut cause = std::error::Error::source(e);
+            while let Some(c) = cause {
+                text.push_str(&format!(": {c}"));
+                cause = c.source();
+            }
+            text
+        }
     }
 }
 
