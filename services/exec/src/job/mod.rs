@@ -231,10 +231,17 @@ async fn forward(
         };
         match permit {
             Some(p) => {
-                if responses.tail.len() == ended::TAIL {
-                    responses.tail.pop_front();
+                // A replay follows a reattach: the launch is not said again.
+                let launch = matches!(
+                    msg.response,
+                    Some(Response::Start(_) | Response::Reattached(_))
+                );
+                if !launch {
+                    if responses.tail.len() == ended::TAIL {
+                        responses.tail.pop_front();
+                    }
+                    responses.tail.push_back(msg.clone());
                 }
-                responses.tail.push_back(msg.clone());
                 p.send(Ok(msg))
             }
             None => {
