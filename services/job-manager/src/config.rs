@@ -57,7 +57,7 @@ pub struct Config {
 }
 
 /// `[store]`: the durable store.
-#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[derive(Clone, Default, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct StoreConfig {
     /// `postgres://user:pass@host:port/db` (key=value form too); unset, the
@@ -66,6 +66,22 @@ pub struct StoreConfig {
     pub url: Option<String>,
     /// A PEM CA certificate the database server's certificate may chain to.
     pub ca_file: Option<PathBuf>,
+}
+
+// Logged at start: the URL's password must not be.
+impl std::fmt::Debug for StoreConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StoreConfig")
+            .field(
+                "url",
+                &self
+                    .url
+                    .as_deref()
+                    .map(crate::store::postgres::connect::hide_password),
+            )
+            .field("ca_file", &self.ca_file)
+            .finish()
+    }
 }
 
 /// `[ha]`: how job managers on one PostgreSQL store elect a leader.
@@ -629,6 +645,15 @@ impl Layered for Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_store_password_is_not_logged() {
+        let mut c = Config::default();
+        c.set("store.url", "postgres://u:s3cret@db/x").unwrap();
+        let shown = format!("{c:?}");
+        assert!(!shown.contains("s3cret"), "{shown}");
+        assert!(shown.contains("postgres://u:***@db/x"));
+    }
 
     #[test]
     fn file_then_environment() {

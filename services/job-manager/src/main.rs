@@ -36,6 +36,10 @@ struct Args {
     /// Number of nodes to wait for (overrides `resource.size`).
     #[arg(long)]
     size: Option<u32>,
+    /// Keep jobs in PostgreSQL (`postgres://…`), shared with standby job
+    /// managers (overrides `store.url`; docs/HA.md).
+    #[arg(long, value_name = "URL")]
+    store_url: Option<String>,
     /// Set any configuration key, e.g. --set resource.torpid_timeout=10 (repeatable;
     /// after the file and the environment).
     #[arg(long = "set", value_name = "KEY=VALUE")]
@@ -73,6 +77,9 @@ fn main() -> anyhow::Result<()> {
     }
     if let Some(v) = args.size {
         config.resource.size = Some(v);
+    }
+    if let Some(v) = args.store_url {
+        config.store.url = Some(v);
     }
     layered::apply_sets(&mut config, &args.set)?;
     tracing::info!(?config, "effective configuration");

@@ -166,7 +166,8 @@ async fn start_instance(launcher: &mut Launcher, args: &Args) -> anyhow::Result<
         jm = jm.config(&path);
     }
     if let Some(url) = &args.store_url {
-        jm = jm.set("store.url", url);
+        // In the environment, not on a command line others can read.
+        jm = jm.env("FLUXGATE_STORE_URL", url);
     }
     let (_, leader) = launcher
         .job_manager(&jm, "job-manager.log", timeout)

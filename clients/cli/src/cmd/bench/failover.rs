@@ -130,7 +130,7 @@ impl Pair {
         let jm = JobManager::new(&self.dirs[i])
             .listen(&format!("127.0.0.1:{}", self.ports[i]))
             .nodelist(&format!("bench-v[0-{}]", NODES - 1))
-            .set("store.url", &self.store_url)
+            .env("FLUXGATE_STORE_URL", &self.store_url)
             .set("ha.lease", "1")
             .set("ha.poll_interval", "0.05")
             .env("FLUXGATE_LOG", "warn");

@@ -292,7 +292,7 @@ impl Local {
             .args(["--log-format", "text"])
             .env("FLUXGATE_LOG", JM_LOG);
         if let Some(url) = &self.store_url {
-            jm = jm.set("store.url", url);
+            jm = jm.env("FLUXGATE_STORE_URL", url);
         }
         let started = Instant::now();
         (self.jm_pid, self.uri) = self

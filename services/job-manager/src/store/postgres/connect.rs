@@ -149,7 +149,7 @@ fn tls_connector(
 }
 
 /// `postgres://user:secret@host/db` as `postgres://user:***@host/db`.
-fn hide_password(url: &str) -> String {
+pub fn hide_password(url: &str) -> String {
     let Some(rest) = url.split_once("://").map(|(_, r)| r) else {
         return url.to_string();
     };
