@@ -8,8 +8,12 @@ import collections
 import dataclasses
 import json
 import os
+import time
+import uuid
 
 import grpc
+
+from fluxgate import leader as _leader
 
 from fluxgate.v1 import jobmanager_pb2 as pb
 from fluxgate.v1 import jobmanager_pb2_grpc as pb_grpc
@@ -122,32 +126,69 @@ def _error(err):
     return FluxgateError(err.code(), err.details())
 
 
+def _open(uri):
+    target, secure = _target(uri)
+    if secure:
+        return grpc.secure_channel(target, grpc.ssl_channel_credentials())
+    return grpc.insecure_channel(target)
+
+
 class Client:
     """A connection to one instance's job manager.
 
     `uri` defaults to $FLUXGATE_URI (e.g. http://127.0.0.1:7000) and `token`
     (sent with every call, for instances that require credentials) to
     $FLUXGATE_TOKEN. Use as a context manager or call close().
+
+    `uri` may list several job managers sharing one store, comma separated
+    (docs/HA.md): the client talks to the one that leads, and after a
+    failover retries on the new leader for up to `failover_timeout`
+    seconds; submits carry an idempotency key, so a retried one makes one
+    job, and followed eventlogs resume after the last line they gave.
     """
 
-    def __init__(self, uri=None, token=None):
+    def __init__(self, uri=None, token=None, *, failover_timeout=30.0):
         uri = uri or os.environ.get(URI_ENV)
         if not uri:
             raise FluxgateError(
                 grpc.StatusCode.INVALID_ARGUMENT,
                 f"{URI_ENV} is not set: pass the instance address",
             )
-        target, secure = _target(uri)
         self.uri = uri
-        self._channel = (
-            grpc.secure_channel(target, grpc.ssl_channel_credentials())
-            if secure
-            else grpc.insecure_channel(target)
-        )
-        token = token or os.environ.get(TOKEN_ENV)
+        self._uris = _leader.split_uris(uri)
+        self._token = token or os.environ.get(TOKEN_ENV)
+        self.failover_timeout = failover_timeout
+        self._channel = None
+        self._connect()
+
+    def _connect(self, prefer=None):
+        """Open the channel: to the one job manager, or to the leader."""
+        if self._channel is not None:
+            self._channel.close()
+        if len(self._uris) == 1:
+            self._channel = _open(self._uris[0])
+        else:
+            deadline = time.monotonic() + self.failover_timeout
+            try:
+                self._channel, _ = _leader.find_leader(self._uris, _open, deadline, prefer)
+            except TimeoutError as err:
+                raise FluxgateError(grpc.StatusCode.UNAVAILABLE, str(err)) from None
+        token = self._token
         calls = grpc.intercept_channel(self._channel, _Bearer(token)) if token else self._channel
         self.jobs = pb_grpc.JobManagerStub(calls)
         self.resource = resource_pb2_grpc.ResourceStub(calls)
+
+    def _retrying(self, call):
+        """`call()`, again on the new leader while a failover explains its errors."""
+        deadline = time.monotonic() + self.failover_timeout
+        while True:
+            try:
+                return call()
+            except grpc.RpcError as err:
+                if len(self._uris) < 2 or not _leader.is_failover(err) or time.monotonic() >= deadline:
+                    raise _error(err) from None
+                time.sleep(0.1)
+                self._connect(prefer=_leader.leader_named(err))
 
     def close(self):
         """Close the connection."""
@@ -167,10 +208,10 @@ class Client:
         request = pb.SubmitRequest(jobspec=text, flags=flags)
         if urgency is not None:
             request.urgency = urgency
-        try:
-            return self.jobs.Submit(request, timeout=timeout).id
-        except grpc.RpcError as err:
-            raise _error(err) from None
+        if len(self._uris) > 1:
+            # Retried on a new leader, the same key answers the same job.
+            request.idempotency_key = str(uuid.uuid4())
+        return self._retrying(lambda: self.jobs.Submit(request, timeout=timeout).id)
 
     def eventlog(self, jobid, name="eventlog", *, follow=False, wait_create=False, timeout=None):
         """Yield the events of one of a job's eventlogs.
@@ -178,19 +219,35 @@ class Client:
         `name` is "eventlog", "exec.eventlog" or "output"; with `follow` the
         stream goes on until the log is final (the job is inactive).
         """
-        request = pb.WatchEventlogRequest(id=jobid, name=name, follow=follow, wait_create=wait_create)
-        try:
-            for msg in self.jobs.WatchEventlog(request, timeout=timeout):
-                yield Event.parse(msg.line)
-        except grpc.RpcError as err:
-            raise _error(err) from None
+        seen = 0
+        deadline = None
+        while True:
+            request = pb.WatchEventlogRequest(
+                id=jobid,
+                name=name,
+                follow=follow,
+                wait_create=wait_create or seen > 0,
+                from_line=seen,
+            )
+            try:
+                for msg in self.jobs.WatchEventlog(request, timeout=timeout):
+                    seen += 1
+                    deadline = None
+                    yield Event.parse(msg.line)
+                return
+            except grpc.RpcError as err:
+                if len(self._uris) < 2 or not _leader.is_failover(err):
+                    raise _error(err) from None
+                # Resume on the new leader after the last line given.
+                deadline = deadline or time.monotonic() + self.failover_timeout
+                if time.monotonic() >= deadline:
+                    raise _error(err) from None
+                time.sleep(0.1)
+                self._connect(prefer=_leader.leader_named(err))
 
     def wait(self, jobid, *, timeout=None):
         """Wait for a job submitted with waitable=True to end; a WaitResult."""
-        try:
-            r = self.jobs.Wait(pb.WaitRequest(id=jobid), timeout=timeout)
-        except grpc.RpcError as err:
-            raise _error(err) from None
+        r = self._retrying(lambda: self.jobs.Wait(pb.WaitRequest(id=jobid), timeout=timeout))
         return WaitResult(id=r.id, success=r.success, error=r.error)
 
     def wait_inactive(self, jobid, *, timeout=None):
