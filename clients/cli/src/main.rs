@@ -9,7 +9,7 @@ mod services;
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 /// Fluxgate: a job manager that follows the Flux RFCs.
 #[derive(Debug, Parser)]
@@ -68,6 +68,11 @@ enum Command {
     Bench(cmd::bench::Args),
     /// Replay a workload trace (SWF) through the scheduler in virtual time.
     Simulate(cmd::simulate::Args),
+    /// Print a shell completion script (e.g. `source <(fluxgate completions bash)`).
+    Completions(cmd::docs::CompletionsArgs),
+    /// Write the man pages of every command to a directory.
+    #[command(hide = true)]
+    Man(cmd::docs::ManArgs),
 }
 
 impl Command {
@@ -115,6 +120,11 @@ fn main() -> ExitCode {
         Command::Health(args) => ("health", cmd::health::run(args)),
         Command::Bench(args) => ("bench", cmd::bench::run(args)),
         Command::Simulate(args) => ("simulate", cmd::simulate::run(args)),
+        Command::Completions(args) => (
+            "completions",
+            cmd::docs::run_completions(args, Cli::command()),
+        ),
+        Command::Man(args) => ("man", cmd::docs::run_man(args, Cli::command())),
     };
     match result {
         Ok(code) => code,

@@ -4,6 +4,7 @@ pub mod accounting;
 pub mod attach;
 pub mod bench;
 pub mod cancel;
+pub mod docs;
 pub mod health;
 pub mod hostlist;
 pub mod idset;
