@@ -9,6 +9,7 @@
 //! `flux submit --wait` does.
 
 use std::collections::BTreeMap;
+use std::io::Write;
 use std::process::ExitCode;
 
 use anyhow::{Context, anyhow, bail};
@@ -110,6 +111,9 @@ pub struct SubmitArgs {
     /// Show a progress bar while submitting (and, with --wait, running).
     #[arg(long)]
     progress: bool,
+    /// Print the jobspec (JSON, one per line) instead of submitting it.
+    #[arg(long)]
+    dry_run: bool,
     /// Command and arguments.
     #[arg(required = true, trailing_var_arg = true, value_name = "COMMAND")]
     command: Vec<String>,
@@ -452,6 +456,24 @@ pub fn run_submit(args: SubmitArgs) -> anyhow::Result<ExitCode> {
         Some(_) => None,
         None => Some(args.opts.request(&args.command, None)?),
     };
+    if args.dry_run {
+        // As flux submit --dry-run: what would be sent, and nothing sent.
+        let mut out = std::io::stdout().lock();
+        match (&single, &copies) {
+            (Some(req), _) => writeln!(out, "{}", req.jobspec)?,
+            (None, Some((set, env))) => {
+                for id in set.iter() {
+                    writeln!(
+                        out,
+                        "{}",
+                        args.opts.request(&args.command, Some((id, *env)))?.jobspec
+                    )?;
+                }
+            }
+            (None, None) => {}
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
     client::block_on(async {
         let mut inst = client::connect().await?;
         let total = copies.as_ref().map_or(1, |(ids, _)| ids.count());
