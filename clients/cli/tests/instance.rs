@@ -138,3 +138,26 @@ fn a_huge_cc_range_against_a_disabled_queue_ends_at_once() {
     let refusals = stderr.lines().filter(|l| l.contains("maintenance")).count();
     assert!((1..=1000).contains(&refusals), "{refusals}: {stderr}");
 }
+
+#[test]
+fn job_submit_takes_a_jobspec_file_or_stdin_json_or_yaml() {
+    let out = in_instance(
+        r#"set -e
+        $F submit --dry-run sh -c 'echo from-file' > spec.json
+        id=$($F job submit --flags waitable spec.json)
+        $F job wait "$id" && echo "file ok"
+        printf 'version: 1\nresources:\n  - type: slot\n    count: 1\n    label: task\n    with:\n      - type: core\n        count: 1\ntasks:\n  - command: [sh, -c, "exit 4"]\n    slot: task\n    count: {per_slot: 1}\nattributes:\n  system: {cwd: /tmp, duration: 0}\n' \
+            | $F job submit --urgency hold - > held
+        $F jobs -n -o '{urgency} {state}' $(cat held)
+        rm -f spec.json held
+        $F job submit --flags nonsense spec.json || echo "bad flag refused""#,
+    );
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains("file ok"),
+        "stdout: {stdout} stderr: {}",
+        text(&out.stderr)
+    );
+    assert!(stdout.contains("0 SCHED"), "held: {stdout}");
+    assert!(stdout.contains("bad flag refused"), "{stdout}");
+}
