@@ -161,3 +161,18 @@ fn job_submit_takes_a_jobspec_file_or_stdin_json_or_yaml() {
     assert!(stdout.contains("0 SCHED"), "held: {stdout}");
     assert!(stdout.contains("bad flag refused"), "{stdout}");
 }
+
+#[test]
+fn resource_info_is_flux_one_line_summary() {
+    let out = in_instance(
+        r#"$F resource info; $F resource info -s down; $F resource info -s nope || echo refused"#,
+    );
+    let stdout = text(&out.stdout);
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert!(
+        lines[0].starts_with("2 Nodes, ") && lines[0].ends_with(" Cores, 0 GPUs"),
+        "{stdout}"
+    );
+    assert_eq!(lines[1], "0 Nodes, 0 Cores, 0 GPUs");
+    assert_eq!(lines[2], "refused");
+}
