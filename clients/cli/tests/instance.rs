@@ -176,3 +176,22 @@ fn resource_info_is_flux_one_line_summary() {
     assert_eq!(lines[1], "0 Nodes, 0 Cores, 0 GPUs");
     assert_eq!(lines[2], "refused");
 }
+
+#[test]
+fn job_status_exits_with_the_largest_exit_code() {
+    let out = in_instance(
+        r#"a=$($F submit true); b=$($F submit sh -c 'exit 5'); c=$($F submit --urgency hold true)
+        $F cancel $c
+        $F job status $a; echo "a=$?"
+        $F job status -v $a $b; echo "ab=$?"
+        $F job status -e 9 $c; echo "c=$?"
+        $F job status -j $b | tr -d '\n'; echo"#,
+    );
+    let stdout = text(&out.stdout);
+    let stderr = text(&out.stderr);
+    assert!(stdout.contains("a=0\n"), "{stdout}");
+    assert!(stdout.contains("ab=5\n"), "{stdout}");
+    assert!(stdout.contains("c=9\n"), "{stdout}");
+    assert!(stdout.contains(r#""exitcode":5"#), "{stdout}");
+    assert!(stderr.contains(": exited with exit code 5"), "{stderr}");
+}

@@ -6,6 +6,7 @@ pub mod control;
 pub mod eventlog;
 pub mod id;
 pub mod purge;
+pub mod status;
 pub mod submit;
 
 /// Arguments of `fluxgate job`.
@@ -42,6 +43,8 @@ enum Command {
     Purge(purge::PurgeArgs),
     /// Submit a jobspec file (JSON or YAML) as written.
     Submit(submit::SubmitArgs),
+    /// Wait for jobs to end; exit with the largest exit code.
+    Status(status::StatusArgs),
 }
 
 /// Run `fluxgate job`.
@@ -59,5 +62,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Command::Last(a) => control::run_last(a),
         Command::Purge(a) => purge::run(a),
         Command::Submit(a) => submit::run(a),
+        Command::Status(a) => status::run(a),
     }
 }
