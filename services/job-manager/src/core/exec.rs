@@ -226,6 +226,12 @@ impl<S: Store> Core<S> {
         .entered();
         match msg {
             ExecMsg::Started { id } => {
+                // A node that adopted a running job after a restart says
+                // `start` again, and the first may still arrive: one counts.
+                if self.jobs.get(&id).is_some_and(|a| a.job.has_started()) {
+                    tracing::debug!(job = %id, "start repeated by a node; already recorded");
+                    return;
+                }
                 if self.post(id, "start", None) {
                     if let Some(a) = self.jobs.get_mut(&id) {
                         a.t_run = Some(crate::clock::now());
