@@ -120,9 +120,9 @@ pub async fn standby_until_leader(
         .serve_with_incoming_shutdown(incoming.clone(), end.clone().cancelled_owned());
     let mut server = tokio::spawn(server);
     tracing::info!(%addr, uri = %elector.uri, "campaigning for the lead");
-    // A lead that is free is won within a few polls: only then is this job
-    // manager announced as ready while a standby, so that a lone one is
-    // announced once it leads and its first callers are served.
+    // A free lead is won within a few polls. Only a job manager still
+    // without it after that is announced while standing by; a lone one is
+    // announced once it leads, so that its first callers are served.
     let settle = (elector.poll * 5).max(Duration::from_millis(500));
     let won = tokio::select! {
         _ = shutdown.as_mut() => None,
