@@ -1,6 +1,18 @@
 """Python client of Fluxgate's gRPC API; the stubs live in fluxgate.v1."""
 
 from fluxgate.client import Client, Event, FluxgateError, WaitResult, f58
-from fluxgate.jobspec import jobspec
+from fluxgate.executor import Executor, JobException, JobFuture
+from fluxgate.jobspec import JobspecV1, jobspec
 
-__all__ = ["Client", "Event", "FluxgateError", "WaitResult", "f58", "jobspec"]
+__all__ = [
+    "Client",
+    "Event",
+    "Executor",
+    "FluxgateError",
+    "JobException",
+    "JobFuture",
+    "JobspecV1",
+    "WaitResult",
+    "f58",
+    "jobspec",
+]

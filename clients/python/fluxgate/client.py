@@ -208,9 +208,9 @@ class Client:
         request = pb.SubmitRequest(jobspec=text, flags=flags)
         if urgency is not None:
             request.urgency = urgency
-        if len(self._uris) > 1:
-            # Retried on a new leader, the same key answers the same job.
-            request.idempotency_key = str(uuid.uuid4())
+        # A retry (on a new leader, or after a lost reply) carries the same
+        # key, and the instance answers it with the same job.
+        request.idempotency_key = str(uuid.uuid4())
         return self._retrying(lambda: self.jobs.Submit(request, timeout=timeout).id)
 
     def eventlog(self, jobid, name="eventlog", *, follow=False, wait_create=False, timeout=None):

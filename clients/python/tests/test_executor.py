@@ -1,0 +1,84 @@
+"""fluxgate.Executor against a real instance: futures carry each job's end."""
+
+import concurrent.futures
+import threading
+
+import pytest
+
+import fluxgate
+from instance import Instance
+from test_client import LIFECYCLE
+
+
+@pytest.fixture(scope="module")
+def instance(tmp_path_factory):
+    inst = Instance(tmp_path_factory.mktemp("state"), size=2)
+    yield inst
+    assert inst.stop() == [0, 0, 0]
+
+
+def command(*argv):
+    return fluxgate.JobspecV1.from_command(list(argv))
+
+
+def test_a_hundred_jobs_end_as_their_futures_say(instance):
+    with fluxgate.Executor(instance.uri) as executor:
+        ok = [executor.submit(command("true")) for _ in range(90)]
+        failed = [executor.submit(command("false")) for _ in range(8)]
+        cancelled = executor.submit(command("sleep", "60"))
+        raised = executor.submit(command("sleep", "60"))
+
+        # Both long jobs must be running before the exception is raised, so
+        # that it is the job's exception, not a refusal to start.
+        running = threading.Event()
+        raised.add_event_callback("start", lambda f, e: running.set())
+        assert cancelled.jobid(timeout=60) > 0
+        assert cancelled.cancel()
+        jobid = raised.jobid(timeout=60)
+        assert running.wait(120)
+        executor.client.jobs.RaiseException(
+            fluxgate.client.pb.RaiseExceptionRequest(id=jobid, type="test", severity=0, note="from the test")
+        )
+
+        assert [f.result(timeout=300) for f in ok] == [0] * 90
+        assert [f.result(timeout=300) for f in failed] == [1] * 8
+        with pytest.raises(concurrent.futures.CancelledError):
+            cancelled.result(timeout=120)
+        assert cancelled.cancelled()
+        with pytest.raises(fluxgate.JobException) as err:
+            raised.result(timeout=120)
+        assert (err.value.type, err.value.severity, err.value.note) == ("test", 0, "from the test")
+        ids = {f.jobid() for f in ok + failed + [cancelled, raised]}
+        assert len(ids) == 100
+
+
+def test_event_callbacks_see_the_lifecycle_in_order(instance):
+    seen = []
+    # One worker, held by a first job, so that every callback is in place
+    # before the second job's first event.
+    with fluxgate.Executor(instance.uri, max_workers=1) as executor:
+        executor.submit(command("sleep", "1"))
+        future = executor.submit(command("true"))
+        for name in LIFECYCLE:
+            future.add_event_callback(name, lambda f, e: seen.append(e.name))
+        assert future.result(timeout=120) == 0
+    assert seen == LIFECYCLE
+
+
+def test_a_future_cancelled_before_submission_never_makes_a_job(instance):
+    executor = fluxgate.Executor(instance.uri, max_workers=1)
+    blocker = executor.submit(command("sleep", "1"))
+    queued = executor.submit(command("true"))
+    assert queued.cancel()
+    executor.shutdown(wait=True)
+    assert blocker.result() == 0
+    assert queued.cancelled()
+    with pytest.raises(concurrent.futures.CancelledError):
+        queued.jobid(timeout=5)
+
+
+def test_submit_after_shutdown_is_refused(instance):
+    executor = fluxgate.Executor(instance.uri)
+    executor.shutdown()
+    with pytest.raises(RuntimeError):
+        executor.submit(command("true"))
