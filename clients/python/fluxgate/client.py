@@ -4,12 +4,15 @@ Eventlog entries travel as RFC 18 JSON lines; they are parsed here with the
 standard json module into `Event` values, keeping the line as it was stored.
 """
 
+from __future__ import annotations
+
 import collections
 import dataclasses
 import json
 import os
 import time
 import uuid
+from typing import Dict, Iterator, List, Optional, Sequence, Union
 
 import grpc
 
@@ -32,7 +35,7 @@ _F58_ALPHABET = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"
 class FluxgateError(Exception):
     """A request the instance refused, with its gRPC status code and message."""
 
-    def __init__(self, code, message):
+    def __init__(self, code: grpc.StatusCode, message: str):
         super().__init__(message or code.name)
         self.code = code
         self.message = message
@@ -48,7 +51,7 @@ class Event:
     line: str
 
     @classmethod
-    def parse(cls, line):
+    def parse(cls, line: str) -> "Event":
         """Parse one eventlog line (with or without its newline)."""
         obj = json.loads(line)
         if not isinstance(obj, dict) or not isinstance(obj.get("name"), str):
@@ -70,7 +73,7 @@ class WaitResult:
     error: str
 
 
-def f58(jobid):
+def f58(jobid: int) -> str:
     """A job id in RFC 19 F58, as the command line prints it."""
     if jobid == 0:
         return "ƒ1"
@@ -147,7 +150,9 @@ class Client:
     job, and followed eventlogs resume after the last line they gave.
     """
 
-    def __init__(self, uri=None, token=None, *, failover_timeout=30.0):
+    def __init__(
+        self, uri: Optional[str] = None, token: Optional[str] = None, *, failover_timeout: float = 30.0
+    ):
         uri = uri or os.environ.get(URI_ENV)
         if not uri:
             raise FluxgateError(
@@ -158,7 +163,7 @@ class Client:
         self._uris = _leader.split_uris(uri)
         self._token = token or os.environ.get(TOKEN_ENV)
         self.failover_timeout = failover_timeout
-        self._channel = None
+        self._channel: Optional[grpc.Channel] = None
         self._connect()
 
     def _connect(self, prefer=None):
@@ -190,17 +195,26 @@ class Client:
                 time.sleep(0.1)
                 self._connect(prefer=_leader.leader_named(err))
 
-    def close(self):
+    def close(self) -> None:
         """Close the connection."""
-        self._channel.close()
+        if self._channel is not None:
+            self._channel.close()
 
-    def __enter__(self):
+    def __enter__(self) -> "Client":
         return self
 
     def __exit__(self, *exc):
         self.close()
 
-    def submit(self, jobspec, *, urgency=None, waitable=False, flags=0, timeout=30):
+    def submit(
+        self,
+        jobspec: Union[dict, str],
+        *,
+        urgency: Optional[int] = None,
+        waitable: bool = False,
+        flags: int = 0,
+        timeout: Optional[float] = 30,
+    ) -> int:
         """Submit a jobspec (a dict, or JSON/YAML text); returns the job id."""
         text = jobspec if isinstance(jobspec, str) else json.dumps(jobspec)
         if waitable:
@@ -213,7 +227,15 @@ class Client:
         request.idempotency_key = str(uuid.uuid4())
         return self._retrying(lambda: self.jobs.Submit(request, timeout=timeout).id)
 
-    def eventlog(self, jobid, name="eventlog", *, follow=False, wait_create=False, timeout=None):
+    def eventlog(
+        self,
+        jobid: int,
+        name: str = "eventlog",
+        *,
+        follow: bool = False,
+        wait_create: bool = False,
+        timeout: Optional[float] = None,
+    ) -> Iterator[Event]:
         """Yield the events of one of a job's eventlogs.
 
         `name` is "eventlog", "exec.eventlog" or "output"; with `follow` the
@@ -245,26 +267,28 @@ class Client:
                 time.sleep(0.1)
                 self._connect(prefer=_leader.leader_named(err))
 
-    def wait(self, jobid, *, timeout=None):
+    def wait(self, jobid: int, *, timeout: Optional[float] = None) -> WaitResult:
         """Wait for a job submitted with waitable=True to end; a WaitResult."""
         r = self._retrying(lambda: self.jobs.Wait(pb.WaitRequest(id=jobid), timeout=timeout))
         return WaitResult(id=r.id, success=r.success, error=r.error)
 
-    def wait_inactive(self, jobid, *, timeout=None):
+    def wait_inactive(self, jobid: int, *, timeout: Optional[float] = None) -> List[Event]:
         """Follow a job's eventlog until it is final; all its events, in order.
 
         Works for any job, waitable or not.
         """
         return list(self.eventlog(jobid, follow=True, timeout=timeout))
 
-    def cancel(self, jobid, note="", *, timeout=30):
+    def cancel(self, jobid: int, note: str = "", *, timeout: Optional[float] = 30) -> None:
         """Cancel a job (an exception of type cancel)."""
         try:
             self.jobs.Cancel(pb.CancelRequest(id=jobid, note=note), timeout=timeout)
         except grpc.RpcError as err:
             raise _error(err) from None
 
-    def info(self, jobid, keys=("jobspec", "R", "eventlog"), *, timeout=30):
+    def info(
+        self, jobid: int, keys: Sequence[str] = ("jobspec", "R", "eventlog"), *, timeout: Optional[float] = 30
+    ) -> Dict[str, str]:
         """A job's stored keys (jobspec, R, eventlog, exec.eventlog, output) as text.
 
         A long log comes in pages (each reply stays under gRPC's default

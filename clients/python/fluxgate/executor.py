@@ -12,9 +12,12 @@ callback has run and the job holds no resources:
   the tasks were killed by a signal, as a shell reports it).
 """
 
+from __future__ import annotations
+
 import concurrent.futures
 import os
 import threading
+from typing import Any, Callable, List, Optional, Tuple
 
 from fluxgate.client import Client, Event
 
@@ -47,14 +50,14 @@ class JobFuture(concurrent.futures.Future):
         super().__init__()
         self._client = client
         self._lock = threading.Lock()
-        self._jobid = None
+        self._jobid: Optional[int] = None
         self._assigned = threading.Event()
         self._submitting = False
-        self._submit_error = None
-        self._events = []
-        self._callbacks = []
+        self._submit_error: Optional[BaseException] = None
+        self._events: List[Event] = []
+        self._callbacks: List[Tuple[str, Callable[["JobFuture", Event], Any]]] = []
 
-    def jobid(self, timeout=None) -> int:
+    def jobid(self, timeout: Optional[float] = None) -> int:
         """The job's id, once the instance assigned it (blocks until then).
 
         Raises `CancelledError` if the future was cancelled before submission,
@@ -84,7 +87,7 @@ class JobFuture(concurrent.futures.Future):
         self._client.cancel(jobid)
         return True
 
-    def add_event_callback(self, event_name: str, fn) -> "JobFuture":
+    def add_event_callback(self, event_name: str, fn: Callable[["JobFuture", Event], Any]) -> "JobFuture":
         """Call `fn(future, event)` for each `event_name` event of the job's eventlog.
 
         Events already seen are given at once; returns the future, for chaining.
@@ -148,7 +151,14 @@ class Executor(concurrent.futures.Executor):
     context manager: leaving it waits for every job, as `shutdown()` does.
     """
 
-    def __init__(self, uri=None, token=None, *, failover_timeout=30.0, max_workers=DEFAULT_MAX_WORKERS):
+    def __init__(
+        self,
+        uri: Optional[str] = None,
+        token: Optional[str] = None,
+        *,
+        failover_timeout: float = 30.0,
+        max_workers: int = DEFAULT_MAX_WORKERS,
+    ):
         self._client = Client(uri, token, failover_timeout=failover_timeout)
         self._pool = concurrent.futures.ThreadPoolExecutor(
             max_workers=max_workers, thread_name_prefix="fluxgate-job"
@@ -161,7 +171,7 @@ class Executor(concurrent.futures.Executor):
         """The client the jobs go through."""
         return self._client
 
-    def submit(self, jobspec, *args, **kwargs) -> JobFuture:
+    def submit(self, jobspec: Any, *args: Any, **kwargs: Any) -> JobFuture:  # type: ignore[override]
         """Submit `jobspec` (a dict, JSON text or `JobspecV1`); its `JobFuture`.
 
         Keyword arguments (`urgency`, `flags`, ...) go to `Client.submit`.
@@ -180,19 +190,20 @@ class Executor(concurrent.futures.Executor):
         if not future._start_submit():
             return
         try:
-            future._set_jobid(self._client.submit(spec, **kwargs))
+            jobid = self._client.submit(spec, **kwargs)
         except Exception as err:
             future._fail_submit(err)
             return
+        future._set_jobid(jobid)
         try:
-            for event in self._client.eventlog(future._jobid, follow=True):
+            for event in self._client.eventlog(jobid, follow=True):
                 future._on_event(event)
         except Exception as err:
             future.set_exception(err)
             return
         future._finish()
 
-    def shutdown(self, wait=True, *, cancel_futures=False):
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         """No more submissions; with `wait`, return once every job's future is done.
 
         `cancel_futures` cancels jobs not yet submitted (submitted ones run on).

@@ -1,20 +1,23 @@
 """Build RFC 25 (jobspec V1) documents, as `fluxgate run` and `flux run` do."""
 
+from __future__ import annotations
+
 import json
 import os
+from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 
 def jobspec(
-    command,
+    command: Sequence[str],
     *,
-    nnodes=None,
-    ntasks=None,
-    cores_per_task=1,
-    duration=0,
-    cwd=None,
-    environment=None,
-    name=None,
-):
+    nnodes: Optional[int] = None,
+    ntasks: Optional[int] = None,
+    cores_per_task: int = 1,
+    duration: float = 0,
+    cwd: Optional[str] = None,
+    environment: Optional[Mapping[str, str]] = None,
+    name: Optional[str] = None,
+) -> Dict[str, Any]:
     """A jobspec V1 dict for `command` (a list of strings).
 
     `nnodes` without `ntasks` runs one task per node on exclusive nodes, the
@@ -69,8 +72,8 @@ class JobspecV1:
     (or its `jobspec` dict) to `Client.submit` or `Executor.submit`.
     """
 
-    def __init__(self, resources, tasks, attributes=None):
-        self.jobspec = {
+    def __init__(self, resources: List[dict], tasks: List[dict], attributes: Optional[dict] = None):
+        self.jobspec: Dict[str, Any] = {
             "resources": resources,
             "tasks": tasks,
             "attributes": attributes or {"system": {"duration": 0}},
@@ -80,13 +83,13 @@ class JobspecV1:
     @classmethod
     def from_command(
         cls,
-        command,
-        num_tasks=1,
-        cores_per_task=1,
-        gpus_per_task=None,
-        num_nodes=None,
-        exclusive=False,
-    ):
+        command: Sequence[str],
+        num_tasks: int = 1,
+        cores_per_task: int = 1,
+        gpus_per_task: Optional[int] = None,
+        num_nodes: Optional[int] = None,
+        exclusive: bool = False,
+    ) -> "JobspecV1":
         """A jobspec running `command` (a list of strings) as `num_tasks` tasks.
 
         With `num_nodes` the slots are spread over that many nodes (an uneven
@@ -131,21 +134,21 @@ class JobspecV1:
         spec.environment = dict(os.environ)
         return spec
 
-    def setattr(self, key, value):
+    def setattr(self, key: str, value: Any) -> None:
         """Set an attribute by dotted path; a bare key goes under `system.`."""
         if not key.startswith(("system.", "user.")):
             key = "system." + key
-        node = self.jobspec["attributes"]
+        node: Dict[str, Any] = self.jobspec["attributes"]
         *parents, last = key.split(".")
         for part in parents:
             node = node.setdefault(part, {})
         node[last] = value
 
-    def getattr(self, key):
+    def getattr(self, key: str) -> Any:
         """An attribute by dotted path (bare keys under `system.`); KeyError if unset."""
         if not key.startswith(("system.", "user.")):
             key = "system." + key
-        node = self.jobspec["attributes"]
+        node: Any = self.jobspec["attributes"]
         for part in key.split("."):
             node = node[part]
         return node
@@ -228,6 +231,6 @@ class JobspecV1:
     def stdin(self, path):
         self._set_io("input", "stdin", path)
 
-    def dumps(self, **kwargs):
+    def dumps(self, **kwargs: Any) -> str:
         """The jobspec as JSON text."""
         return json.dumps(self.jobspec, **kwargs)
