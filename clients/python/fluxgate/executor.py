@@ -186,14 +186,24 @@ class Executor(concurrent.futures.Executor):
             self._pool.submit(self._run, future, spec, kwargs)
         return future
 
-    def _run(self, future: JobFuture, spec, kwargs):
+    def attach(self, jobid: int) -> JobFuture:
+        """A `JobFuture` for a job already submitted (by anyone), followed the same way."""
+        future = JobFuture(self._client)
+        with self._lock:
+            if self._shutdown:
+                raise RuntimeError("cannot attach after shutdown")
+            self._pool.submit(self._run, future, None, {}, jobid)
+        return future
+
+    def _run(self, future: JobFuture, spec: Any, kwargs: dict, jobid: Optional[int] = None):
         if not future._start_submit():
             return
-        try:
-            jobid = self._client.submit(spec, **kwargs)
-        except Exception as err:
-            future._fail_submit(err)
-            return
+        if jobid is None:
+            try:
+                jobid = self._client.submit(spec, **kwargs)
+            except Exception as err:
+                future._fail_submit(err)
+                return
         future._set_jobid(jobid)
         try:
             for event in self._client.eventlog(jobid, follow=True):

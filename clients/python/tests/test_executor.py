@@ -82,3 +82,12 @@ def test_submit_after_shutdown_is_refused(instance):
     executor.shutdown()
     with pytest.raises(RuntimeError):
         executor.submit(command("true"))
+
+
+def test_attach_follows_a_job_submitted_elsewhere(instance):
+    with fluxgate.Client(instance.uri) as client:
+        jobid = client.submit(fluxgate.jobspec(["sh", "-c", "exit 5"]))
+    with fluxgate.Executor(instance.uri) as executor:
+        future = executor.attach(jobid)
+        assert future.jobid(timeout=10) == jobid
+        assert future.result(timeout=120) == 5
