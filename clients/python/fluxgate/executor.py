@@ -17,7 +17,7 @@ from __future__ import annotations
 import concurrent.futures
 import os
 import threading
-from typing import Any, Callable, List, Optional, Tuple
+from typing import Any, Callable, List, Optional, Set, Tuple
 
 from fluxgate.client import Client, Event
 
@@ -77,7 +77,10 @@ class JobFuture(concurrent.futures.Future):
         `cancel` exception arrives (unless the job ended first)."""
         with self._lock:
             if not self._submitting:
-                return super().cancel()
+                cancelled = super().cancel()
+                # jobid() must not wait for a submission that will not come.
+                self._assigned.set()
+                return cancelled
         if self.done():
             return self.cancelled()
         try:
@@ -99,7 +102,12 @@ class JobFuture(concurrent.futures.Future):
             fn(self, event)
         return self
 
-    # The worker's side.
+    # The executor's and the worker's side.
+
+    def _cancel_unsubmitted(self) -> None:
+        with self._lock:
+            if not self._submitting and super().cancel():
+                self._assigned.set()
 
     def _start_submit(self) -> bool:
         with self._lock:
@@ -165,6 +173,8 @@ class Executor(concurrent.futures.Executor):
         )
         self._lock = threading.Lock()
         self._shutdown = False
+        # Futures not yet done, so that shutdown can cancel the unsubmitted.
+        self._pending: Set[JobFuture] = set()
 
     @property
     def client(self) -> Client:
@@ -179,21 +189,24 @@ class Executor(concurrent.futures.Executor):
         if args:
             raise TypeError("submit takes a jobspec and keyword arguments only")
         spec = getattr(jobspec, "jobspec", jobspec)
-        future = JobFuture(self._client)
-        with self._lock:
-            if self._shutdown:
-                raise RuntimeError("cannot submit after shutdown")
-            self._pool.submit(self._run, future, spec, kwargs)
-        return future
+        return self._start(JobFuture(self._client), spec, kwargs, None)
 
     def attach(self, jobid: int) -> JobFuture:
         """A `JobFuture` for a job already submitted (by anyone), followed the same way."""
-        future = JobFuture(self._client)
+        return self._start(JobFuture(self._client), None, {}, jobid)
+
+    def _start(self, future: JobFuture, spec: Any, kwargs: dict, jobid: Optional[int]) -> JobFuture:
         with self._lock:
             if self._shutdown:
-                raise RuntimeError("cannot attach after shutdown")
-            self._pool.submit(self._run, future, None, {}, jobid)
+                raise RuntimeError("cannot submit after shutdown")
+            self._pending.add(future)
+            self._pool.submit(self._run, future, spec, kwargs, jobid)
+        future.add_done_callback(self._forget)
         return future
+
+    def _forget(self, future: concurrent.futures.Future) -> None:
+        with self._lock:
+            self._pending.discard(future)  # type: ignore[arg-type]
 
     def _run(self, future: JobFuture, spec: Any, kwargs: dict, jobid: Optional[int] = None):
         if not future._start_submit():
@@ -220,6 +233,10 @@ class Executor(concurrent.futures.Executor):
         """
         with self._lock:
             self._shutdown = True
+            pending = list(self._pending)
+        if cancel_futures:
+            for future in pending:
+                future._cancel_unsubmitted()
         self._pool.shutdown(wait=wait, cancel_futures=cancel_futures)
         if wait:
             self._client.close()

@@ -91,3 +91,15 @@ def test_attach_follows_a_job_submitted_elsewhere(instance):
         future = executor.attach(jobid)
         assert future.jobid(timeout=10) == jobid
         assert future.result(timeout=120) == 5
+
+
+def test_shutdown_can_cancel_the_jobs_not_yet_submitted(instance):
+    executor = fluxgate.Executor(instance.uri, max_workers=1)
+    first = executor.submit(command("sleep", "1"))
+    later = [executor.submit(command("true")) for _ in range(3)]
+    first.jobid(timeout=30)
+    executor.shutdown(wait=True, cancel_futures=True)
+    assert first.result() == 0
+    assert all(f.cancelled() for f in later)
+    with pytest.raises(concurrent.futures.CancelledError):
+        later[0].jobid(timeout=5)
