@@ -71,6 +71,12 @@ class JobFuture(concurrent.futures.Future):
             raise concurrent.futures.CancelledError()
         return self._jobid
 
+    def running(self) -> bool:
+        """Whether the job has been handed to the instance and has not ended."""
+        # The base state stays PENDING until the end, so that a job's cancel
+        # exception can still mark the future cancelled.
+        return self._submitting and not self.done()
+
     def cancel(self) -> bool:
         """Cancel the job: before submission, it is never submitted; after, the
         instance cancels it and the future becomes cancelled when the job's

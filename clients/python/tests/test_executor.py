@@ -33,6 +33,7 @@ def test_a_hundred_jobs_end_as_their_futures_say(instance):
         running = threading.Event()
         raised.add_event_callback("start", lambda f, e: running.set())
         assert cancelled.jobid(timeout=60) > 0
+        assert cancelled.running()
         assert cancelled.cancel()
         jobid = raised.jobid(timeout=60)
         assert running.wait(120)
