@@ -20,7 +20,7 @@ def proto_files():
 
 
 def generate():
-    """Write fluxgate/v1/*_pb2.py, *_pb2.pyi and *_pb2_grpc.py; exit on failure."""
+    """Write fluxgate/v1/*_pb2.py, *_pb2.pyi, *_pb2_grpc.py and *_pb2_grpc.pyi; exit on failure."""
     # Imported here so that reading this module needs no grpcio-tools.
     from grpc_tools import protoc
     import grpc_tools
@@ -30,8 +30,12 @@ def generate():
         sys.exit(f"no .proto files under {PROTO_ROOT / 'fluxgate' / 'v1'}")
     # The well-known types ship inside grpc_tools; protoc needs their path.
     well_known = pathlib.Path(grpc_tools.__file__).parent / "_proto"
+    import tempfile
+
+    descriptors = pathlib.Path(tempfile.mkdtemp()) / "fluxgate.binpb"
     args = [
         "grpc_tools.protoc",
+        f"--descriptor_set_out={descriptors}",
         f"-I{PROTO_ROOT}",
         f"-I{well_known}",
         f"--python_out={OUT}",
@@ -41,6 +45,13 @@ def generate():
     ]
     if protoc.main(args) != 0:
         sys.exit("protoc failed: " + " ".join(args))
+    # protoc types the messages (--pyi_out) but not the service modules.
+    sys.path.insert(0, str(HERE))
+    import grpc_stubs
+
+    grpc_stubs.write(descriptors, OUT)
+    descriptors.unlink()
+    descriptors.parent.rmdir()
     # protoc writes modules only; the package marker makes fluxgate.v1 a
     # regular package so that setuptools and type checkers find it.
     (OUT / "fluxgate" / "v1" / "__init__.py").write_text(

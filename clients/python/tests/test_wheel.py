@@ -22,3 +22,4 @@ def test_the_wheel_is_typed(tmp_path):
         assert f"fluxgate/v1/{module}_pb2.py" in names
         assert f"fluxgate/v1/{module}_pb2.pyi" in names
         assert f"fluxgate/v1/{module}_pb2_grpc.py" in names
+        assert f"fluxgate/v1/{module}_pb2_grpc.pyi" in names
