@@ -15,11 +15,14 @@ callback has run and the job holds no resources:
 from __future__ import annotations
 
 import concurrent.futures
+import logging
 import os
 import threading
 from typing import Any, Callable, List, Optional, Set, Tuple
 
-from fluxgate.client import Client, Event
+from fluxgate.client import Client, Event, FluxgateError
+
+_log = logging.getLogger(__name__)
 
 # Workers follow one job each; jobs past this many wait in the pool's queue
 # before they are submitted.
@@ -93,7 +96,11 @@ class JobFuture(concurrent.futures.Future):
             jobid = self.jobid()
         except Exception:
             return self.cancelled()
-        self._client.cancel(jobid)
+        try:
+            self._client.cancel(jobid)
+        except FluxgateError:
+            # Refused: most often the job ended before the request arrived.
+            return False
         return True
 
     def add_event_callback(self, event_name: str, fn: Callable[["JobFuture", Event], Any]) -> "JobFuture":
@@ -105,7 +112,7 @@ class JobFuture(concurrent.futures.Future):
             self._callbacks.append((event_name, fn))
             past = [e for e in self._events if e.name == event_name]
         for event in past:
-            fn(self, event)
+            self._call(fn, event)
         return self
 
     # The executor's and the worker's side.
@@ -137,7 +144,15 @@ class JobFuture(concurrent.futures.Future):
             self._events.append(event)
             callbacks = [fn for name, fn in self._callbacks if name == event.name]
         for fn in callbacks:
+            self._call(fn, event)
+
+    def _call(self, fn: Callable[["JobFuture", Event], Any], event: Event) -> None:
+        # A failing callback is the caller's bug; it must not stop the
+        # future from seeing the rest of the job.
+        try:
             fn(self, event)
+        except Exception:
+            _log.exception("event callback for %s failed", event.name)
 
     def _finish(self):
         fatal = next(

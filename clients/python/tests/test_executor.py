@@ -104,3 +104,19 @@ def test_shutdown_can_cancel_the_jobs_not_yet_submitted(instance):
     assert all(f.cancelled() for f in later)
     with pytest.raises(concurrent.futures.CancelledError):
         later[0].jobid(timeout=5)
+
+
+def test_a_failing_callback_does_not_break_the_future(instance):
+    seen = []
+
+    def bad(future, event):
+        raise RuntimeError("a bug in the caller")
+
+    with fluxgate.Executor(instance.uri) as executor:
+        future = executor.submit(command("true"))
+        future.add_event_callback("submit", bad)
+        future.add_event_callback("clean", lambda f, e: seen.append(e.name))
+        assert future.result(timeout=120) == 0
+        # Cancelling a job that has ended is refused, as for any done future.
+        assert not future.cancel()
+    assert seen == ["clean"]
