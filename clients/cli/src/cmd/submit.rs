@@ -110,6 +110,9 @@ pub struct SubmitArgs {
     /// Show a progress bar while submitting (and, with --wait, running).
     #[arg(long)]
     progress: bool,
+    /// Print the jobspec JSON instead of submitting, and exit.
+    #[arg(long = "dry-run")]
+    dry_run: bool,
     /// Command and arguments.
     #[arg(required = true, trailing_var_arg = true, value_name = "COMMAND")]
     command: Vec<String>,
@@ -426,6 +429,9 @@ pub fn run_submit(args: SubmitArgs) -> anyhow::Result<ExitCode> {
         )),
         _ => None,
     };
+    if args.dry_run {
+        return dry_run(&args, copies.as_ref());
+    }
     // Copies are built a batch at a time, so a huge --cc range costs the
     // memory of one batch, not of every request at once.
     let single = match &copies {
@@ -504,6 +510,26 @@ pub fn run_submit(args: SubmitArgs) -> anyhow::Result<ExitCode> {
         }
         Ok(ExitCode::from(code.clamp(0, 255) as u8))
     })?
+}
+
+/// `--dry-run`: print each jobspec (one per copy with --cc/--bcc) as one
+/// line of JSON, as flux does, without contacting the instance.
+fn dry_run(args: &SubmitArgs, copies: Option<&(IdSet, bool)>) -> anyhow::Result<ExitCode> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match copies {
+        None => writeln!(out, "{}", args.opts.jobspec(&args.command, None)?)?,
+        Some((set, env)) => {
+            for id in set.iter() {
+                writeln!(
+                    out,
+                    "{}",
+                    args.opts.jobspec(&args.command, Some((id, *env)))?
+                )?;
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn print_id(args: &SubmitArgs, bar: &indicatif::ProgressBar, id: JobId) {
