@@ -142,7 +142,8 @@ pub fn parse_urgency(s: &str) -> anyhow::Result<u32> {
     }
 }
 
-fn parse_flags(flags: &[String]) -> anyhow::Result<u32> {
+/// `--flags`: the submit flags flux knows, as the request's bits.
+pub fn parse_flags(flags: &[String]) -> anyhow::Result<u32> {
     let mut bits = 0;
     for f in flags.iter().filter(|f| !f.is_empty()) {
         bits |= match f.as_str() {

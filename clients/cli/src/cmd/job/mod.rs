@@ -6,6 +6,7 @@ pub mod control;
 pub mod eventlog;
 pub mod id;
 pub mod purge;
+pub mod submit;
 
 /// Arguments of `fluxgate job`.
 #[derive(Debug, clap::Args)]
@@ -39,6 +40,8 @@ enum Command {
     Last(control::LastArgs),
     /// Remove the oldest inactive jobs.
     Purge(purge::PurgeArgs),
+    /// Submit a jobspec from a file or stdin (as flux job submit).
+    Submit(submit::Args),
 }
 
 /// Run `fluxgate job`.
@@ -55,5 +58,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Command::Wait(a) => control::run_wait(a),
         Command::Last(a) => control::run_last(a),
         Command::Purge(a) => purge::run(a),
+        Command::Submit(a) => submit::run(a),
     }
 }
