@@ -31,6 +31,8 @@ enum Command {
     Job(cmd::job::Args),
     /// Submit a job (as flux submit).
     Submit(cmd::submit::SubmitArgs),
+    /// Submit one job per combination of inputs (as flux bulksubmit).
+    Bulksubmit(cmd::bulksubmit::Args),
     /// Run a job interactively (as flux run).
     Run(cmd::submit::RunArgs),
     /// Submit a batch script that runs in a new instance inside the job (as flux batch).
@@ -97,6 +99,7 @@ fn main() -> ExitCode {
         Command::R(args) => ("R", cmd::r::run(args)),
         Command::Job(args) => ("job", cmd::job::run(args)),
         Command::Submit(args) => ("submit", cmd::submit::run_submit(args)),
+        Command::Bulksubmit(args) => ("bulksubmit", cmd::bulksubmit::run(args)),
         Command::Run(args) => ("run", cmd::submit::run_run(args)),
         Command::Batch(args) => ("batch", cmd::instance::run_batch(args)),
         Command::Alloc(args) => ("alloc", cmd::instance::run_alloc(args)),

@@ -3,6 +3,7 @@
 pub mod accounting;
 pub mod attach;
 pub mod bench;
+pub mod bulksubmit;
 pub mod cancel;
 pub mod health;
 pub mod hostlist;

@@ -244,7 +244,8 @@ impl JobOpts {
         Ok(value.to_string())
     }
 
-    fn request(
+    /// The submit request for `command`, with `{cc}` replaced by `cc`.
+    pub(crate) fn request(
         &self,
         command: &[String],
         cc: Option<(u32, bool)>,
@@ -539,7 +540,8 @@ fn print_id(args: &SubmitArgs, bar: &indicatif::ProgressBar, id: JobId) {
     }
 }
 
-fn progress_bar(show: bool, len: u64, what: &str) -> indicatif::ProgressBar {
+/// A progress bar of `len` steps labelled `what`, hidden unless `show`.
+pub(crate) fn progress_bar(show: bool, len: u64, what: &str) -> indicatif::ProgressBar {
     if !show {
         return indicatif::ProgressBar::hidden();
     }
