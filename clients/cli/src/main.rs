@@ -8,7 +8,8 @@ mod services;
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use anyhow::Context;
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 /// Fluxgate: a job manager that follows the Flux RFCs.
 #[derive(Debug, Parser)]
@@ -81,8 +82,48 @@ impl Command {
     }
 }
 
+/// `batch` with the script's directives as options before the ones given
+/// (so that those win); other commands as parsed.
+fn with_directives(cli: Cli) -> anyhow::Result<Cli> {
+    let Command::Batch(batch) = &cli.command else {
+        return Ok(cli);
+    };
+    let Some(path) = batch.script_path() else {
+        return Ok(cli);
+    };
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read batch script {path}"))?;
+    let extra = cmd::instance::directives::directive_args(&text)
+        .map_err(|e| anyhow::anyhow!("{path}: directive {e}"))?;
+    if extra.is_empty() {
+        return Ok(cli);
+    }
+    // No global options exist, so the subcommand is the first `batch` word.
+    let given: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let at = given
+        .iter()
+        .position(|a| a == "batch")
+        .context("cannot find the batch subcommand")?;
+    let argv = given[..=at]
+        .iter()
+        .cloned()
+        .chain(extra.into_iter().map(Into::into))
+        .chain(given[at + 1..].iter().cloned());
+    let matches = Cli::command()
+        .args_override_self(true)
+        .try_get_matches_from(argv)
+        .map_err(|e| anyhow::anyhow!("{path}: directive: {e}"))?;
+    Ok(Cli::from_arg_matches(&matches)?)
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match with_directives(Cli::parse()) {
+        Ok(cli) => cli,
+        Err(err) => {
+            eprintln!("fluxgate-batch: {}", output::printable(&format!("{err:#}")));
+            return ExitCode::FAILURE;
+        }
+    };
     // Before a runtime or any service is started (parsing opens nothing):
     // descriptors the calling shell left open must not reach the services,
     // nor through them anyone's job. Other commands keep them, so that a

@@ -48,6 +48,7 @@ use crate::services::{
 };
 
 mod access;
+pub mod directives;
 mod jobs;
 mod task;
 
@@ -82,6 +83,17 @@ pub struct BatchArgs {
     /// The batch script (run by the new instance's rank 0) and its arguments.
     #[arg(required = true, trailing_var_arg = true, value_name = "SCRIPT")]
     script: Vec<String>,
+}
+
+impl BatchArgs {
+    /// The script file whose directives apply (none with --wrap).
+    pub fn script_path(&self) -> Option<&str> {
+        if self.wrap {
+            None
+        } else {
+            self.script.first().map(String::as_str)
+        }
+    }
 }
 
 /// Arguments of `fluxgate alloc`.
