@@ -70,6 +70,11 @@ enum Command {
     Bench(cmd::bench::Args),
     /// Replay a workload trace (SWF) through the scheduler in virtual time.
     Simulate(cmd::simulate::Args),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions(cmd::docs::CompletionsArgs),
+    /// Write man pages for fluxgate and its subcommands into DIR.
+    #[command(hide = true)]
+    Man(cmd::docs::ManArgs),
 }
 
 impl Command {
@@ -158,6 +163,11 @@ fn main() -> ExitCode {
         Command::Health(args) => ("health", cmd::health::run(args)),
         Command::Bench(args) => ("bench", cmd::bench::run(args)),
         Command::Simulate(args) => ("simulate", cmd::simulate::run(args)),
+        Command::Completions(args) => (
+            "completions",
+            cmd::docs::run_completions(args, Cli::command()),
+        ),
+        Command::Man(args) => ("man", cmd::docs::run_man(args, Cli::command())),
     };
     match result {
         Ok(code) => code,
