@@ -5,7 +5,9 @@ use std::process::ExitCode;
 pub mod control;
 pub mod eventlog;
 pub mod id;
+pub mod memo;
 pub mod purge;
+pub mod status;
 pub mod submit;
 
 /// Arguments of `fluxgate job`.
@@ -40,6 +42,10 @@ enum Command {
     Last(control::LastArgs),
     /// Remove the oldest inactive jobs.
     Purge(purge::PurgeArgs),
+    /// Wait for jobs to end; exit with the largest exit code (as flux job status).
+    Status(status::Args),
+    /// Attach key=value notes to a job (as flux job memo).
+    Memo(memo::Args),
     /// Submit a jobspec from a file or stdin (as flux job submit).
     Submit(submit::Args),
 }
@@ -59,5 +65,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Command::Last(a) => control::run_last(a),
         Command::Purge(a) => purge::run(a),
         Command::Submit(a) => submit::run(a),
+        Command::Status(a) => status::run(a),
+        Command::Memo(a) => memo::run(a),
     }
 }
