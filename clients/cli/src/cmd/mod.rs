@@ -15,6 +15,7 @@ pub mod jobs;
 pub mod queue;
 pub mod r;
 pub mod resource;
+pub mod resource_info;
 pub mod simulate;
 pub mod start;
 pub mod submit;

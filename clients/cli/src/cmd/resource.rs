@@ -40,6 +40,12 @@ enum Command {
         #[arg(short, long, value_delimiter = ',')]
         queue: Vec<String>,
     },
+    /// One line: nodes, cores and GPUs in the given states (as flux resource info).
+    Info {
+        /// Only these states (up, down, allocated, free, all).
+        #[arg(short, long, value_delimiter = ',')]
+        states: Vec<String>,
+    },
     /// Show node states (avail, drained, offline, ...).
     Status {
         /// Only these states.
@@ -257,6 +263,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 no_header,
                 json,
             } => status_table(inst, &states, no_header, json).await?,
+            Command::Info { states } => info(inst, &states).await?,
             Command::R => println!("{}", inventory(inst).await?.all),
             Command::Drain {
                 force,
@@ -293,6 +300,20 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
         Ok(ExitCode::SUCCESS)
     })?
+}
+
+/// `info`: the one-line summary of resources in `states`.
+async fn info(inst: &mut Instance, states: &[String]) -> anyhow::Result<()> {
+    let inv = inventory(inst).await?;
+    let by = crate::cmd::resource_info::ByState {
+        all: rset(&inv.all)?,
+        up: rset(&inv.up)?,
+        down: rset(&inv.down)?,
+        allocated: rset(&inv.allocated)?,
+    };
+    let r = crate::cmd::resource_info::select(&by, states)?;
+    println!("{}", crate::cmd::resource_info::summary(&r));
+    Ok(())
 }
 
 /// `list`: free, allocated and down resources, as R sets.
