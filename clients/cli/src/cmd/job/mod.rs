@@ -9,6 +9,7 @@ pub mod memo;
 pub mod purge;
 pub mod status;
 pub mod submit;
+pub mod timeleft;
 
 /// Arguments of `fluxgate job`.
 #[derive(Debug, clap::Args)]
@@ -46,6 +47,8 @@ enum Command {
     Status(status::Args),
     /// Attach key=value notes to a job (as flux job memo).
     Memo(memo::Args),
+    /// Seconds a running job has left (as flux job timeleft).
+    Timeleft(timeleft::Args),
     /// Submit a jobspec from a file or stdin (as flux job submit).
     Submit(submit::Args),
 }
@@ -67,5 +70,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Command::Submit(a) => submit::run(a),
         Command::Status(a) => status::run(a),
         Command::Memo(a) => memo::run(a),
+        Command::Timeleft(a) => timeleft::run(a),
     }
 }
