@@ -9,6 +9,7 @@ pub mod memo;
 pub mod purge;
 pub mod status;
 pub mod submit;
+pub mod taskmap;
 pub mod timeleft;
 
 /// Arguments of `fluxgate job`.
@@ -49,6 +50,8 @@ enum Command {
     Memo(memo::Args),
     /// Seconds a running job has left (as flux job timeleft).
     Timeleft(timeleft::Args),
+    /// The RFC 34 task map of a started job (as flux job taskmap).
+    Taskmap(taskmap::Args),
     /// Submit a jobspec from a file or stdin (as flux job submit).
     Submit(submit::Args),
 }
@@ -71,5 +74,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Command::Status(a) => status::run(a),
         Command::Memo(a) => memo::run(a),
         Command::Timeleft(a) => timeleft::run(a),
+        Command::Taskmap(a) => taskmap::run(a),
     }
 }
