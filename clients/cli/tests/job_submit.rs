@@ -24,5 +24,5 @@ fn a_dry_run_jobspec_submits_from_a_file_and_from_stdin() {
     assert!(stdout.contains("wait=1"), "{stdout} {stderr}");
     assert!(stdout.contains("held"), "{stdout} {stderr}");
     assert!(stdout.contains("bad=1"), "{stdout} {stderr}");
-    assert!(stderr.contains("not JSON"), "{stderr}");
+    assert!(stderr.contains("neither JSON nor"), "{stderr}");
 }

@@ -1,12 +1,13 @@
 //! `fluxgate job submit`: submit a jobspec read from a file or stdin, as
 //! `flux job submit` (flux-core `src/cmd/job/submit.c`): the jobspec is sent
-//! as it is, the job id is printed.
+//! as it is (YAML converted to JSON), the job id is printed.
 
 use std::io::Read;
 use std::process::ExitCode;
 
 use anyhow::{Context, bail};
 use fluxgate_proto::v1 as pb;
+use fluxgate_shared::Jobspec;
 
 use crate::client;
 use crate::cmd::submit::{parse_flags, parse_urgency, submit_one};
@@ -20,7 +21,7 @@ pub struct Args {
     /// Submit flags: waitable, debug, novalidate.
     #[arg(short = 'f', long, value_name = "FLAGS", value_delimiter = ',')]
     flags: Vec<String>,
-    /// Jobspec file (JSON); `-` or none reads stdin.
+    /// Jobspec file (JSON or YAML); `-` or none reads stdin.
     file: Option<String>,
 }
 
@@ -57,13 +58,16 @@ fn read_jobspec(file: Option<&str>) -> anyhow::Result<String> {
     Ok(text)
 }
 
-/// The jobspec as compact JSON. It is parsed here so that a file that is not
-/// a JSON object is reported by name before anything is sent; the job
-/// manager validates the rest.
+/// The jobspec as compact JSON, which is what the submit API carries. JSON
+/// passes as written (the job manager validates it); other text is read as
+/// YAML, which must then be a valid version 1 jobspec to be converted.
 fn normalize(text: &str) -> anyhow::Result<String> {
     let value: serde_json::Value = match serde_json::from_str(text) {
         Ok(v) => v,
-        Err(e) => bail!("the jobspec is not JSON (YAML jobspecs are not read): {e}"),
+        Err(_) => match Jobspec::parse(text) {
+            Ok(spec) => spec.as_value().clone(),
+            Err(e) => bail!("the jobspec is neither JSON nor a valid YAML jobspec: {e}"),
+        },
     };
     if !value.is_object() {
         bail!("the jobspec must be a JSON object");
@@ -84,9 +88,18 @@ mod tests {
     }
 
     #[test]
+    fn yaml_jobspecs_become_json() {
+        let yaml = "version: 1\nresources:\n  - type: slot\n    count: 1\n    label: task\n    with:\n      - type: core\n        count: 1\ntasks:\n  - command: [\"hostname\"]\n    slot: task\n    count:\n      per_slot: 1\nattributes:\n  system:\n    duration: 0\n";
+        let json: serde_json::Value = serde_json::from_str(&normalize(yaml).unwrap()).unwrap();
+        assert_eq!(json["tasks"][0]["command"][0], "hostname");
+        assert_eq!(json["version"], 1);
+    }
+
+    #[test]
     fn other_texts_are_refused() {
         assert!(normalize("[1]").is_err());
         assert!(normalize("version: 1").is_err());
+        assert!(normalize("- a\n- b\n").is_err());
         assert!(normalize("").is_err());
     }
 }
