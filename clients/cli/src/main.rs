@@ -51,6 +51,8 @@ enum Command {
     Instance(cmd::instance::InstanceArgs),
     /// List jobs (as flux jobs).
     Jobs(cmd::jobs::Args),
+    /// Jobs and the instances inside them as a tree (as flux pstree).
+    Pstree(cmd::pstree::Args),
     /// Cancel jobs (as flux cancel).
     Cancel(cmd::cancel::Args),
     /// Resource status and administration (as flux resource).
@@ -154,6 +156,7 @@ fn main() -> ExitCode {
         Command::Update(args) => ("update", cmd::update::run(args)),
         Command::Instance(args) => ("instance", cmd::instance::run_instance(args)),
         Command::Jobs(args) => ("jobs", cmd::jobs::run(args)),
+        Command::Pstree(args) => ("pstree", cmd::pstree::run(args)),
         Command::Cancel(args) => ("cancel", cmd::cancel::run(args)),
         Command::Resource(args) => ("resource", cmd::resource::run(args)),
         Command::Queue(args) => ("queue", cmd::queue::run(args)),

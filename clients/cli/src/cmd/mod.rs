@@ -12,6 +12,7 @@ pub mod idset;
 pub mod instance;
 pub mod job;
 pub mod jobs;
+pub mod pstree;
 pub mod queue;
 pub mod r;
 pub mod resource;
