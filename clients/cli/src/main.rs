@@ -53,6 +53,8 @@ enum Command {
     Jobs(cmd::jobs::Args),
     /// Jobs and the instances inside them as a tree (as flux pstree).
     Pstree(cmd::pstree::Args),
+    /// Follow the output of jobs until they end (as flux watch).
+    Watch(cmd::watch::Args),
     /// Cancel jobs (as flux cancel).
     Cancel(cmd::cancel::Args),
     /// Resource status and administration (as flux resource).
@@ -157,6 +159,7 @@ fn main() -> ExitCode {
         Command::Instance(args) => ("instance", cmd::instance::run_instance(args)),
         Command::Jobs(args) => ("jobs", cmd::jobs::run(args)),
         Command::Pstree(args) => ("pstree", cmd::pstree::run(args)),
+        Command::Watch(args) => ("watch", cmd::watch::run(args)),
         Command::Cancel(args) => ("cancel", cmd::cancel::run(args)),
         Command::Resource(args) => ("resource", cmd::resource::run(args)),
         Command::Queue(args) => ("queue", cmd::queue::run(args)),

@@ -127,7 +127,7 @@ pub async fn outcome(inst: &mut Instance, id: JobId) -> anyhow::Result<Outcome> 
 }
 
 /// Write one RFC 24 `data` event (or `log` event) to our stdout/stderr.
-fn show_output(ev: &Event) {
+pub(crate) fn show_output(ev: &Event) {
     match ev.name.as_str() {
         "data" => {
             let Ok(data) = ev.ctx_str("data") else { return };

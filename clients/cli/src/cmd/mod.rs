@@ -22,3 +22,4 @@ pub mod start;
 pub mod submit;
 pub mod token;
 pub mod update;
+pub mod watch;
