@@ -17,6 +17,7 @@ fn jobs_and_nested_instances_as_a_tree() {
            for i in $(seq 1 200); do $F pstree | grep -q inner && break; sleep 0.1; done
            echo "== default"; $F pstree
            echo "== all"; $F pstree -a -L0
+           echo "== x"; $F pstree -x
            $F cancel $b $s; rm -r $d"#,
     );
     let stdout = text(&out.stdout);
@@ -33,12 +34,22 @@ fn jobs_and_nested_instances_as_a_tree() {
     };
     assert_eq!(
         section("default"),
-        [".", "├── outer:R", "│   └── inner:R", "└── single:R"],
+        [".", "├── outer", "│   └── inner", "└── single"],
         "{stdout} {stderr}"
     );
     assert_eq!(
         section("all"),
-        [".", "├── outer:R", "├── single:R", "└── done:I"],
+        [".", "├── outer:R", "├── single:R", "└── done:CD"],
         "{stdout} {stderr}"
     );
+    let x = section("x");
+    assert_eq!(x.len(), 4, "{stdout} {stderr}");
+    assert_eq!(x[0], "       JOBID USER     ST NTASKS NNODES  RUNTIME");
+    assert!(
+        x[1].ends_with("  R      1      1") || x[1].contains("  R      1      1 "),
+        "{x:?}"
+    );
+    assert!(x[1].ends_with(" outer"), "{x:?}");
+    assert!(x[2].ends_with(" └── inner"), "{x:?}");
+    assert!(x[3].ends_with(" single"), "{x:?}");
 }
