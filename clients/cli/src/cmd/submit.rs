@@ -166,6 +166,28 @@ fn time_limit_fsd(t: &str) -> String {
 }
 
 impl JobOpts {
+    /// A copy with `f` applied to the options that name files, the job and
+    /// its directory (what bulksubmit fills from its inputs, as flux does).
+    pub(crate) fn map_text<E>(
+        &self,
+        mut f: impl FnMut(&str) -> Result<String, E>,
+    ) -> Result<JobOpts, E> {
+        let mut o = self.clone();
+        for v in [
+            &mut o.output,
+            &mut o.error,
+            &mut o.input,
+            &mut o.job_name,
+            &mut o.cwd,
+        ]
+        .into_iter()
+        .flatten()
+        {
+            *v = f(v)?;
+        }
+        Ok(o)
+    }
+
     /// The jobspec JSON text for `command`, with `{cc}` replaced by `cc`.
     fn jobspec(&self, command: &[String], cc: Option<(u32, bool)>) -> anyhow::Result<String> {
         let subst = |s: &str| match cc {

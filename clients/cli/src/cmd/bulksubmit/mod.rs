@@ -106,24 +106,32 @@ fn read_lines(path: &str) -> anyhow::Result<Vec<String>> {
     Ok(lines.into_iter().filter(|l| !l.trim().is_empty()).collect())
 }
 
-/// Each job's command line: the template filled with one combination; with
-/// no replacement field for inputs, the inputs are appended (as xargs).
-fn commands(split: &Split) -> anyhow::Result<Vec<Vec<String>>> {
+/// One job of the bulk: its command line and the options filled for it.
+struct Job {
+    command: Vec<String>,
+    opts: JobOpts,
+}
+
+/// Each job: the template filled with one combination (with no replacement
+/// field for inputs, the inputs are appended, as xargs), and the options
+/// that take text filled the same way, each on its own as flux formats them.
+fn jobs(split: &Split, opts: &JobOpts) -> anyhow::Result<Vec<Job>> {
     let append = !template::has_input_fields(&split.template);
     template::cross_product(&split.lists)
         .into_iter()
         .enumerate()
         .map(|(seq, inputs)| {
             let mut next = 0;
-            let mut cmd = split
+            let mut command = split
                 .template
                 .iter()
                 .map(|a| template::fill(a, &inputs, seq, &mut next))
                 .collect::<Result<Vec<_>, _>>()?;
+            let opts = opts.map_text(|s| template::fill(s, &inputs, seq, &mut 0))?;
             if append {
-                cmd.extend(inputs);
+                command.extend(inputs);
             }
-            Ok(cmd)
+            Ok(Job { command, opts })
         })
         .collect()
 }
@@ -134,7 +142,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if split.lists.is_empty() {
         split.lists.push(read_lines("-")?);
     }
-    let commands = commands(&split)?;
+    let jobs = jobs(&split, &args.opts)?;
     let copies: Vec<Option<(u32, bool)>> = match (&args.cc, &args.bcc) {
         (Some(s), _) => IdSet::parse(s)
             .map_err(|e| anyhow!("--cc={s}: {e}"))?
@@ -148,8 +156,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             .collect(),
         _ => vec![None],
     };
-    let mut requests = Vec::with_capacity(commands.len() * copies.len());
-    for cmd in &commands {
+    let mut requests = Vec::with_capacity(jobs.len() * copies.len());
+    for job in &jobs {
+        let cmd = &job.command;
         for cc in &copies {
             if args.dry_run {
                 let shown: Vec<String> = cmd
@@ -162,7 +171,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 println!("bulksubmit: submit {}", shown.join(" "));
                 continue;
             }
-            requests.push(args.opts.request(cmd, *cc)?);
+            requests.push(job.opts.request(cmd, *cc)?);
         }
     }
     if args.dry_run {
@@ -223,6 +232,41 @@ mod tests {
         let s = split_of(&["echo", "{}", ":::", "1", "2", "::::", "f", ":::", "x"]);
         assert_eq!(s.template, v(&["echo", "{}"]));
         assert_eq!(s.lists, vec![v(&["1", "2"]), v(&["f.1", "f.2"]), v(&["x"])]);
+    }
+
+    fn commands(s: &Split) -> anyhow::Result<Vec<Vec<String>>> {
+        Ok(jobs(s, &opts(&[]))?
+            .into_iter()
+            .map(|j| j.command)
+            .collect())
+    }
+
+    fn opts(argv: &[&str]) -> JobOpts {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Cli {
+            #[command(flatten)]
+            opts: JobOpts,
+        }
+        Cli::try_parse_from(std::iter::once("bulksubmit").chain(argv.iter().copied()))
+            .unwrap()
+            .opts
+    }
+
+    #[test]
+    fn options_are_filled_too() {
+        let s = split_of(&["echo", ":::", "a", "b"]);
+        let o = opts(&["--output={}.out", "--job-name=j{seq1}"]);
+        let got = jobs(&s, &o).unwrap();
+        let spec = |j: &Job| -> serde_json::Value {
+            serde_json::from_str(&j.opts.request(&j.command, None).unwrap().jobspec).unwrap()
+        };
+        let second = spec(&got[1]);
+        assert_eq!(second["attributes"]["system"]["job"]["name"], "j2");
+        assert_eq!(
+            second["attributes"]["system"]["shell"]["options"]["output"]["stdout"]["path"],
+            "b.out"
+        );
     }
 
     #[test]
