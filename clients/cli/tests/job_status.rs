@@ -12,6 +12,8 @@ fn status_exits_with_the_largest_code_and_memo_lands_in_the_eventlog() {
         r#"a=$($F submit true); b=$($F submit sh -c 'exit 4'); c=$($F submit sh -c 'exit 2')
            $F job status $a; echo "one=$?"
            $F job status -v $a $b $c; echo "all=$?"
+           h=$($F submit --urgency=hold true); $F cancel $h
+           $F job status -e 42 $h; echo "exc=$?"
            s=$($F submit sleep 30)
            $F job memo $s note=hello n=3 deep.key='[1]' || exit 90
            $F job eventlog $s | grep memo
@@ -20,10 +22,11 @@ fn status_exits_with_the_largest_code_and_memo_lands_in_the_eventlog() {
     );
     let stdout = text(&out.stdout);
     let stderr = text(&out.stderr);
-    let lines: Vec<&str> = stdout.lines().collect();
-    assert_eq!(lines.len(), 4, "{stdout} {stderr}");
+    let mut lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 5, "{stdout} {stderr}");
     assert_eq!(lines[0], "one=0");
     assert_eq!(lines[1], "all=4");
+    assert_eq!(lines.remove(2), "exc=42");
     assert!(lines[2].contains(" memo "), "{stdout}");
     for part in [r#"note="hello""#, "n=3", r#"deep={"key":[1]}"#] {
         assert!(lines[2].contains(part), "{part}: {stdout}");

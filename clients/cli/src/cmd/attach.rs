@@ -27,6 +27,8 @@ pub struct Outcome {
     pub exit_code: i32,
     /// What to say on standard error when the job did not succeed.
     pub message: Option<String>,
+    /// The code comes from a fatal exception, not from the tasks' exit.
+    pub exception: bool,
 }
 
 /// The next message of a stream.
@@ -100,13 +102,15 @@ impl Tracker {
             Some(ws) => client::waitstatus_to_exitcode(ws),
             None => (0, None),
         };
-        if code == 0 && self.fatal.is_some() {
+        let exception = code == 0 && self.fatal.is_some();
+        if exception {
             code = 1;
             message = None;
         }
         Outcome {
             exit_code: code,
             message,
+            exception,
         }
     }
 }

@@ -13,6 +13,14 @@ pub struct Args {
     /// Say how each job ended on stderr.
     #[arg(short = 'v', long)]
     verbose: bool,
+    /// The exit code of jobs that ended by an exception (e.g. canceled).
+    #[arg(
+        short = 'e',
+        long = "exception-exit-code",
+        value_name = "N",
+        default_value_t = 1
+    )]
+    exception_exit_code: i32,
     /// Job ids.
     #[arg(required = true, value_name = "ID")]
     ids: Vec<String>,
@@ -29,7 +37,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         let mut inst = client::connect().await?;
         let mut code = 0;
         for id in ids {
-            let outcome = attach::outcome(&mut inst, id).await?;
+            let mut outcome = attach::outcome(&mut inst, id).await?;
+            if outcome.exception {
+                outcome.exit_code = args.exception_exit_code;
+            }
             if args.verbose {
                 let what = outcome
                     .message
