@@ -9,7 +9,8 @@ mod services;
 
 use std::process::ExitCode;
 
-use clap::{CommandFactory, Parser, Subcommand};
+use anyhow::Context;
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 /// Fluxgate: a job manager that follows the Flux RFCs.
 #[derive(Debug, Parser)]
@@ -32,6 +33,8 @@ enum Command {
     Job(cmd::job::Args),
     /// Submit a job (as flux submit).
     Submit(cmd::submit::SubmitArgs),
+    /// Submit one job per combination of inputs (as flux bulksubmit).
+    Bulksubmit(cmd::bulksubmit::Args),
     /// Run a job interactively (as flux run).
     Run(cmd::submit::RunArgs),
     /// Submit a batch script that runs in a new instance inside the job (as flux batch).
@@ -49,6 +52,10 @@ enum Command {
     Instance(cmd::instance::InstanceArgs),
     /// List jobs (as flux jobs).
     Jobs(cmd::jobs::Args),
+    /// Jobs and the instances inside them as a tree (as flux pstree).
+    Pstree(cmd::pstree::Args),
+    /// Follow the output of jobs until they end (as flux watch).
+    Watch(cmd::watch::Args),
     /// Cancel jobs (as flux cancel).
     Cancel(cmd::cancel::Args),
     /// Resource status and administration (as flux resource).
@@ -68,9 +75,9 @@ enum Command {
     Bench(cmd::bench::Args),
     /// Replay a workload trace (SWF) through the scheduler in virtual time.
     Simulate(cmd::simulate::Args),
-    /// Print a shell completion script (e.g. `source <(fluxgate completions bash)`).
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions(cmd::docs::CompletionsArgs),
-    /// Write the man pages of every command to a directory.
+    /// Write man pages for fluxgate and its subcommands into DIR.
     #[command(hide = true)]
     Man(cmd::docs::ManArgs),
 }
@@ -85,8 +92,48 @@ impl Command {
     }
 }
 
+/// `batch` with the script's directives as options before the ones given
+/// (so that those win); other commands as parsed.
+fn with_directives(cli: Cli) -> anyhow::Result<Cli> {
+    let Command::Batch(batch) = &cli.command else {
+        return Ok(cli);
+    };
+    let Some(path) = batch.script_path() else {
+        return Ok(cli);
+    };
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read batch script {path}"))?;
+    let extra = cmd::instance::directives::directive_args(&text)
+        .map_err(|e| anyhow::anyhow!("{path}: directive {e}"))?;
+    if extra.is_empty() {
+        return Ok(cli);
+    }
+    // No global options exist, so the subcommand is the first `batch` word.
+    let given: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let at = given
+        .iter()
+        .position(|a| a == "batch")
+        .context("cannot find the batch subcommand")?;
+    let argv = given[..=at]
+        .iter()
+        .cloned()
+        .chain(extra.into_iter().map(Into::into))
+        .chain(given[at + 1..].iter().cloned());
+    let matches = Cli::command()
+        .args_override_self(true)
+        .try_get_matches_from(argv)
+        .map_err(|e| anyhow::anyhow!("{path}: directive: {e}"))?;
+    Ok(Cli::from_arg_matches(&matches)?)
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match with_directives(Cli::parse()) {
+        Ok(cli) => cli,
+        Err(err) => {
+            eprintln!("fluxgate-batch: {}", output::printable(&format!("{err:#}")));
+            return ExitCode::FAILURE;
+        }
+    };
     // Before a runtime or any service is started (parsing opens nothing):
     // descriptors the calling shell left open must not reach the services,
     // nor through them anyone's job. Other commands keep them, so that a
@@ -103,6 +150,7 @@ fn main() -> ExitCode {
         Command::R(args) => ("R", cmd::r::run(args)),
         Command::Job(args) => ("job", cmd::job::run(args)),
         Command::Submit(args) => ("submit", cmd::submit::run_submit(args)),
+        Command::Bulksubmit(args) => ("bulksubmit", cmd::bulksubmit::run(args)),
         Command::Run(args) => ("run", cmd::submit::run_run(args)),
         Command::Batch(args) => ("batch", cmd::instance::run_batch(args)),
         Command::Alloc(args) => ("alloc", cmd::instance::run_alloc(args)),
@@ -111,6 +159,8 @@ fn main() -> ExitCode {
         Command::Update(args) => ("update", cmd::update::run(args)),
         Command::Instance(args) => ("instance", cmd::instance::run_instance(args)),
         Command::Jobs(args) => ("jobs", cmd::jobs::run(args)),
+        Command::Pstree(args) => ("pstree", cmd::pstree::run(args)),
+        Command::Watch(args) => ("watch", cmd::watch::run(args)),
         Command::Cancel(args) => ("cancel", cmd::cancel::run(args)),
         Command::Resource(args) => ("resource", cmd::resource::run(args)),
         Command::Queue(args) => ("queue", cmd::queue::run(args)),

@@ -28,6 +28,8 @@ pub struct Outcome {
     pub exit_code: i32,
     /// What to say on standard error when the job did not succeed.
     pub message: Option<String>,
+    /// The code comes from a fatal exception, not from the tasks' exit.
+    pub exception: bool,
 }
 
 /// The next line of a watch.
@@ -99,13 +101,15 @@ impl Tracker {
             Some(ws) => client::waitstatus_to_exitcode(ws),
             None => (0, None),
         };
-        if code == 0 && self.fatal.is_some() {
+        let exception = code == 0 && self.fatal.is_some();
+        if exception {
             code = 1;
             message = None;
         }
         Outcome {
             exit_code: code,
             message,
+            exception,
         }
     }
 }
@@ -126,7 +130,7 @@ pub async fn outcome(inst: &mut Instance, id: JobId) -> anyhow::Result<Outcome> 
 }
 
 /// Write one RFC 24 `data` event (or `log` event) to our stdout/stderr.
-fn show_output(ev: &Event) {
+pub(crate) fn show_output(ev: &Event) {
     match ev.name.as_str() {
         "data" => {
             let Ok(data) = ev.ctx_str("data") else { return };

@@ -16,10 +16,10 @@ pub struct Args {
     /// Target all jobs matching the filters (default: your pending and running jobs).
     #[arg(long)]
     all: bool,
-    /// With --all, target jobs of USER ("all" for every user).
+    /// Target jobs of USER ("all" for every user); implies --all.
     #[arg(short = 'u', long = "user", value_name = "USER")]
     user: Option<String>,
-    /// With --all, target jobs in these states (default: pending,running).
+    /// Target jobs in these states (default: pending,running); implies --all.
     #[arg(
         short = 'S',
         long = "states",
@@ -30,7 +30,7 @@ pub struct Args {
     /// Do not cancel, only say what would be canceled.
     #[arg(short = 'n', long = "dry-run")]
     dry_run: bool,
-    /// Suppress the summary line of --all.
+    /// Say nothing when no job matches.
     #[arg(short = 'q', long = "quiet")]
     quiet: bool,
     /// Set the cancel exception note.
@@ -42,11 +42,13 @@ pub struct Args {
 
 /// Run `fluxgate cancel`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    if args.ids.is_empty() && !args.all {
+    // As flux: a user or states filter means every matching job.
+    let all = args.all || args.user.is_some() || !args.states.is_empty();
+    if args.ids.is_empty() && !all {
         bail!("specify jobids or use --all");
     }
-    if !args.ids.is_empty() && args.all {
-        bail!("jobids and --all are mutually exclusive");
+    if !args.ids.is_empty() && all {
+        bail!("Do not specify a list of jobids with --all,--user,--states options");
     }
     let mut mask = StateMask::EMPTY;
     for s in args.states.iter().filter(|s| !s.is_empty()) {
@@ -65,7 +67,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let note = args.message.clone().unwrap_or_default();
     client::block_on(async {
         let mut inst = client::connect().await?;
-        let targets: Vec<JobId> = if args.all {
+        let targets: Vec<JobId> = if all {
             let userid = match args.user.as_deref() {
                 Some("all") => None,
                 Some(u) => Some(u.parse::<u32>().or_else(|_| {
@@ -91,14 +93,17 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         } else {
             ids
         };
-        if args.all && targets.is_empty() {
+        if all && targets.is_empty() {
             if !args.quiet {
-                eprintln!("fluxgate-cancel: Command matched 0 jobs");
+                eprintln!("fluxgate-cancel: Matched 0 jobs");
             }
             return Ok(ExitCode::SUCCESS);
         }
         if args.dry_run {
-            eprintln!("fluxgate-cancel: Would cancel {} jobs", targets.len());
+            eprintln!(
+                "fluxgate-cancel: Would cancel {}",
+                count(targets.len(), "job")
+            );
             return Ok(ExitCode::SUCCESS);
         }
         let mut errors = 0;
@@ -119,10 +124,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 );
             }
         }
-        if args.all && !args.quiet {
+        if all {
             eprintln!(
-                "fluxgate-cancel: Canceled {} jobs ({errors} errors)",
-                targets.len() - errors
+                "fluxgate-cancel: Canceled {} ({})",
+                count(targets.len() - errors, "job"),
+                count(errors, "error")
             );
         }
         Ok(if errors > 0 {
@@ -131,4 +137,25 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             ExitCode::SUCCESS
         })
     })?
+}
+
+/// `n word(s)`, as flux words its summaries ("1 job", "2 jobs", "0 errors").
+fn count(n: usize, word: &str) -> String {
+    if n == 1 {
+        format!("{n} {word}")
+    } else {
+        format!("{n} {word}s")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::count;
+
+    #[test]
+    fn summaries_as_flux_words_them() {
+        assert_eq!(count(1, "job"), "1 job");
+        assert_eq!(count(3, "job"), "3 jobs");
+        assert_eq!(count(0, "error"), "0 errors");
+    }
 }

@@ -60,9 +60,18 @@ pub struct Args {
     /// Color output (accepted for compatibility; output is never colored).
     #[arg(long, value_name = "WHEN")]
     color: Option<String>,
+    /// List jobs of instances inside jobs too, each under its id path.
+    #[arg(short = 'R', long = "recursive")]
+    recursive: bool,
+    /// With -R, descend at most N levels.
+    #[arg(short = 'L', long = "level", value_name = "N", default_value_t = MAX_LEVEL)]
+    level: usize,
     /// Only these job ids.
     ids: Vec<String>,
 }
+
+/// How deep -R follows instances inside jobs: a bound on nesting.
+const MAX_LEVEL: usize = 8;
 
 fn username(uid: u32) -> String {
     match nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid)) {
@@ -197,22 +206,97 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .iter()
         .map(|s| client::parse_jobid(s).map(JobId::as_u64))
         .collect::<anyhow::Result<Vec<_>>>()?;
-    let mut jobs = client::block_on(async {
+    let request = pb::ListRequest {
+        // Specific ids are listed whatever their state.
+        states: if ids.is_empty() { mask.bits() } else { 0x7f },
+        userid: if ids.is_empty() { userid } else { None },
+        name: args.name.clone(),
+        since,
+        max_entries: if ids.is_empty() { args.count } else { 0 },
+        results: results.clone(),
+        before: 0,
+        // Filtered by the service, so that --count counts the queue's jobs.
+        queue: args.queue.clone(),
+    };
+    client::block_on(async {
         let mut inst = client::connect().await?;
-        let request = pb::ListRequest {
-            // Specific ids are listed whatever their state.
-            states: if ids.is_empty() { mask.bits() } else { 0x7f },
-            userid: if ids.is_empty() { userid } else { None },
-            name: args.name.clone(),
-            since,
-            max_entries: if ids.is_empty() { args.count } else { 0 },
-            results: results.clone(),
-            before: 0,
-            // Filtered by the service, so that --count counts the queue's jobs.
-            queue: args.queue.clone(),
+        let depth = if args.recursive {
+            args.level.min(MAX_LEVEL)
+        } else {
+            0
         };
-        list_all(&mut inst, request).await
+        list_level(
+            &args,
+            &fmt,
+            &mut inst,
+            &request,
+            &ids,
+            now,
+            String::new(),
+            depth,
+        )
+        .await
     })??;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// List the jobs of `inst` and, `depth` levels down, of the instances its
+/// running jobs hold, each introduced by its id path as flux jobs -R does.
+#[allow(clippy::too_many_arguments)]
+async fn list_level(
+    args: &Args,
+    fmt: &str,
+    inst: &mut client::Instance,
+    request: &pb::ListRequest,
+    ids: &[u64],
+    now: f64,
+    path: String,
+    depth: usize,
+) -> anyhow::Result<()> {
+    let jobs = list_all(inst, request.clone()).await?;
+    let jobs = show(args, fmt, jobs, ids, now)?;
+    if depth == 0 {
+        return Ok(());
+    }
+    for j in jobs.iter().filter(|j| j.state == "RUN") {
+        let id = JobId::from(j.id);
+        let Ok((Some(uri), owner)) = crate::cmd::instance::memo_uri(inst, id).await else {
+            continue;
+        };
+        let token =
+            crate::cmd::instance::read_owner_token(&uri, &crate::cmd::instance::lookup_uids(owner));
+        let creds = match &token {
+            Some(t) => client::Credentials::default().with_token(t)?,
+            None => client::Credentials::default(),
+        };
+        let Ok(mut child) = client::connect_with(&uri, &creds).await else {
+            continue;
+        };
+        let sub = format!("{path}{}", client::f58(id));
+        println!("\n{}:", crate::output::printable(&sub));
+        Box::pin(list_level(
+            args,
+            fmt,
+            &mut child,
+            request,
+            &[],
+            now,
+            format!("{sub}/"),
+            depth - 1,
+        ))
+        .await?;
+    }
+    Ok(())
+}
+
+/// Filter, sort and print one instance's listing; the jobs shown.
+fn show(
+    args: &Args,
+    fmt: &str,
+    mut jobs: Vec<pb::JobSummary>,
+    ids: &[u64],
+    now: f64,
+) -> anyhow::Result<Vec<pb::JobSummary>> {
     if !ids.is_empty() {
         jobs.retain(|j| ids.contains(&j.id));
     }
@@ -238,12 +322,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .into_iter()
         .map(|u| (u, username(u)))
         .collect();
-    if !args.json {
-        args.fmt.print(&fmt, jobs, &users, now, args.no_header)?;
-        return Ok(ExitCode::SUCCESS);
+    if args.json {
+        println!("{}", jobs_json(&jobs));
+    } else {
+        args.fmt
+            .print(fmt, jobs.clone(), &users, now, args.no_header)?;
     }
-    println!("{}", jobs_json(&jobs));
-    Ok(ExitCode::SUCCESS)
+    Ok(jobs)
 }
 
 /// Every job `request` matches, following the listing's pages (each reply

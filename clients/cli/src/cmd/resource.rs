@@ -40,15 +40,11 @@ enum Command {
         #[arg(short, long, value_delimiter = ',')]
         queue: Vec<String>,
     },
-    /// One line: the nodes, cores and GPUs of the resources in STATES (as
-    /// flux resource info).
+    /// One line: nodes, cores and GPUs in the given states (as flux resource info).
     Info {
-        /// Only these states (free, allocated, down, all; default all).
+        /// Only these states (up, down, allocated, free, all).
         #[arg(short, long, value_delimiter = ',')]
         states: Vec<String>,
-        /// Only the resources of these queues (comma separated).
-        #[arg(short, long, value_delimiter = ',')]
-        queue: Vec<String>,
     },
     /// Show node states (avail, drained, offline, ...).
     Status {
@@ -262,12 +258,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 json,
                 queue,
             } => list(inst, &states, no_header, json, &queue).await?,
-            Command::Info { states, queue } => info(inst, &states, &queue).await?,
             Command::Status {
                 states,
                 no_header,
                 json,
             } => status_table(inst, &states, no_header, json).await?,
+            Command::Info { states } => info(inst, &states).await?,
             Command::R => println!("{}", inventory(inst).await?.all),
             Command::Drain {
                 force,
@@ -306,6 +302,20 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     })?
 }
 
+/// `info`: the one-line summary of resources in `states`.
+async fn info(inst: &mut Instance, states: &[String]) -> anyhow::Result<()> {
+    let inv = inventory(inst).await?;
+    let by = crate::cmd::resource_info::ByState {
+        all: rset(&inv.all)?,
+        up: rset(&inv.up)?,
+        down: rset(&inv.down)?,
+        allocated: rset(&inv.allocated)?,
+    };
+    let r = crate::cmd::resource_info::select(&by, states)?;
+    println!("{}", crate::cmd::resource_info::summary(&r));
+    Ok(())
+}
+
 /// `list`: free, allocated and down resources, as R sets.
 async fn list(
     inst: &mut Instance,
@@ -337,36 +347,6 @@ async fn list(
             header: !no_header,
         },
     )?;
-    Ok(())
-}
-
-/// `info`: flux's one-line summary, `N Nodes, M Cores, G GPUs`.
-async fn info(inst: &mut Instance, states: &[String], queues: &[String]) -> anyhow::Result<()> {
-    let inv = inventory(inst).await?;
-    let (up, down, alloc) = (rset(&inv.up)?, rset(&inv.down)?, rset(&inv.allocated)?);
-    let free = up.diff(&alloc);
-    let mut chosen = ResourceSet::new();
-    let all = ["all".to_string()];
-    for state in if states.is_empty() { &all[..] } else { states } {
-        let set = match state.as_str() {
-            "all" => rset(&inv.all)?,
-            "free" => free.clone(),
-            "allocated" => alloc.clone(),
-            "down" => down.clone(),
-            other => bail!("invalid resource state {other}: expected free, allocated, down or all"),
-        };
-        chosen = chosen.union(&set);
-    }
-    if !queues.is_empty() {
-        let ranks = crate::cmd::queue::ranks_of(inst, &rset(&inv.all)?, queues).await?;
-        chosen = chosen.include(&ranks);
-    }
-    println!(
-        "{} Nodes, {} Cores, {} GPUs",
-        chosen.nnodes(),
-        chosen.ncores(),
-        chosen.ngpus()
-    );
     Ok(())
 }
 

@@ -9,7 +9,6 @@
 //! `flux submit --wait` does.
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::process::ExitCode;
 
 use anyhow::{Context, anyhow, bail};
@@ -111,8 +110,8 @@ pub struct SubmitArgs {
     /// Show a progress bar while submitting (and, with --wait, running).
     #[arg(long)]
     progress: bool,
-    /// Print the jobspec (JSON, one per line) instead of submitting it.
-    #[arg(long)]
+    /// Print the jobspec JSON instead of submitting, and exit.
+    #[arg(long = "dry-run")]
     dry_run: bool,
     /// Command and arguments.
     #[arg(required = true, trailing_var_arg = true, value_name = "COMMAND")]
@@ -143,7 +142,7 @@ pub fn parse_urgency(s: &str) -> anyhow::Result<u32> {
     }
 }
 
-/// `--flags`: submit flag names as the request's bits.
+/// `--flags`: the submit flags flux knows, as the request's bits.
 pub fn parse_flags(flags: &[String]) -> anyhow::Result<u32> {
     let mut bits = 0;
     for f in flags.iter().filter(|f| !f.is_empty()) {
@@ -167,6 +166,28 @@ fn time_limit_fsd(t: &str) -> String {
 }
 
 impl JobOpts {
+    /// A copy with `f` applied to the options that name files, the job and
+    /// its directory (what bulksubmit fills from its inputs, as flux does).
+    pub(crate) fn map_text<E>(
+        &self,
+        mut f: impl FnMut(&str) -> Result<String, E>,
+    ) -> Result<JobOpts, E> {
+        let mut o = self.clone();
+        for v in [
+            &mut o.output,
+            &mut o.error,
+            &mut o.input,
+            &mut o.job_name,
+            &mut o.cwd,
+        ]
+        .into_iter()
+        .flatten()
+        {
+            *v = f(v)?;
+        }
+        Ok(o)
+    }
+
     /// The jobspec JSON text for `command`, with `{cc}` replaced by `cc`.
     fn jobspec(&self, command: &[String], cc: Option<(u32, bool)>) -> anyhow::Result<String> {
         let subst = |s: &str| match cc {
@@ -245,7 +266,8 @@ impl JobOpts {
         Ok(value.to_string())
     }
 
-    fn request(
+    /// The submit request for `command`, with `{cc}` replaced by `cc`.
+    pub(crate) fn request(
         &self,
         command: &[String],
         cc: Option<(u32, bool)>,
@@ -451,30 +473,15 @@ pub fn run_submit(args: SubmitArgs) -> anyhow::Result<ExitCode> {
         )),
         _ => None,
     };
+    if args.dry_run {
+        return dry_run(&args, copies.as_ref());
+    }
     // Copies are built a batch at a time, so a huge --cc range costs the
     // memory of one batch, not of every request at once.
     let single = match &copies {
         Some(_) => None,
         None => Some(args.opts.request(&args.command, None)?),
     };
-    if args.dry_run {
-        // As flux submit --dry-run: what would be sent, and nothing sent.
-        let mut out = std::io::stdout().lock();
-        match (&single, &copies) {
-            (Some(req), _) => writeln!(out, "{}", req.jobspec)?,
-            (None, Some((set, env))) => {
-                for id in set.iter() {
-                    writeln!(
-                        out,
-                        "{}",
-                        args.opts.request(&args.command, Some((id, *env)))?.jobspec
-                    )?;
-                }
-            }
-            (None, None) => {}
-        }
-        return Ok(ExitCode::SUCCESS);
-    }
     client::block_on(async {
         let mut inst = client::connect().await?;
         let total = copies.as_ref().map_or(1, |(ids, _)| ids.count());
@@ -549,13 +556,34 @@ pub fn run_submit(args: SubmitArgs) -> anyhow::Result<ExitCode> {
     })?
 }
 
+/// `--dry-run`: print each jobspec (one per copy with --cc/--bcc) as one
+/// line of JSON, as flux does, without contacting the instance.
+fn dry_run(args: &SubmitArgs, copies: Option<&(IdSet, bool)>) -> anyhow::Result<ExitCode> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match copies {
+        None => writeln!(out, "{}", args.opts.jobspec(&args.command, None)?)?,
+        Some((set, env)) => {
+            for id in set.iter() {
+                writeln!(
+                    out,
+                    "{}",
+                    args.opts.jobspec(&args.command, Some((id, *env)))?
+                )?;
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 fn print_id(args: &SubmitArgs, bar: &indicatif::ProgressBar, id: JobId) {
     if !args.quiet {
         bar.suspend(|| println!("{}", client::f58(id)));
     }
 }
 
-fn progress_bar(show: bool, len: u64, what: &str) -> indicatif::ProgressBar {
+/// A progress bar of `len` steps labelled `what`, hidden unless `show`.
+pub(crate) fn progress_bar(show: bool, len: u64, what: &str) -> indicatif::ProgressBar {
     if !show {
         return indicatif::ProgressBar::hidden();
     }

@@ -48,12 +48,14 @@ use crate::services::{
 };
 
 mod access;
+pub mod directives;
 mod jobs;
 mod task;
 
 use access::ChildKey;
 
-pub use jobs::{run_alloc, run_batch, run_proxy, run_uri};
+pub use access::{lookup_uids, read_owner_token};
+pub use jobs::{memo_uri, run_alloc, run_batch, run_proxy, run_uri};
 pub use task::run_instance;
 
 /// The job id the exec service gives every task.
@@ -82,6 +84,17 @@ pub struct BatchArgs {
     /// The batch script (run by the new instance's rank 0) and its arguments.
     #[arg(required = true, trailing_var_arg = true, value_name = "SCRIPT")]
     script: Vec<String>,
+}
+
+impl BatchArgs {
+    /// The script file whose directives apply (none with --wrap).
+    pub fn script_path(&self) -> Option<&str> {
+        if self.wrap {
+            None
+        } else {
+            self.script.first().map(String::as_str)
+        }
+    }
 }
 
 /// Arguments of `fluxgate alloc`.

@@ -5,9 +5,12 @@ use std::process::ExitCode;
 pub mod control;
 pub mod eventlog;
 pub mod id;
+pub mod memo;
 pub mod purge;
 pub mod status;
 pub mod submit;
+pub mod taskmap;
+pub mod timeleft;
 
 /// Arguments of `fluxgate job`.
 #[derive(Debug, clap::Args)]
@@ -41,10 +44,16 @@ enum Command {
     Last(control::LastArgs),
     /// Remove the oldest inactive jobs.
     Purge(purge::PurgeArgs),
-    /// Submit a jobspec file (JSON or YAML) as written.
-    Submit(submit::SubmitArgs),
-    /// Wait for jobs to end; exit with the largest exit code.
-    Status(status::StatusArgs),
+    /// Wait for jobs to end; exit with the largest exit code (as flux job status).
+    Status(status::Args),
+    /// Attach key=value notes to a job (as flux job memo).
+    Memo(memo::Args),
+    /// Seconds a running job has left (as flux job timeleft).
+    Timeleft(timeleft::Args),
+    /// The RFC 34 task map of a started job (as flux job taskmap).
+    Taskmap(taskmap::Args),
+    /// Submit a jobspec from a file or stdin (as flux job submit).
+    Submit(submit::Args),
 }
 
 /// Run `fluxgate job`.
@@ -63,5 +72,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Command::Purge(a) => purge::run(a),
         Command::Submit(a) => submit::run(a),
         Command::Status(a) => status::run(a),
+        Command::Memo(a) => memo::run(a),
+        Command::Timeleft(a) => timeleft::run(a),
+        Command::Taskmap(a) => taskmap::run(a),
     }
 }

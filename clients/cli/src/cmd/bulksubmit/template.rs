@@ -1,0 +1,220 @@
+//! The command template of `bulksubmit`: Python `str.format` replacement
+//! fields as flux-bulksubmit(1) uses them (`{}`, `{0}`, `{seq}`, `{seq1}`,
+//! `{cc}`), and the cross product of the input lists.
+
+use thiserror::Error;
+
+/// A template that cannot be filled.
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum TemplateError {
+    /// A field names an input that does not exist.
+    #[error("{{{0}}}: there are only {1} input(s)")]
+    NoSuchInput(usize, usize),
+    /// A field name bulksubmit does not know.
+    #[error("unknown replacement field {{{0}}}")]
+    Unknown(String),
+    /// A `{` or `}` without its partner.
+    #[error("unmatched brace in {0:?}")]
+    Unmatched(String),
+}
+
+/// Does any argument hold a replacement field for the inputs?
+pub fn has_input_fields(args: &[String]) -> bool {
+    args.iter().any(|a| {
+        fields(a)
+            .iter()
+            .any(|f| !matches!(f.as_str(), "cc" | "seq" | "seq1"))
+    })
+}
+
+/// The field names of `s`, ignoring `{{` and `}}` escapes.
+fn fields(s: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut chars = s.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '{' {
+            if chars.peek() == Some(&'{') {
+                chars.next();
+                continue;
+            }
+            out.push(chars.by_ref().take_while(|c| *c != '}').collect());
+        }
+    }
+    out
+}
+
+/// Fill `s` from `inputs` (the `seq`-th combination). `{cc}` is left for
+/// the submit step, which knows the copy. Auto-numbered `{}` count across
+/// the whole command, as Python's format does across one call; `next` is
+/// that counter.
+pub fn fill(
+    s: &str,
+    inputs: &[String],
+    seq: usize,
+    next: &mut usize,
+) -> Result<String, TemplateError> {
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '{' if chars.peek() == Some(&'{') => {
+                chars.next();
+                out.push('{');
+            }
+            '}' if chars.peek() == Some(&'}') => {
+                chars.next();
+                out.push('}');
+            }
+            '}' => return Err(TemplateError::Unmatched(s.to_string())),
+            '{' => {
+                let mut name = String::new();
+                let mut closed = false;
+                for c in chars.by_ref() {
+                    if c == '}' {
+                        closed = true;
+                        break;
+                    }
+                    name.push(c);
+                }
+                if !closed {
+                    return Err(TemplateError::Unmatched(s.to_string()));
+                }
+                out.push_str(&field(&name, inputs, seq, next)?);
+            }
+            c => out.push(c),
+        }
+    }
+    Ok(out)
+}
+
+fn field(
+    name: &str,
+    inputs: &[String],
+    seq: usize,
+    next: &mut usize,
+) -> Result<String, TemplateError> {
+    let input = |i: usize| {
+        inputs
+            .get(i)
+            .cloned()
+            .ok_or(TemplateError::NoSuchInput(i, inputs.len()))
+    };
+    match name {
+        "" => {
+            let i = *next;
+            *next += 1;
+            input(i)
+        }
+        "seq" => Ok(seq.to_string()),
+        "seq1" => Ok((seq + 1).to_string()),
+        "cc" => Ok("{cc}".to_string()),
+        n => match n.parse::<usize>() {
+            Ok(i) => input(i),
+            Err(_) => Err(TemplateError::Unknown(n.to_string())),
+        },
+    }
+}
+
+/// Every combination of one item from each list, the first list varying
+/// slowest (as flux and GNU parallel order them). No lists: no combination.
+pub fn cross_product(lists: &[Vec<String>]) -> Vec<Vec<String>> {
+    if lists.is_empty() {
+        return Vec::new();
+    }
+    let mut combos: Vec<Vec<String>> = vec![Vec::new()];
+    for list in lists {
+        combos = combos
+            .iter()
+            .flat_map(|prefix| {
+                list.iter().map(move |item| {
+                    let mut c = prefix.clone();
+                    c.push(item.clone());
+                    c
+                })
+            })
+            .collect();
+    }
+    combos
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn v(items: &[&str]) -> Vec<String> {
+        items.iter().map(|s| s.to_string()).collect()
+    }
+
+    fn fill_all(args: &[&str], inputs: &[&str], seq: usize) -> Result<Vec<String>, TemplateError> {
+        let inputs = v(inputs);
+        let mut next = 0;
+        args.iter()
+            .map(|a| fill(a, &inputs, seq, &mut next))
+            .collect()
+    }
+
+    /// One row: template arguments, inputs, sequence number, expected command.
+    type Row<'a> = (&'a [&'a str], &'a [&'a str], usize, &'a [&'a str]);
+
+    #[test]
+    fn fields_as_flux_bulksubmit() {
+        let table: &[Row] = &[
+            (&["echo", "{}"], &["1"], 0, &["echo", "1"]),
+            (&["echo", "{1}", "{0}"], &["1", "3"], 0, &["echo", "3", "1"]),
+            (&["echo", "{}", "{}"], &["a", "b"], 0, &["echo", "a", "b"]),
+            (&["x{seq}-{seq1}"], &[], 4, &["x4-5"]),
+            (&["{cc}:{}"], &["a"], 0, &["{cc}:a"]),
+            (&["{{}}", "{0}.out"], &["f"], 0, &["{}", "f.out"]),
+        ];
+        for (args, inputs, seq, want) in table {
+            assert_eq!(fill_all(args, inputs, *seq).unwrap(), v(want), "{args:?}");
+        }
+    }
+
+    #[test]
+    fn bad_fields_are_errors() {
+        assert_eq!(
+            fill_all(&["{2}"], &["a"], 0),
+            Err(TemplateError::NoSuchInput(2, 1))
+        );
+        assert_eq!(
+            fill_all(&["{}", "{}"], &["a"], 0),
+            Err(TemplateError::NoSuchInput(1, 1))
+        );
+        assert!(matches!(
+            fill_all(&["{x}"], &[], 0),
+            Err(TemplateError::Unknown(_))
+        ));
+        assert!(matches!(
+            fill_all(&["{"], &[], 0),
+            Err(TemplateError::Unmatched(_))
+        ));
+        assert!(matches!(
+            fill_all(&["}"], &[], 0),
+            Err(TemplateError::Unmatched(_))
+        ));
+    }
+
+    #[test]
+    fn input_fields_are_detected() {
+        assert!(has_input_fields(&v(&["echo", "{}"])));
+        assert!(has_input_fields(&v(&["{0}"])));
+        assert!(!has_input_fields(&v(&["echo", "{cc}", "{seq}", "{{}}"])));
+    }
+
+    #[test]
+    fn cross_product_first_list_slowest() {
+        let got = cross_product(&[v(&["1", "2"]), v(&["3", "4"])]);
+        assert_eq!(
+            got,
+            vec![
+                v(&["1", "3"]),
+                v(&["1", "4"]),
+                v(&["2", "3"]),
+                v(&["2", "4"])
+            ]
+        );
+        assert!(cross_product(&[]).is_empty());
+        assert!(cross_product(&[v(&["a"]), vec![]]).is_empty());
+    }
+}

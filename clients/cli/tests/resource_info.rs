@@ -1,0 +1,28 @@
+//! `fluxgate resource info` on a 2-node instance: flux's one-line summary.
+
+mod common;
+
+use common::{in_instance, text};
+
+#[test]
+fn one_line_of_nodes_cores_and_gpus() {
+    let out = in_instance(
+        r#"$F resource info; $F resource info -s free; $F resource info -s down
+           $F resource info -s bogus; echo "bad=$?""#,
+    );
+    let stdout = text(&out.stdout);
+    let stderr = text(&out.stderr);
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 4, "{stdout} {stderr}");
+    let words: Vec<&str> = lines[0].split(' ').collect();
+    assert_eq!(words.len(), 6, "{stdout}");
+    assert_eq!(
+        [words[0], words[1], words[3], words[4], words[5]],
+        ["2", "Nodes,", "Cores,", "0", "GPUs"],
+        "{stdout}"
+    );
+    assert!(words[2].parse::<u32>().unwrap() >= 2, "{stdout}");
+    assert_eq!(lines[1], lines[0], "nothing runs, so all is free");
+    assert_eq!(lines[2], "0 Nodes, 0 Cores, 0 GPUs");
+    assert_eq!(lines[3], "bad=1");
+}
