@@ -5,6 +5,7 @@ pub mod attach;
 pub mod bench;
 pub mod bulksubmit;
 pub mod cancel;
+pub mod copies;
 pub mod docs;
 pub mod health;
 pub mod hostlist;

@@ -20,6 +20,7 @@ use serde_json::{Value, json};
 
 use crate::client::{self, Instance};
 use crate::cmd::attach;
+use crate::cmd::copies::{CopyOpts, progress_bar};
 
 /// The options `submit` and `run` share, as flux's names them.
 #[derive(Debug, Clone, clap::Args)]
@@ -95,21 +96,8 @@ pub struct JobOpts {
 pub struct SubmitArgs {
     #[command(flatten)]
     opts: JobOpts,
-    /// Replicate the job for each ID in IDSET ({cc} is replaced by the id).
-    #[arg(long, value_name = "IDSET", conflicts_with = "bcc")]
-    cc: Option<String>,
-    /// As --cc, without FLUX_JOB_CC in the environment.
-    #[arg(long, value_name = "IDSET")]
-    bcc: Option<String>,
-    /// Do not print the job ids.
-    #[arg(long)]
-    quiet: bool,
-    /// Wait for all jobs to complete; exit with the largest exit code.
-    #[arg(long)]
-    wait: bool,
-    /// Show a progress bar while submitting (and, with --wait, running).
-    #[arg(long)]
-    progress: bool,
+    #[command(flatten)]
+    copy: CopyOpts,
     /// Print the jobspec JSON instead of submitting, and exit.
     #[arg(long = "dry-run")]
     dry_run: bool,
@@ -465,14 +453,7 @@ pub async fn submit_one(inst: &mut Instance, mut req: pb::SubmitRequest) -> anyh
 
 /// Run `fluxgate submit`.
 pub fn run_submit(args: SubmitArgs) -> anyhow::Result<ExitCode> {
-    let copies: Option<(IdSet, bool)> = match (&args.cc, &args.bcc) {
-        (Some(s), _) => Some((IdSet::parse(s).map_err(|e| anyhow!("--cc={s}: {e}"))?, true)),
-        (None, Some(s)) => Some((
-            IdSet::parse(s).map_err(|e| anyhow!("--bcc={s}: {e}"))?,
-            false,
-        )),
-        _ => None,
-    };
+    let copies = args.copy.copies()?;
     if args.dry_run {
         return dry_run(&args, copies.as_ref());
     }
@@ -485,14 +466,14 @@ pub fn run_submit(args: SubmitArgs) -> anyhow::Result<ExitCode> {
     client::block_on(async {
         let mut inst = client::connect().await?;
         let total = copies.as_ref().map_or(1, |(ids, _)| ids.count());
-        let bar = progress_bar(args.progress, total, "submitting");
+        let bar = progress_bar(args.copy.progress, total, "submitting");
         // Ids are kept only when they are waited for.
         let mut ids = Vec::new();
         let mut failed = false;
         if let Some(req) = single {
             let id = submit_one(&mut inst, req).await?;
             ids.push(id);
-            print_id(&args, &bar, id);
+            args.copy.print_id(&bar, id);
         } else if let Some((set, env)) = &copies {
             let mut copy_ids = set.iter();
             loop {
@@ -516,10 +497,10 @@ pub fn run_submit(args: SubmitArgs) -> anyhow::Result<ExitCode> {
                         Some(pb::submit_result::Result::Id(id)) => {
                             accepted += 1;
                             let id = JobId::from(id);
-                            if args.wait {
+                            if args.copy.wait {
                                 ids.push(id);
                             }
-                            print_id(&args, &bar, id);
+                            args.copy.print_id(&bar, id);
                         }
                         Some(pb::submit_result::Result::Error(e)) => {
                             bar.suspend(|| {
@@ -539,19 +520,10 @@ pub fn run_submit(args: SubmitArgs) -> anyhow::Result<ExitCode> {
             }
         }
         bar.finish_and_clear();
-        let mut code = if failed { 1 } else { 0 };
-        if args.wait {
-            let bar = progress_bar(args.progress, ids.len() as u64, "running");
-            for id in &ids {
-                let outcome = attach::outcome(&mut inst, *id).await?;
-                if let Some(msg) = &outcome.message {
-                    bar.suspend(|| eprintln!("{}: {msg}", client::f58(*id)));
-                }
-                code = code.max(outcome.exit_code);
-                bar.inc(1);
-            }
-            bar.finish_and_clear();
-        }
+        let code = args
+            .copy
+            .wait_all(&mut inst, &ids, if failed { 1 } else { 0 })
+            .await?;
         Ok(ExitCode::from(code.clamp(0, 255) as u8))
     })?
 }
@@ -574,27 +546,6 @@ fn dry_run(args: &SubmitArgs, copies: Option<&(IdSet, bool)>) -> anyhow::Result<
         }
     }
     Ok(ExitCode::SUCCESS)
-}
-
-fn print_id(args: &SubmitArgs, bar: &indicatif::ProgressBar, id: JobId) {
-    if !args.quiet {
-        bar.suspend(|| println!("{}", client::f58(id)));
-    }
-}
-
-/// A progress bar of `len` steps labelled `what`, hidden unless `show`.
-pub(crate) fn progress_bar(show: bool, len: u64, what: &str) -> indicatif::ProgressBar {
-    if !show {
-        return indicatif::ProgressBar::hidden();
-    }
-    let bar = indicatif::ProgressBar::new(len);
-    if let Ok(style) = indicatif::ProgressStyle::with_template(
-        "{msg:>10} [{bar:40}] {pos}/{len} {per_sec} {elapsed_precise}",
-    ) {
-        bar.set_style(style.progress_chars("=> "));
-    }
-    bar.set_message(what.to_string());
-    bar
 }
 
 /// Run `fluxgate run`: submit, then stream output and exit as the job did.

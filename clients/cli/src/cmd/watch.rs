@@ -13,7 +13,7 @@ use tokio::task::JoinSet;
 
 use crate::client::{self, Instance};
 use crate::cmd::attach::{self, Outcome};
-use crate::cmd::submit::progress_bar;
+use crate::cmd::copies::progress_bar;
 
 /// Jobs followed at once: each holds two streams open on the job manager.
 const MAX_FOLLOWED: usize = 64;

@@ -8,34 +8,21 @@ pub mod template;
 use std::io::BufRead;
 use std::process::ExitCode;
 
-use anyhow::{Context, anyhow, bail};
+use anyhow::{Context, bail};
 use fluxgate_proto::v1 as pb;
-use fluxgate_shared::{IdSet, JobId};
+use fluxgate_shared::JobId;
 
 use crate::client;
-use crate::cmd::attach;
-use crate::cmd::submit::{JobOpts, progress_bar, submit_one};
+use crate::cmd::copies::{CopyOpts, progress_bar};
+use crate::cmd::submit::{JobOpts, submit_one};
 
 /// Arguments of `fluxgate bulksubmit`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     #[command(flatten)]
     opts: JobOpts,
-    /// Replicate each job for each ID in IDSET ({cc} is replaced by the id).
-    #[arg(long, value_name = "IDSET", conflicts_with = "bcc")]
-    cc: Option<String>,
-    /// As --cc, without FLUX_JOB_CC in the environment.
-    #[arg(long, value_name = "IDSET")]
-    bcc: Option<String>,
-    /// Do not print the job ids.
-    #[arg(long)]
-    quiet: bool,
-    /// Wait for all jobs to complete; exit with the largest exit code.
-    #[arg(long)]
-    wait: bool,
-    /// Show a progress bar while submitting (and, with --wait, running).
-    #[arg(long)]
-    progress: bool,
+    #[command(flatten)]
+    copy: CopyOpts,
     /// Print the commands that would be submitted, and exit.
     #[arg(long = "dry-run")]
     dry_run: bool,
@@ -143,18 +130,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         split.lists.push(read_lines("-")?);
     }
     let jobs = jobs(&split, &args.opts)?;
-    let copies: Vec<Option<(u32, bool)>> = match (&args.cc, &args.bcc) {
-        (Some(s), _) => IdSet::parse(s)
-            .map_err(|e| anyhow!("--cc={s}: {e}"))?
-            .iter()
-            .map(|id| Some((id, true)))
-            .collect(),
-        (None, Some(s)) => IdSet::parse(s)
-            .map_err(|e| anyhow!("--bcc={s}: {e}"))?
-            .iter()
-            .map(|id| Some((id, false)))
-            .collect(),
-        _ => vec![None],
+    let copies: Vec<Option<(u32, bool)>> = match args.copy.copies()? {
+        Some((set, env)) => set.iter().map(|id| Some((id, env))).collect(),
+        None => vec![None],
     };
     let mut requests = Vec::with_capacity(jobs.len() * copies.len());
     for job in &jobs {
@@ -184,30 +162,16 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 fn submit_all(args: &Args, requests: Vec<pb::SubmitRequest>) -> anyhow::Result<ExitCode> {
     client::block_on(async {
         let mut inst = client::connect().await?;
-        let bar = progress_bar(args.progress, requests.len() as u64, "submitting");
+        let bar = progress_bar(args.copy.progress, requests.len() as u64, "submitting");
         let mut ids: Vec<JobId> = Vec::new();
         for req in requests {
             let id = submit_one(&mut inst, req).await?;
-            if !args.quiet {
-                bar.suspend(|| println!("{}", client::f58(id)));
-            }
+            args.copy.print_id(&bar, id);
             ids.push(id);
             bar.inc(1);
         }
         bar.finish_and_clear();
-        let mut code = 0;
-        if args.wait {
-            let bar = progress_bar(args.progress, ids.len() as u64, "running");
-            for id in &ids {
-                let outcome = attach::outcome(&mut inst, *id).await?;
-                if let Some(msg) = &outcome.message {
-                    bar.suspend(|| eprintln!("{}: {msg}", client::f58(*id)));
-                }
-                code = code.max(outcome.exit_code);
-                bar.inc(1);
-            }
-            bar.finish_and_clear();
-        }
+        let code = args.copy.wait_all(&mut inst, &ids, 0).await?;
         Ok(ExitCode::from(code.clamp(0, 255) as u8))
     })?
 }
