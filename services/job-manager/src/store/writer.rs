@@ -28,9 +28,9 @@ pub struct Request {
 /// Group commit counters shared with readers of [`CommitStats`].
 #[derive(Debug, Default)]
 pub struct Counters {
-    pub(in crate::store) commits: AtomicU64,
-    pub(in crate::store) batches: AtomicU64,
-    pub(in crate::store) writes: AtomicU64,
+    commits: AtomicU64,
+    batches: AtomicU64,
+    writes: AtomicU64,
 }
 
 impl Counters {
@@ -57,41 +57,65 @@ pub(in crate::store) async fn enqueue(
     Ok(super::Ack(answer))
 }
 
+/// Wait for a batch, then take it and every one already waiting (up to
+/// [`MAX_GROUP`]) into `group`; false once every sender is gone.
+pub(in crate::store) fn take_group(
+    rx: &mut mpsc::Receiver<Request>,
+    group: &mut Vec<Request>,
+) -> bool {
+    let Some(first) = rx.blocking_recv() else {
+        return false;
+    };
+    group.push(first);
+    while group.len() < MAX_GROUP {
+        match rx.try_recv() {
+            Ok(req) => group.push(req),
+            Err(_) => break,
+        }
+    }
+    true
+}
+
+/// Answer every request of `group` and empty it: each with its outcome
+/// once the group committed (and counted), or all with the group's error.
+pub(in crate::store) fn answer(
+    group: &mut Vec<Request>,
+    committed: Result<Vec<Result<(), StoreError>>, StoreError>,
+    counters: &Counters,
+) {
+    match committed {
+        Ok(outcomes) => {
+            let writes: usize = group.iter().map(|r| r.batch.len()).sum();
+            counters.commits.fetch_add(1, Ordering::Relaxed);
+            counters
+                .batches
+                .fetch_add(group.len() as u64, Ordering::Relaxed);
+            counters.writes.fetch_add(writes as u64, Ordering::Relaxed);
+            count_events(group);
+            for (req, outcome) in group.drain(..).zip(outcomes) {
+                // A caller that went away no longer needs the answer.
+                let _ = req.done.send(outcome);
+            }
+        }
+        Err(err) => {
+            for req in group.drain(..) {
+                let _ = req.done.send(Err(err.clone()));
+            }
+        }
+    }
+}
+
 /// Run the writer until every sender is gone; then return.
 pub fn run(mut conn: Connection, mut rx: mpsc::Receiver<Request>, counters: Arc<Counters>) {
     let mut group: Vec<Request> = Vec::new();
     let mut failed = false;
-    while let Some(first) = rx.blocking_recv() {
-        group.push(first);
-        while group.len() < MAX_GROUP {
-            match rx.try_recv() {
-                Ok(req) => group.push(req),
-                Err(_) => break,
-            }
+    while take_group(&mut rx, &mut group) {
+        let committed = commit_group(&mut conn, &group);
+        if let Err(err) = &committed {
+            failed = true;
+            tracing::error!(error = %err, batches = group.len(), "store commit failed");
         }
-        let outcomes = commit_group(&mut conn, &group);
-        let writes: usize = group.iter().map(|r| r.batch.len()).sum();
-        match outcomes {
-            Ok(outcomes) => {
-                counters.commits.fetch_add(1, Ordering::Relaxed);
-                counters
-                    .batches
-                    .fetch_add(group.len() as u64, Ordering::Relaxed);
-                counters.writes.fetch_add(writes as u64, Ordering::Relaxed);
-                count_events(&group);
-                for (req, outcome) in group.drain(..).zip(outcomes) {
-                    // A caller that went away no longer needs the answer.
-                    let _ = req.done.send(outcome);
-                }
-            }
-            Err(err) => {
-                failed = true;
-                tracing::error!(error = %err, batches = group.len(), "store commit failed");
-                for req in group.drain(..) {
-                    let _ = req.done.send(Err(err.clone()));
-                }
-            }
-        }
+        answer(&mut group, committed, &counters);
     }
     // Every sender is gone: a clean shutdown, unless a commit failed.
     if !failed && let Err(e) = super::schema::set_clean_close(&conn, true) {
@@ -100,7 +124,7 @@ pub fn run(mut conn: Connection, mut rx: mpsc::Receiver<Request>, counters: Arc<
 }
 
 /// Add the events of a committed group to the Prometheus counters.
-pub(in crate::store) fn count_events(group: &[Request]) {
+fn count_events(group: &[Request]) {
     use crate::telemetry::{COMMITS, EVENTS};
     // Index: eventlog, exec.eventlog, output, resource.
     let mut n = [0u64; 4];

@@ -75,16 +75,7 @@ impl PgStore {
             .map_err(|e| fail(describe(&e)))?;
         let next_event: i64 = row.try_get::<_, i64>(0).map_err(|e| fail(describe(&e)))? + 1;
         let next_resource: i64 = row.try_get::<_, i64>(1).map_err(|e| fail(describe(&e)))? + 1;
-        let ids = client
-            .query_one(
-                "SELECT (SELECT max(id) FROM jobs WHERE id < 0), (SELECT max(id) FROM jobs)",
-                &[],
-            )
-            .map_err(|e| fail(describe(&e)))?;
-        let top: Option<i64> = ids
-            .try_get::<_, Option<i64>>(0)
-            .and_then(|upper| Ok(upper.or(ids.try_get(1)?)))
-            .map_err(|e| fail(describe(&e)))?;
+        let top = max_id(&mut client).map_err(|e| fail(describe(&e)))?;
         let stmts = group::Statements::prepare(&mut client).map_err(|e| fail(describe(&e)))?;
         let point = (0..POINT_READERS)
             .map(|_| connect.connect().map(|c| Mutex::new(Some(c))))
@@ -99,7 +90,7 @@ impl PgStore {
             client,
             stmts,
             known: Default::default(),
-            max_id: top.map_or(0, from_sql_id),
+            max_id: top.unwrap_or(0),
             epoch,
             next_event,
             next_resource,
@@ -410,16 +401,7 @@ impl Store for PgStore {
     }
 
     fn max_job_id(&self) -> Result<Option<u64>, StoreError> {
-        self.read_point(|c| {
-            // Ids in the upper half are stored negative and are the largest.
-            let row = c.query_one(
-                "SELECT (SELECT max(id) FROM jobs WHERE id < 0), (SELECT max(id) FROM jobs)",
-                &[],
-            )?;
-            let upper: Option<i64> = row.try_get(0)?;
-            let any: Option<i64> = row.try_get(1)?;
-            Ok(upper.or(any).map(from_sql_id))
-        })
+        self.read_point(max_id)
     }
 
     fn inactive_count(&self) -> Result<u64, StoreError> {
@@ -540,13 +522,23 @@ impl Store for PgStore {
     }
 }
 
-/// How a log is named in the `events` table (as in the SQLite store).
+/// The largest stored job id, as unsigned ids compare.
+fn max_id(c: &mut Client) -> Result<Option<u64>, postgres::Error> {
+    // Ids in the upper half are stored negative and are the largest.
+    let row = c.query_one(
+        "SELECT (SELECT max(id) FROM jobs WHERE id < 0), (SELECT max(id) FROM jobs)",
+        &[],
+    )?;
+    let upper: Option<i64> = row.try_get(0)?;
+    let any: Option<i64> = row.try_get(1)?;
+    Ok(upper.or(any).map(from_sql_id))
+}
+
+/// How a log is named in the `events` table: the SQLite store's codes, in
+/// the column's type.
 fn log_code(log: Log) -> i16 {
-    match log {
-        Log::Main => 0,
-        Log::Exec => 1,
-        Log::Output => 2,
-    }
+    // 0..=2: always fits.
+    log.code() as i16
 }
 
 /// A stored owner back to a uid (written from one, so it fits).

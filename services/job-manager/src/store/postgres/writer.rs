@@ -16,7 +16,6 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use postgres::Client;
@@ -24,7 +23,7 @@ use tokio::sync::mpsc;
 
 use super::connect::{PgConnect, describe};
 use super::group::{Segment, SegmentError, Statements};
-use crate::store::writer::{Counters, MAX_GROUP, Request, to_sql_id};
+use crate::store::writer::{Counters, Request, answer, take_group, to_sql_id};
 use crate::store::{StoreError, Write};
 
 /// Longest pause between attempts to reach a database that went away.
@@ -49,51 +48,27 @@ pub struct WriterState {
     pub counters: Arc<Counters>,
 }
 
-/// Run until every sender is gone or the writer is deposed.
+/// Run until every sender is gone; once deposed, every batch fails.
 pub fn run(mut st: WriterState, mut rx: mpsc::Receiver<Request>) {
     let mut group: Vec<Request> = Vec::new();
     let mut number: i64 = 0;
     let mut deposed: Option<StoreError> = None;
-    while let Some(first) = rx.blocking_recv() {
-        group.push(first);
-        while group.len() < MAX_GROUP {
-            match rx.try_recv() {
-                Ok(req) => group.push(req),
-                Err(_) => break,
-            }
-        }
-        if let Some(err) = &deposed {
-            for req in group.drain(..) {
-                let _ = req.done.send(Err(err.clone()));
-            }
-            continue;
-        }
-        number += 1;
-        match commit_retrying(&mut st, &group, number) {
-            Ok(outcomes) => {
-                let writes: usize = group.iter().map(|r| r.batch.len()).sum();
-                st.counters.commits.fetch_add(1, Ordering::Relaxed);
-                st.counters
-                    .batches
-                    .fetch_add(group.len() as u64, Ordering::Relaxed);
-                st.counters
-                    .writes
-                    .fetch_add(writes as u64, Ordering::Relaxed);
-                crate::store::writer::count_events(&group);
-                for (req, outcome) in group.drain(..).zip(outcomes) {
-                    let _ = req.done.send(outcome);
+    while take_group(&mut rx, &mut group) {
+        let committed = match &deposed {
+            Some(err) => Err(err.clone()),
+            None => {
+                number += 1;
+                let committed = commit_retrying(&mut st, &group, number);
+                if let Err(err) = &committed {
+                    tracing::error!(error = %err, batches = group.len(), "store commit failed");
+                    if matches!(err, StoreError::Deposed(_)) {
+                        deposed = Some(err.clone());
+                    }
                 }
+                committed
             }
-            Err(err) => {
-                tracing::error!(error = %err, batches = group.len(), "store commit failed");
-                if matches!(err, StoreError::Deposed(_)) {
-                    deposed = Some(err.clone());
-                }
-                for req in group.drain(..) {
-                    let _ = req.done.send(Err(err.clone()));
-                }
-            }
-        }
+        };
+        answer(&mut group, committed, &st.counters);
     }
 }
 
