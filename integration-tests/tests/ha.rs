@@ -388,3 +388,31 @@ async fn fluxgate_run_follows_its_job_across_a_failover() {
     assert_eq!(out.status.code(), Some(3), "the job's exit code");
     assert_ne!(pair.wait_leader(Duration::from_secs(10)).await, first);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_of_several_job_managers_waits_as_long_as_a_job_runs() {
+    let pair = Pair::start().await;
+    let uris = pair.uris.join(",");
+    let cli = move |args: &[&str]| {
+        std::process::Command::new(binary("fluxgate"))
+            .args(args)
+            .env("FLUXGATE_URI", &uris)
+            .output()
+            .expect("fluxgate")
+    };
+    let submitted = cli(&["submit", "--flags", "waitable", "sleep", "3"]);
+    assert!(submitted.status.success());
+    let id = String::from_utf8_lossy(&submitted.stdout)
+        .trim()
+        .to_string();
+    // Finding the leader probes each job manager briefly; the calls that
+    // follow are not held to the probe's limit.
+    let waited = tokio::task::spawn_blocking(move || cli(&["job", "wait", &id]))
+        .await
+        .unwrap();
+    assert!(
+        waited.status.success(),
+        "{}",
+        String::from_utf8_lossy(&waited.stderr)
+    );
+}

@@ -220,19 +220,16 @@ pub async fn connect_with(uri: &str, creds: &Credentials) -> anyhow::Result<Inst
 
 /// The job manager among `listed` whose JobManager service is SERVING.
 async fn find_leader(listed: &[&str], creds: &Credentials) -> anyhow::Result<Channel> {
-    use tonic_health::pb::HealthCheckRequest;
     use tonic_health::pb::health_check_response::ServingStatus;
-    use tonic_health::pb::health_client::HealthClient;
+    // A paused job manager accepts connections and answers nothing:
+    // neither the connection nor the check may wait on it for long. The
+    // limit is on the probe alone, not on the channel's later calls.
+    const PROBE: std::time::Duration = std::time::Duration::from_secs(1);
     let deadline = tokio::time::Instant::now() + FAILOVER_TIMEOUT;
     let mut last = String::new();
     loop {
         for uri in listed {
-            // A paused job manager accepts connections and answers nothing:
-            // neither the connection nor the check may wait on it for long.
-            let endpoint = creds
-                .endpoint(uri)?
-                .connect_timeout(std::time::Duration::from_secs(1))
-                .timeout(std::time::Duration::from_secs(1));
+            let endpoint = creds.endpoint(uri)?.connect_timeout(PROBE);
             let channel = match endpoint.connect().await {
                 Ok(c) => c,
                 Err(e) => {
@@ -240,15 +237,11 @@ async fn find_leader(listed: &[&str], creds: &Credentials) -> anyhow::Result<Cha
                     continue;
                 }
             };
-            let asked = HealthClient::new(channel.clone())
-                .check(HealthCheckRequest {
-                    service: "fluxgate.v1.JobManager".into(),
-                })
-                .await;
-            match asked.map(|r| r.into_inner().status) {
-                Ok(s) if s == ServingStatus::Serving as i32 => return Ok(channel),
-                Ok(_) => last = format!("{uri} is a standby"),
-                Err(e) => last = format!("{uri}: {}", e.message()),
+            match tokio::time::timeout(PROBE, health(channel.clone(), JOB_MANAGER_SERVICE)).await {
+                Ok(Ok(ServingStatus::Serving)) => return Ok(channel),
+                Ok(Ok(_)) => last = format!("{uri} is a standby"),
+                Ok(Err(e)) => last = format!("{uri}: {}", e.message()),
+                Err(_) => last = format!("{uri}: no answer within {PROBE:?}"),
             }
         }
         if tokio::time::Instant::now() >= deadline {
@@ -259,6 +252,26 @@ async fn find_leader(listed: &[&str], creds: &Credentials) -> anyhow::Result<Cha
         }
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
+}
+
+/// The health service name a job manager serves only while it leads.
+pub const JOB_MANAGER_SERVICE: &str = "fluxgate.v1.JobManager";
+
+/// Ask the server behind `channel` whether `service` is serving (gRPC
+/// health, which answers without credentials).
+pub async fn health(
+    channel: Channel,
+    service: &str,
+) -> Result<tonic_health::pb::health_check_response::ServingStatus, tonic::Status> {
+    use tonic_health::pb::HealthCheckRequest;
+    use tonic_health::pb::health_check_response::ServingStatus;
+    use tonic_health::pb::health_client::HealthClient;
+    let reply = HealthClient::new(channel)
+        .check(HealthCheckRequest {
+            service: service.to_string(),
+        })
+        .await?;
+    Ok(ServingStatus::try_from(reply.into_inner().status).unwrap_or(ServingStatus::Unknown))
 }
 
 /// A key unique to one job this client means to submit (see

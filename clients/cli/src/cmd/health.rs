@@ -10,9 +10,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{Context, anyhow};
-use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_check_response::ServingStatus;
-use tonic_health::pb::health_client::HealthClient;
 
 use crate::client;
 
@@ -63,16 +61,12 @@ pub async fn check(uri: &str, service: &str, limit: Duration) -> anyhow::Result<
         .connect()
         .await
         .with_context(|| format!("cannot connect to {uri}"))?;
-    let reply = HealthClient::new(channel)
-        .check(HealthCheckRequest {
-            service: service.to_string(),
-        })
+    client::health(channel, service)
         .await
         .map_err(|status| match status.code() {
             tonic::Code::NotFound => anyhow!("{uri}: unknown service {service:?}"),
             _ => client::status_error(status).context(format!("health check of {uri}")),
-        })?;
-    Ok(ServingStatus::try_from(reply.into_inner().status).unwrap_or(ServingStatus::Unknown))
+        })
 }
 
 /// Run `fluxgate health`.

@@ -27,7 +27,6 @@ use super::submit::sim_jobspec;
 
 const START_TIMEOUT: Duration = Duration::from_secs(120);
 const KILL_TIMEOUT: Duration = Duration::from_secs(10);
-const JM_SERVICE: &str = "fluxgate.v1.JobManager";
 /// Simulated nodes and their cores: room for every job at once is not
 /// needed, jobs end as soon as they start.
 const NODES: u32 = 16;
@@ -148,7 +147,12 @@ impl Pair {
 
     async fn serving(&self, i: usize) -> bool {
         matches!(
-            health::check(&self.uri(i), JM_SERVICE, Duration::from_millis(200)).await,
+            health::check(
+                &self.uri(i),
+                client::JOB_MANAGER_SERVICE,
+                Duration::from_millis(200)
+            )
+            .await,
             Ok(ServingStatus::Serving)
         )
     }

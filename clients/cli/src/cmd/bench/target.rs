@@ -28,8 +28,6 @@ const START_TIMEOUT: Duration = Duration::from_secs(120);
 const KILL_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a stopping job manager may take before it is killed.
 const STOP_TIMEOUT: Duration = Duration::from_secs(120);
-/// The gRPC service whose health says the job manager serves.
-const JM_SERVICE: &str = "fluxgate.v1.JobManager";
 /// Log filter of the local job manager: warnings, and the line that says
 /// where its metrics are served.
 const JM_LOG: &str = "warn,fluxgate_job_manager::server=info";
@@ -301,7 +299,13 @@ impl Local {
             .await?;
         let deadline = started + START_TIMEOUT;
         loop {
-            match health::check(&self.uri, JM_SERVICE, Duration::from_secs(5)).await {
+            match health::check(
+                &self.uri,
+                client::JOB_MANAGER_SERVICE,
+                Duration::from_secs(5),
+            )
+            .await
+            {
                 Ok(ServingStatus::Serving) => break,
                 Ok(_) | Err(_) if Instant::now() < deadline => {
                     tokio::time::sleep(Duration::from_millis(1)).await;
