@@ -353,19 +353,16 @@ fn run_failover(args: &Args, cases: &[Case]) -> anyhow::Result<ExitCode> {
     let mut failed = false;
     rt.block_on(async {
         for case in cases {
-            let timeout = std::time::Duration::from_secs_f64(args.timeout);
-            let run = failover::run(url, case.jobs, args.kills, args.acked_file.as_deref(), args.verbose);
-            let fig = tokio::select! {
-                r = tokio::time::timeout(timeout, run) => r
-                    .unwrap_or_else(|_| Err(anyhow!("the run took longer than --timeout {}s", args.timeout))),
-                s = signals.any() => Err(anyhow!("interrupted by {s}")),
-            }?;
+            let run = failover::run(
+                url,
+                case.jobs,
+                args.kills,
+                args.acked_file.as_deref(),
+                args.verbose,
+            );
+            let fig = bounded(args, &mut signals, run).await?;
             failed |= fig.lost > 0 || fig.duplicates > 0;
-            if args.json {
-                println!("{}", fig.json());
-            } else {
-                println!("{}", fig.line());
-            }
+            print_row(args.json, || fig.json(), || fig.line());
         }
         Ok::<(), anyhow::Error>(())
     })?;
@@ -374,6 +371,26 @@ fn run_failover(args: &Args, cases: &[Case]) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// `run`, abandoned after `--timeout` or at a signal.
+async fn bounded<T>(
+    args: &Args,
+    signals: &mut Signals,
+    run: impl std::future::Future<Output = anyhow::Result<T>>,
+) -> anyhow::Result<T> {
+    let timeout = std::time::Duration::from_secs_f64(args.timeout);
+    tokio::select! {
+        r = tokio::time::timeout(timeout, run) => r.unwrap_or_else(|_| {
+            Err(anyhow!("the run took longer than --timeout {}s", args.timeout))
+        }),
+        s = signals.any() => Err(anyhow!("interrupted by {s}")),
+    }
+}
+
+/// One run's row: a JSON object with `--json`, else a line of text.
+fn print_row(json: bool, as_json: impl FnOnce() -> String, as_line: impl FnOnce() -> String) {
+    println!("{}", if json { as_json() } else { as_line() });
 }
 
 /// `fluxgate bench nodes`: each `--nodes` count, `--runs` times, on an
@@ -394,15 +411,15 @@ fn run_nodes(args: &Args) -> anyhow::Result<ExitCode> {
     rt.block_on(async {
         for &count in &counts {
             for _ in 0..args.runs {
-                let target = Target::start(NodeSpec::Streams { count }, args.store_url.as_deref(), args.verbose).await?;
-                let timeout = std::time::Duration::from_secs_f64(args.timeout);
+                let target = Target::start(
+                    NodeSpec::Streams { count },
+                    args.store_url.as_deref(),
+                    args.verbose,
+                )
+                .await?;
                 let idle = std::time::Duration::try_from_secs_f64(args.idle)
                     .map_err(|_| anyhow!("--idle must be a number of seconds"))?;
-                let measured = tokio::select! {
-                    r = tokio::time::timeout(timeout, nodes::run(&target, count, idle)) => r
-                        .unwrap_or_else(|_| Err(anyhow!("the run took longer than --timeout {}s", args.timeout))),
-                    s = signals.any() => Err(anyhow!("interrupted by {s}")),
-                };
+                let measured = bounded(args, &mut signals, nodes::run(&target, count, idle)).await;
                 target.shutdown().await;
                 let fig = measured.unwrap_or_else(|e| {
                     failed = true;
@@ -412,11 +429,7 @@ fn run_nodes(args: &Args) -> anyhow::Result<ExitCode> {
                         ..Default::default()
                     }
                 });
-                if args.json {
-                    println!("{}", fig.json());
-                } else {
-                    println!("{}", fig.line());
-                }
+                print_row(args.json, || fig.json().to_string(), || fig.line());
             }
         }
         Ok::<(), anyhow::Error>(())
