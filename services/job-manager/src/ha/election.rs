@@ -47,23 +47,16 @@ pub struct Leadership {
     pub epoch: i64,
 }
 
-/// A lost or refused lead.
-#[derive(Debug, Clone, thiserror::Error)]
-pub enum ElectionError {
-    /// The store cannot be used at all (not ours, newer format).
-    #[error(transparent)]
-    Store(#[from] StoreError),
-}
-
 impl Elector {
     /// Block until this job manager leads (or `stop` is set: `None`),
     /// publishing the current leader's URI to `leader` meanwhile. Waits for
-    /// a database that is down, however long.
+    /// a database that is down, however long; an error only for a store
+    /// that cannot be used at all (not ours, a newer format).
     pub fn campaign(
         &self,
         leader: &watch::Sender<Option<String>>,
         stop: &AtomicBool,
-    ) -> Result<Option<(Leadership, Client)>, ElectionError> {
+    ) -> Result<Option<(Leadership, Client)>, StoreError> {
         let mut client: Option<Client> = None;
         let mut prepared = false;
         let mut said_standby = false;
@@ -90,8 +83,7 @@ impl Elector {
                         return Err(StoreError::Open {
                             path: self.connect.shown().to_string(),
                             reason,
-                        }
-                        .into());
+                        });
                     }
                 }
             }

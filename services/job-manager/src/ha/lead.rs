@@ -150,9 +150,7 @@ pub async fn standby_until_leader(
     let Some(won) = won else {
         return Ok(None);
     };
-    let won = won
-        .map_err(|e| ServeError::Config(format!("election: {e}")))?
-        .map_err(|e| ServeError::Config(e.to_string()))?;
+    let won = won.map_err(|e| ServeError::Config(format!("election: {e}")))??;
     let Some((leadership, lock_session)) = won else {
         return Ok(None);
     };
