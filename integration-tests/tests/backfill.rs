@@ -74,3 +74,52 @@ async fn a_short_job_backfills_ahead_of_a_blocked_head_and_a_long_one_does_not()
     inst.wait_clean(head).await;
     inst.wait_clean(long).await;
 }
+
+/// The t_estimate annotation of a pending job.
+async fn estimate(inst: &Instance, id: JobId) -> Option<f64> {
+    let pending = inst
+        .list(fluxgate_shared::job::StateMask::ACTIVE.bits())
+        .await;
+    let j = pending.iter().find(|j| j.id == u64::from(id))?;
+    let ann: serde_json::Value = serde_json::from_str(&j.annotations).ok()?;
+    ann["sched"]["t_estimate"].as_f64()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conservative_keeps_a_job_from_delaying_the_second_blocked_one() {
+    let inst = Instance::start_with(4, 2, &["--set", "sched.policy=conservative"]).await;
+    // Nodes 0-2 busy for 3 s (limit 30); a 3-node head reserved when they
+    // free, one node spare then; a whole-machine job reserved after the
+    // head; a 1-node job with a limit past both would fit on the spare
+    // node under easy, but under conservative it waits.
+    let running = inst.submit(&sleeper("3", 3, 30.0), None).await;
+    let running_start = start_time(&inst, running).await;
+    let head = inst.submit(&sleeper("0.2", 3, 30.0), None).await;
+    let second = inst.submit(&sleeper("0.2", 4, 30.0), None).await;
+    let long = inst.submit(&sleeper("0.2", 1, 100.0), None).await;
+    let short = inst.submit(&sleeper("0.2", 1, 5.0), None).await;
+
+    // The short job delays nobody: it runs on the spare node at once.
+    let short_start = start_time(&inst, short).await;
+    inst.wait_clean(short).await;
+    // Both blocked jobs are reserved, one after the other.
+    let (h, s) = (
+        estimate(&inst, head).await.expect("head reserved"),
+        estimate(&inst, second).await.expect("second reserved"),
+    );
+    assert!((h - (running_start + 30.0)).abs() < 2.0, "head eta {h}");
+    assert!((s - (h + 30.0)).abs() < 2.0, "second eta {s} after {h}");
+    assert!(estimate(&inst, long).await.is_some(), "the long job too");
+
+    let head_start = start_time(&inst, head).await;
+    let second_start = start_time(&inst, second).await;
+    let long_start = start_time(&inst, long).await;
+    assert!(short_start < head_start);
+    assert!(
+        second_start <= long_start,
+        "the long job did not pass the second blocked job"
+    );
+    for id in [running, head, second, long] {
+        inst.wait_clean(id).await;
+    }
+}

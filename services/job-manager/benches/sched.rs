@@ -2,16 +2,18 @@
 //! nodes of 64 cores and 8 gpus, busy (a quarter of the nodes taken whole,
 //! 10,000 single-core jobs spread over the rest).
 //!
-//! A decision is what `Core::schedule` does for the head of the queue:
-//! turn its jobspec into a request, try the pool, and on a grant take the
-//! job out of the queue. Each iteration also frees what was granted, so the
-//! pool stays as busy as it started. Not included: writing the job's R and
-//! alloc event, which happen once per granted job whatever the queue holds.
+//! A decision is a pass of the seat (`Sched::pass`, what `Core::schedule`
+//! runs) over a queue whose head is the job asked about: turn its jobspec
+//! into a request, try the pool, and on a grant take the job out of the
+//! queue. Each iteration also frees what was granted, so the pool stays as
+//! busy as it started. Not included: writing the job's R and alloc event,
+//! which happen once per granted job whatever the queue holds.
 //!
 //! - `sched/alloc+free ...`: one decision that is granted, for 1 core, 1
 //!   whole node and 128 whole nodes.
-//! - `sched/blocked head ...`: one decision on a head that does not fit now
-//!   (every event retries it), on a pool with no idle node.
+//! - `sched/blocked head ...`: one pass on a head that does not fit now
+//!   (every change retries it), on a pool with no idle node, under easy:
+//!   the head is reserved.
 //! - `sched/queue depth/N`: with N jobs pending, one job enters at the tail
 //!   and the head is granted 1 core and leaves; the queue keeps its depth.
 //!   The cost must not grow with N.
@@ -21,10 +23,13 @@
 use std::hint::black_box;
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
+use std::sync::Arc;
+
 use fluxgate_job_manager::core::sched::{Sched, request};
 use fluxgate_shared::idset::IdSet;
 use fluxgate_shared::jobspec::JobspecBuilder;
-use fluxgate_shared::rset::{AllocError, AllocRequest, Node};
+use fluxgate_shared::rset::{AllocError, AllocRequest, Node, Pool};
+use fluxgate_shared::sched::{Decision, Pending, Policy};
 use fluxgate_shared::{JobId, Jobspec, ResourceSet};
 
 const NODES: u32 = 16_384;
@@ -46,22 +51,31 @@ fn big_r() -> ResourceSet {
 
 /// A scheduler over the 16k-node R with every node up and, as in the
 /// `fluxgate-shared` rset bench, a quarter of the nodes taken whole and
-/// 10,000 single-core jobs spread (worst-fit) over the rest.
-fn busy_sched() -> Sched {
-    let mut sched = Sched::new();
+/// 10,000 single-core jobs spread (worst-fit) over the rest, looking one
+/// job deep (one decision per pass). `easy` keeps the plan up to date on
+/// every grant and free; `fcfs` keeps none.
+fn busy_sched(policy: Policy) -> Sched {
+    let mut sched = Sched::with_policy(policy, 1);
     sched.define(big_r());
     sched.set_up(&IdSet::from_range(0, NODES - 1), true);
-    // Setup grants go to ids above any the cases queue; they never leave.
-    let setup = JobId::from(u64::MAX);
+    take(&mut sched, &[AllocRequest::nodes_exclusive(NODES / 4)]);
+    take(&mut sched, &vec![AllocRequest::slots(1, 1); 10_000]);
     sched
-        .try_alloc(setup, &AllocRequest::nodes_exclusive(NODES / 4))
-        .expect("whole nodes");
-    for _ in 0..10_000 {
-        sched
-            .try_alloc(setup, &AllocRequest::slots(1, 1))
-            .expect("a core");
+}
+
+/// Hold `reqs` as running jobs (ids above any the cases queue), placed as
+/// a pool of the same R places them, with limits over the next hour.
+fn take(sched: &mut Sched, reqs: &[AllocRequest]) {
+    let mut shadow = Pool::new(big_r());
+    shadow
+        .mark_allocated(&sched.pool().expect("defined").allocated())
+        .expect("allocated in the copy");
+    for (i, req) in reqs.iter().enumerate() {
+        let r = shadow.alloc(req).expect("fits");
+        sched.mark_allocated(&r);
+        let id = JobId::from(u64::MAX - (i as u64) - u64::from(NODES));
+        sched.hold(id, Arc::new(r), Some(60.0 + (i % 3600) as f64));
     }
-    sched
 }
 
 fn jobspec(builder: JobspecBuilder) -> Jobspec {
@@ -72,15 +86,32 @@ fn one_core() -> Jobspec {
     jobspec(JobspecBuilder::new(["true"]))
 }
 
-/// Decide for the head of the queue as `Core::schedule` does.
+/// Decide for the head of the queue as `Core::schedule` does: the first
+/// decision of a pass.
 fn decide(sched: &mut Sched, jobspec: &Jobspec) -> Result<ResourceSet, AllocError> {
-    let id = sched.head().expect("a queued job");
     let req = request(jobspec).expect("a valid request");
-    sched.try_alloc(id, &req)
+    let out = sched.pass(0.0, |id| {
+        Some(Pending {
+            id: id.into(),
+            req: &req,
+            duration: Some(3600.0),
+        })
+    });
+    match out.into_iter().next() {
+        Some(Decision::Start { r, .. }) => Ok(r),
+        Some(Decision::Refuse { error, .. }) => Err(error),
+        _ => Err(AllocError::Busy),
+    }
 }
 
 fn alloc_free(c: &mut Criterion) {
-    let mut sched = busy_sched();
+    for policy in [Policy::Fcfs, Policy::Easy] {
+        alloc_free_under(c, policy);
+    }
+}
+
+fn alloc_free_under(c: &mut Criterion, policy: Policy) {
+    let mut sched = busy_sched(policy);
     let cases = [
         ("1 core", one_core(), 1),
         (
@@ -96,32 +127,41 @@ fn alloc_free(c: &mut Criterion) {
     ];
     for (name, spec, nnodes) in &cases {
         let id = JobId::from(1);
-        c.bench_function(&format!("sched/alloc+free {name} (16k nodes, busy)"), |b| {
-            b.iter(|| {
-                sched.enqueue(id, PRIORITY);
-                let r = decide(&mut sched, black_box(spec)).expect("fits");
-                sched.free(&r).expect("allocated");
-                r.nnodes()
-            })
-        });
+        c.bench_function(
+            &format!("sched/{policy}/alloc+free {name} (16k nodes, busy)"),
+            |b| {
+                b.iter(|| {
+                    sched.enqueue(id, PRIORITY);
+                    let r = decide(&mut sched, black_box(spec)).expect("fits");
+                    sched.free(&r).expect("allocated");
+                    sched.release_hold(id);
+                    r.nnodes()
+                })
+            },
+        );
         sched.enqueue(id, PRIORITY);
         let r = decide(&mut sched, spec).expect("fits");
         assert_eq!(r.nnodes(), *nnodes, "{name}: wrong shape");
         assert_eq!(sched.head(), None, "{name}: a granted job left the queue");
         sched.free(&r).expect("allocated");
+        sched.release_hold(id);
     }
 }
 
 fn blocked_head(c: &mut Criterion) {
-    let mut sched = busy_sched();
+    for policy in [Policy::Fcfs, Policy::Easy] {
+        blocked_head_under(c, policy);
+    }
+}
+
+fn blocked_head_under(c: &mut Criterion, policy: Policy) {
+    let mut sched = busy_sched(policy);
     // Leave no node idle: one core taken on each of the 12,288 nodes that
     // were not taken whole (worst-fit visits idle nodes first).
-    let setup = JobId::from(u64::MAX);
-    for _ in 0..NODES - NODES / 4 {
-        sched
-            .try_alloc(setup, &AllocRequest::slots(1, 1))
-            .expect("a core");
-    }
+    take(
+        &mut sched,
+        &vec![AllocRequest::slots(1, 1); (NODES - NODES / 4) as usize],
+    );
     let cases = [
         (
             "128 whole nodes",
@@ -150,7 +190,7 @@ fn blocked_head(c: &mut Criterion) {
         // A retry after something came up or was freed looks at the pool again.
         let nothing = IdSet::new();
         c.bench_function(
-            &format!("sched/blocked head {name} (16k nodes, none idle)"),
+            &format!("sched/{policy}/blocked head {name} (16k nodes, none idle)"),
             |b| {
                 b.iter(|| {
                     sched.set_up(&nothing, true);
@@ -160,16 +200,22 @@ fn blocked_head(c: &mut Criterion) {
         );
         // Any other event finds the head stalled and does not.
         c.bench_function(
-            &format!("sched/blocked head {name}, nothing freed since"),
+            &format!("sched/{policy}/blocked head {name}, nothing freed since"),
             |b| b.iter(|| decide(&mut sched, black_box(spec)).is_err()),
         );
     }
 }
 
 fn queue_depth(c: &mut Criterion) {
-    let mut sched = busy_sched();
+    for policy in [Policy::Fcfs, Policy::Easy] {
+        queue_depth_under(c, policy);
+    }
+}
+
+fn queue_depth_under(c: &mut Criterion, policy: Policy) {
+    let mut sched = busy_sched(policy);
     let spec = one_core();
-    let mut group = c.benchmark_group("sched/queue depth");
+    let mut group = c.benchmark_group(format!("sched/{policy}/queue depth"));
     let mut queued = 0u64;
     let mut next = 1u64;
     for depth in [10u64, 10_000, 1_000_000] {
@@ -182,8 +228,10 @@ fn queue_depth(c: &mut Criterion) {
             b.iter(|| {
                 sched.enqueue(JobId::from(next), PRIORITY);
                 next += 1;
+                let head = sched.head().expect("queued");
                 let r = decide(&mut sched, black_box(&spec)).expect("fits");
                 sched.free(&r).expect("allocated");
+                sched.release_hold(head);
             })
         });
     }

@@ -115,11 +115,14 @@ impl Default for HaConfig {
 pub struct SchedConfig {
     /// `fcfs`: strict priority order, nothing passes a blocked head (flux's
     /// sched-simple); `easy` (the default): EASY backfill, a lower job may
-    /// start when it cannot delay the head's reservation.
+    /// start when it cannot delay the head's reservation; `conservative`:
+    /// reservations for the first `reservation_depth` blocked jobs, none
+    /// of which a lower job may delay.
     pub policy: SchedPolicy,
-    /// Most pending jobs behind a blocked head considered for backfill in
-    /// one pass (as Slurm's `bf_max_job_test`).
+    /// Most pending jobs looked at in one pass (as Slurm's `bf_max_job_test`).
     pub queue_depth: usize,
+    /// Blocked jobs reserved under `conservative` (Fluxion's hybrid default).
+    pub reservation_depth: usize,
 }
 
 impl Default for SchedConfig {
@@ -127,6 +130,21 @@ impl Default for SchedConfig {
         SchedConfig {
             policy: SchedPolicy::Easy,
             queue_depth: 1000,
+            reservation_depth: fluxgate_shared::sched::RESERVATION_DEPTH,
+        }
+    }
+}
+
+impl SchedConfig {
+    /// The policy a pass runs.
+    pub fn policy(&self) -> fluxgate_shared::sched::Policy {
+        use fluxgate_shared::sched::Policy;
+        match self.policy {
+            SchedPolicy::Fcfs => Policy::Fcfs,
+            SchedPolicy::Easy => Policy::Easy,
+            SchedPolicy::Conservative => Policy::Conservative {
+                depth: self.reservation_depth.max(1),
+            },
         }
     }
 }
@@ -139,6 +157,8 @@ pub enum SchedPolicy {
     Fcfs,
     /// EASY backfill.
     Easy,
+    /// Conservative backfill to `reservation_depth`.
+    Conservative,
 }
 
 /// `[output]`: what is kept of each job's output.
@@ -550,10 +570,12 @@ impl Config {
                 self.sched.policy = match value {
                     "fcfs" => SchedPolicy::Fcfs,
                     "easy" => SchedPolicy::Easy,
-                    _ => return Err(bad("fcfs or easy")),
+                    "conservative" => SchedPolicy::Conservative,
+                    _ => return Err(bad("fcfs, easy or conservative")),
                 }
             }
             "sched.queue_depth" => self.sched.queue_depth = size(value)?,
+            "sched.reservation_depth" => self.sched.reservation_depth = size(value)?,
             "policy.limits.max_active_jobs" => self.policy.limits.max_active_jobs = count(value)?,
             "policy.limits.owner_max_active_jobs" => {
                 self.policy.limits.owner_max_active_jobs = count(value)?
@@ -612,6 +634,7 @@ pub const KEYS: &[&str] = &[
     "policy.limits.owner_max_active_jobs",
     "sched.policy",
     "sched.queue_depth",
+    "sched.reservation_depth",
     // Site policy (config/site.rs); tables of named queues, users and banks
     // are set per name (`queues.NAME.requires`).
     "policy.jobspec.defaults.system.duration",

@@ -294,8 +294,10 @@ impl Pool {
     }
 
     /// Mark ranks up (`true`) or down; down nodes are never allocated.
-    /// Unknown ranks are ignored.
-    pub fn set_up(&mut self, ranks: &IdSet, up: bool) {
+    /// Unknown ranks are ignored. Answers how many nodes and cores changed
+    /// state.
+    pub fn set_up(&mut self, ranks: &IdSet, up: bool) -> (u64, u64) {
+        let (mut nodes, mut cores) = (0, 0);
         for rank in ranks.iter() {
             let Ok(i) = self.inventory.index_of(rank) else {
                 continue;
@@ -305,6 +307,8 @@ impl Pool {
                 continue;
             }
             s.up = up;
+            nodes += 1;
+            cores += self.inventory.nodes[i].cores.count();
             let nfree = s.nfree;
             if up {
                 self.buckets[nfree as usize].insert(i as u32);
@@ -314,6 +318,22 @@ impl Pool {
                 self.avail_cores -= u64::from(nfree);
             }
         }
+        (nodes, cores)
+    }
+
+    /// Up nodes and the cores on them.
+    pub fn up_totals(&self) -> (u64, u64) {
+        self.inventory
+            .nodes
+            .iter()
+            .zip(&self.state)
+            .filter(|(_, s)| s.up)
+            .fold((0, 0), |(n, c), (node, _)| (n + 1, c + node.cores.count()))
+    }
+
+    /// The most cores any node has.
+    pub fn max_node_cores(&self) -> u64 {
+        self.buckets.len().saturating_sub(1) as u64
     }
 
     fn set_free(&mut self, i: usize, cores: IdSet, gpus: IdSet) {

@@ -1,31 +1,21 @@
 //! Replay a workload in virtual time through the scheduling code the job
-//! manager runs: the same pool, the same EASY reservation and backfill.
+//! manager runs: the same pool, plan and pass ([`super::pass`]).
 //!
 //! A job asking `procs` cores gets `ceil(procs / cores_per_node)` whole
 //! nodes. It runs for its run time, or until its time limit when it runs
 //! past it (a timeout). At each instant, jobs that end give their nodes
 //! back first, then the jobs submitted then join the queue, then one
-//! scheduling pass runs: the queue in submit order (ties by job number),
-//! the head started while it fits; under `easy`, a blocked head is
-//! reserved and the jobs behind it are backfilled (every one of them is
-//! looked at).
+//! scheduling pass runs over the queue in submit order (ties by job
+//! number), at most `queue_depth` jobs deep.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap, VecDeque};
+use std::collections::{BinaryHeap, VecDeque};
 
-use super::backfill::{backfill, reserve};
+use super::pass::{Decision, Pending, Policy, Reserve, pass};
+use super::plan::Plan;
 use super::swf::SwfJob;
 use crate::IdSet;
-use crate::rset::{AllocError, AllocRequest, Node, Pool, ResourceSet};
-
-/// The policies a replay can use.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Policy {
-    /// Strict order.
-    Fcfs,
-    /// EASY backfill.
-    Easy,
-}
+use crate::rset::{AllocRequest, Node, Pool, ResourceSet};
 
 /// The machine.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,13 +68,6 @@ pub struct Summary {
     pub makespan: f64,
 }
 
-/// A job waiting in the replay.
-#[derive(Debug)]
-struct Waiting {
-    index: usize,
-    req: AllocRequest,
-}
-
 /// Events at one instant, in the order they are handled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Kind {
@@ -92,57 +75,9 @@ enum Kind {
     Submit,
 }
 
-/// The replay's running state.
-struct Sim<'a> {
-    jobs: &'a [SwfJob],
-    events: BinaryHeap<Reverse<(u64, Kind, usize)>>,
-    /// What each running job holds.
-    held: Vec<Option<ResourceSet>>,
-    /// The key of each running job with a limit in `ending`.
-    limit_key: Vec<Option<u64>>,
-    /// Running jobs with a limit, by when it ends.
-    ending: BTreeMap<(u64, usize), ()>,
-    out: Replay,
-}
-
-impl Sim<'_> {
-    /// Job `i` starts at `now` on `r`.
-    fn start(&mut self, i: usize, r: ResourceSet, now: f64) {
-        let j = &self.jobs[i];
-        let run = match j.requested {
-            Some(limit) => j.run.min(limit),
-            None => j.run,
-        };
-        let end = now + run;
-        self.events.push(Reverse((time_key(end), Kind::End, i)));
-        if let Some(limit) = j.requested {
-            let k = time_key(now + limit);
-            self.ending.insert((k, i), ());
-            self.limit_key[i] = Some(k);
-        }
-        self.out.jobs.push(Outcome {
-            id: j.id,
-            submit: j.submit,
-            start: now,
-            end,
-            nodes: r.nnodes() as u32,
-        });
-        self.held[i] = Some(r);
-    }
-
-    /// Job `i` ended: what it held goes back to `pool`.
-    fn end(&mut self, i: usize, pool: &mut Pool) {
-        if let Some(r) = self.held[i].take() {
-            let _ = pool.free(&r);
-        }
-        if let Some(k) = self.limit_key[i].take() {
-            self.ending.remove(&(k, i));
-        }
-    }
-}
-
-/// Replay `jobs` on `machine` under `policy`.
-pub fn replay(jobs: &[SwfJob], machine: Machine, policy: Policy) -> Replay {
+/// Replay `jobs` on `machine` under `policy`, looking at most
+/// `queue_depth` waiting jobs deep in each pass.
+pub fn replay(jobs: &[SwfJob], machine: Machine, policy: Policy, queue_depth: usize) -> Replay {
     let cores = machine.cores_per_node.max(1);
     let mut pool = Pool::new(
         ResourceSet::from_nodes(
@@ -151,89 +86,109 @@ pub fn replay(jobs: &[SwfJob], machine: Machine, policy: Policy) -> Replay {
         )
         .unwrap_or_default(),
     );
-    let mut sim = Sim {
-        jobs,
-        events: jobs
-            .iter()
-            .enumerate()
-            .map(|(i, j)| Reverse((time_key(j.submit), Kind::Submit, i)))
-            .collect(),
-        held: vec![None; jobs.len()],
-        limit_key: vec![None; jobs.len()],
-        ending: BTreeMap::new(),
-        out: Replay::default(),
-    };
-    let mut queue: VecDeque<Waiting> = VecDeque::new();
-    while let Some(Reverse((key, _, _))) = sim.events.peek().copied() {
+    let mut plan = Plan::new(&pool);
+    let mut events: BinaryHeap<Reverse<(u64, Kind, usize)>> = jobs
+        .iter()
+        .enumerate()
+        .map(|(i, j)| Reverse((time_key(j.submit), Kind::Submit, i)))
+        .collect();
+    let mut held: Vec<Option<ResourceSet>> = vec![None; jobs.len()];
+    // Jobs that have left the queue, started or refused.
+    let mut left = vec![false; jobs.len()];
+    let mut out = Replay::default();
+    // Waiting jobs in submit order, with what each asks.
+    // Jobs leave from anywhere in it: they are marked in `left` and
+    // swept out when they are at the front or make up half of it.
+    let mut queue: VecDeque<(usize, AllocRequest)> = VecDeque::new();
+    let mut marked = 0usize;
+    while let Some(Reverse((key, _, _))) = events.peek().copied() {
         let now = f64::from_bits(key);
-        while let Some(Reverse((k, kind, i))) = sim.events.peek().copied() {
+        while let Some(Reverse((k, kind, i))) = events.peek().copied() {
             if k != key {
                 break;
             }
-            sim.events.pop();
+            events.pop();
             match kind {
-                Kind::End => sim.end(i, &mut pool),
+                Kind::End => {
+                    if let Some(r) = held[i].take() {
+                        let _ = pool.free(&r);
+                    }
+                    plan.end(i as u64);
+                }
                 Kind::Submit => {
                     let n = jobs[i].procs.div_ceil(u64::from(cores));
                     let Ok(n) = u32::try_from(n) else {
-                        sim.out.unsatisfiable.push(jobs[i].id);
+                        out.unsatisfiable.push(jobs[i].id);
                         continue;
                     };
                     let mut req = AllocRequest::slots(n, cores);
                     req.nnodes = n;
                     req.exclusive = true;
-                    queue.push_back(Waiting { index: i, req });
+                    queue.push_back((i, req));
                 }
             }
         }
-        // The head while it fits.
-        while let Some(head) = queue.front() {
-            match pool.alloc(&head.req) {
-                Ok(r) => {
-                    let i = head.index;
-                    queue.pop_front();
-                    sim.start(i, r, now);
+        if queue.is_empty() {
+            continue;
+        }
+        let pending = queue
+            .iter()
+            .filter(|(i, _)| !left[*i])
+            .take(queue_depth)
+            .map(|(i, req)| Pending {
+                id: *i as u64,
+                req,
+                duration: jobs[*i].requested,
+            });
+        let decisions = pass(
+            policy,
+            Reserve::WhileFree,
+            Some(&mut plan),
+            &mut pool,
+            now,
+            pending,
+        );
+        let mut gone = 0;
+        for d in decisions {
+            match d {
+                Decision::Start { id, r } => {
+                    let i = id as usize;
+                    let j = &jobs[i];
+                    let run = j.requested.map_or(j.run, |limit| j.run.min(limit));
+                    let end = now + run;
+                    events.push(Reverse((time_key(end), Kind::End, i)));
+                    out.jobs.push(Outcome {
+                        id: j.id,
+                        submit: j.submit,
+                        start: now,
+                        end,
+                        nodes: r.nnodes() as u32,
+                    });
+                    held[i] = Some(r);
+                    left[i] = true;
+                    gone += 1;
                 }
-                Err(AllocError::Busy) => break,
-                Err(_) => {
-                    sim.out.unsatisfiable.push(jobs[head.index].id);
-                    queue.pop_front();
+                Decision::Refuse { id, .. } => {
+                    out.unsatisfiable.push(jobs[id as usize].id);
+                    left[id as usize] = true;
+                    gone += 1;
                 }
+                Decision::Estimate { .. } => {}
             }
         }
-        if policy != Policy::Easy || queue.len() < 2 {
-            continue;
-        }
-        let rsv = {
-            let running: Vec<(f64, &ResourceSet)> = sim
-                .ending
-                .keys()
-                .filter_map(|&(k, i)| sim.held[i].as_ref().map(|r| (f64::from_bits(k), r)))
-                .collect();
-            reserve(&pool, &running, &queue[0].req, now)
-        };
-        let Some(rsv) = rsv else {
-            continue;
-        };
-        let mut k = 1;
-        while k < queue.len() {
-            let w = &queue[k];
-            let end = jobs[w.index].requested.map(|limit| now + limit);
-            match backfill(&mut pool, &w.req, end, &rsv) {
-                Ok(r) => {
-                    let i = w.index;
-                    let _ = queue.remove(k);
-                    sim.start(i, r, now);
-                }
-                Err(AllocError::Busy) => k += 1,
-                Err(_) => {
-                    sim.out.unsatisfiable.push(jobs[w.index].id);
-                    let _ = queue.remove(k);
-                }
+        if gone > 0 {
+            marked += gone;
+            while queue.front().is_some_and(|(i, _)| left[*i]) {
+                queue.pop_front();
+                marked -= 1;
+            }
+            if marked * 2 > queue.len() {
+                queue.retain(|(i, _)| !left[*i]);
+                marked = 0;
             }
         }
     }
-    sim.out
+    out
 }
 
 /// Non-negative times order as their bits.
@@ -317,13 +272,13 @@ mod tests {
 
     #[test]
     fn fcfs_keeps_order() {
-        let r = replay(&trace(), M, Policy::Fcfs);
+        let r = replay(&trace(), M, Policy::Fcfs, usize::MAX);
         assert_eq!(starts(&r), [(1, 0.0), (2, 100.0), (3, 150.0), (4, 150.0)]);
     }
 
     #[test]
     fn easy_backfills_the_short_job_only() {
-        let r = replay(&trace(), M, Policy::Easy);
+        let r = replay(&trace(), M, Policy::Easy, usize::MAX);
         assert_eq!(starts(&r), [(1, 0.0), (2, 100.0), (3, 2.0), (4, 150.0)]);
     }
 
@@ -335,14 +290,14 @@ mod tests {
             job(2, 1.0, 10.0, 4, Some(10.0)),
             job(3, 2.0, 10.0, 1, Some(90.0)),
         ];
-        let r = replay(&jobs, M, Policy::Easy);
+        let r = replay(&jobs, M, Policy::Easy, usize::MAX);
         assert_eq!(starts(&r), [(1, 0.0), (2, 100.0), (3, 2.0)]);
         assert_eq!(r.jobs.iter().find(|o| o.id == 1).unwrap().end, 100.0);
     }
 
     #[test]
     fn a_job_larger_than_the_machine_is_reported() {
-        let r = replay(&[job(9, 0.0, 1.0, 5, None)], M, Policy::Easy);
+        let r = replay(&[job(9, 0.0, 1.0, 5, None)], M, Policy::Easy, usize::MAX);
         assert_eq!(r.unsatisfiable, [9]);
         assert!(r.jobs.is_empty());
     }
@@ -354,11 +309,39 @@ mod tests {
             nodes: 16,
             cores_per_node: 4,
         };
-        let fcfs = summarize(&replay(&jobs, m, Policy::Fcfs), 16);
-        let easy = summarize(&replay(&jobs, m, Policy::Easy), 16);
+        let fcfs = summarize(&replay(&jobs, m, Policy::Fcfs, usize::MAX), 16);
+        let easy = summarize(&replay(&jobs, m, Policy::Easy, usize::MAX), 16);
         assert_eq!(fcfs.jobs, 400);
         assert_eq!(easy.jobs, 400);
         assert!(easy.mean_wait <= fcfs.mean_wait, "{easy:?} vs {fcfs:?}");
         assert!(easy.utilization >= fcfs.utilization * 0.99);
+        let cons = summarize(
+            &replay(&jobs, m, Policy::Conservative { depth: 64 }, usize::MAX),
+            16,
+        );
+        assert_eq!(cons.jobs, 400);
+        assert!(cons.mean_wait <= fcfs.mean_wait, "{cons:?} vs {fcfs:?}");
+    }
+
+    #[test]
+    fn conservative_does_not_let_a_long_job_delay_the_second_in_line() {
+        // Nodes 0-2 busy until 100 (job 1). Job 2 (3 nodes) is reserved at
+        // 100-200, leaving node 3 spare; job 3 (4 nodes, 100 s) could start
+        // at 200. Job 4 (1 node, 250 s, submitted last) fits on the spare
+        // node under easy, but it would still hold it at 200, so
+        // conservative keeps it waiting until job 3 is done.
+        let jobs = vec![
+            job(1, 0.0, 100.0, 3, Some(100.0)),
+            job(2, 1.0, 100.0, 3, Some(100.0)),
+            job(3, 2.0, 100.0, 4, Some(100.0)),
+            job(4, 3.0, 250.0, 1, Some(250.0)),
+        ];
+        let easy = replay(&jobs, M, Policy::Easy, usize::MAX);
+        let cons = replay(&jobs, M, Policy::Conservative { depth: 64 }, usize::MAX);
+        assert_eq!(starts(&easy), [(1, 0.0), (2, 100.0), (3, 253.0), (4, 3.0)]);
+        assert_eq!(
+            starts(&cons),
+            [(1, 0.0), (2, 100.0), (3, 200.0), (4, 300.0)]
+        );
     }
 }

@@ -5,8 +5,9 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use anyhow::{Context, bail};
-use fluxgate_shared::sched::simulate::{self, Machine, Policy, Replay, Summary};
+use fluxgate_shared::sched::simulate::{self, Machine, Replay, Summary};
 use fluxgate_shared::sched::swf;
+use fluxgate_shared::sched::{Policy, RESERVATION_DEPTH};
 use serde_json::json;
 
 /// Arguments of `fluxgate simulate`.
@@ -25,6 +26,13 @@ pub struct Args {
     /// The scheduling policy.
     #[arg(long, value_enum, default_value = "easy")]
     policy: PolicyArg,
+    /// Blocked jobs that get a reservation under `conservative`.
+    #[arg(long, value_name = "N", default_value_t = RESERVATION_DEPTH)]
+    reservation_depth: usize,
+    /// Waiting jobs looked at in each pass (as `sched.queue_depth`);
+    /// every one when not given.
+    #[arg(long, value_name = "N")]
+    queue_depth: Option<usize>,
     /// One JSON line per job (id, submit, start, end, nodes), then one
     /// summary line.
     #[arg(long)]
@@ -42,6 +50,7 @@ pub struct Args {
 enum PolicyArg {
     Fcfs,
     Easy,
+    Conservative,
 }
 
 /// Run `fluxgate simulate`.
@@ -76,12 +85,16 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let policy = match args.policy {
         PolicyArg::Fcfs => Policy::Fcfs,
         PolicyArg::Easy => Policy::Easy,
+        PolicyArg::Conservative => Policy::Conservative {
+            depth: args.reservation_depth.max(1),
+        },
     };
     let machine = Machine {
         nodes: args.nodes,
         cores_per_node: args.cores_per_node,
     };
-    let replay = simulate::replay(&trace.jobs, machine, policy);
+    let depth = args.queue_depth.unwrap_or(usize::MAX).max(1);
+    let replay = simulate::replay(&trace.jobs, machine, policy, depth);
     if !replay.unsatisfiable.is_empty() {
         eprintln!(
             "fluxgate-simulate: {} job(s) need more than the machine's {} nodes and never ran",
@@ -115,6 +128,7 @@ fn print_json(
     let policy = match args.policy {
         PolicyArg::Fcfs => "fcfs",
         PolicyArg::Easy => "easy",
+        PolicyArg::Conservative => "conservative",
     };
     let summary = json!({
         "summary": true,

@@ -358,10 +358,7 @@ impl<S: Store> Core<S> {
         let site = Arc::new(
             crate::policy::SitePolicy::load(&config).map_err(|e| Error::Invalid(e.to_string()))?,
         );
-        let mut sched = sched::Sched::new();
-        if config.sched.policy == crate::config::SchedPolicy::Easy {
-            sched.set_backfill(Some(config.sched.queue_depth));
-        }
+        let mut sched = sched::Sched::with_policy(config.sched.policy(), config.sched.queue_depth);
         let hosts = nodes
             .hosts()
             .or_else(|| inventory.as_ref().and_then(|r| r.nodelist()));

@@ -1,21 +1,21 @@
-//! The scheduler seat: pending jobs by priority then submit order, and the
-//! pool they are allocated from; a [`Policy`] object decides what the job at
-//! the head gets ([`Fcfs`]: RFC 27's sched-simple, first fit, in process).
+//! The scheduler seat: pending jobs by priority then submit order, the
+//! pool they are allocated from, the plan of what is held until when, and
+//! the policy (`shared::sched::pass`: fcfs, easy or conservative) that a
+//! pass runs over them.
 //!
-//! The head is served in order, so a large job is not starved by small ones.
-//! Under `[sched] policy = "fcfs"` nothing behind a blocked head is tried.
-//! Under `easy` (the default) a blocked head gets a reservation from the
-//! running jobs' time limits (`shared::sched`) and the jobs behind it that
-//! cannot delay it start now (EASY backfill), at most `queue_depth` of them
-//! looked at, and only when the queue or the pool changed since the last
-//! pass: no O(queue) scan per event.
+//! The head is served in order, so a large job is not starved by small
+//! ones. A pass looks at most `queue_depth` jobs deep (as Slurm's
+//! `bf_max_job_test`), and runs only when the queue, the pool or what
+//! running jobs hold changed since the last one: no O(queue) scan per
+//! event. Each blocked job a policy reserves shows its expected start as
+//! `sched.t_estimate`, as Fluxion's do.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use fluxgate_shared::rset::{AllocError, AllocRequest, Constraint, Pool, job_expiration};
-use fluxgate_shared::sched::{self as backfill, Reservation};
+use fluxgate_shared::sched::{Decision, Pending, Plan, Policy, Reserve};
 use fluxgate_shared::{IdSet, JobId, JobState, Jobspec, ResourceSet};
 use serde_json::{Map, Value};
 
@@ -24,179 +24,76 @@ use super::timers::Timer;
 use crate::clock;
 use crate::store::Store;
 
-/// A scheduling policy: what the job at the head of the queue gets. Pure:
-/// no I/O and no clock reads (a policy that needs the time takes it as an
-/// argument), so it runs the same in service, in tests and in simulation.
-pub trait Policy: std::fmt::Debug + Send {
-    /// Its name, as configuration spells it.
-    fn name(&self) -> &'static str;
-    /// Resources from `pool` for job `id` asking `req`: granted, busy for
-    /// now ([`AllocError::Busy`]), or never.
-    fn alloc(
-        &mut self,
-        pool: &mut Pool,
-        id: JobId,
-        req: &AllocRequest,
-    ) -> Result<ResourceSet, AllocError>;
-    /// Resources were freed, came up or were redefined: a busy answer may
-    /// change.
-    fn changed(&mut self);
-}
-
-/// First come, first served, first fit (flux's sched-simple).
-#[derive(Debug, Default)]
-pub struct Fcfs {
-    /// The head that last got Busy, while nothing has been freed or come up
-    /// since: asking again could only get Busy again (a Busy answer costs a
-    /// look at the whole inventory), so it waits, as sched-simple does.
-    stalled: Option<JobId>,
-}
-
-impl Policy for Fcfs {
-    fn name(&self) -> &'static str {
-        "fcfs"
-    }
-
-    fn alloc(
-        &mut self,
-        pool: &mut Pool,
-        id: JobId,
-        req: &AllocRequest,
-    ) -> Result<ResourceSet, AllocError> {
-        if self.stalled == Some(id) {
-            return Err(AllocError::Busy);
-        }
-        let answer = pool.alloc(req);
-        if matches!(answer, Err(AllocError::Busy)) {
-            self.stalled = Some(id);
-        }
-        answer
-    }
-
-    fn changed(&mut self) {
-        self.stalled = None;
-    }
-}
-
-/// The queue of jobs asking for resources, the pool they come from and
-/// the policy that decides.
+/// The queue of jobs asking for resources, the pool they come from, the
+/// plan ahead and the policy that decides.
 #[derive(Debug)]
 pub struct Sched {
     queue: BTreeSet<(Reverse<u32>, JobId)>,
     priority: HashMap<JobId, u32>,
     pool: Option<Pool>,
-    policy: Box<dyn Policy>,
-    /// Running jobs with a time limit, by when it ends: what a
-    /// reservation reckons with (`shared::sched`).
-    ending: BTreeMap<(u64, JobId), Arc<ResourceSet>>,
-    /// The key of each job in `ending`.
-    ends: HashMap<JobId, u64>,
-    /// Backfill behind a blocked head, looking at most this many jobs
-    /// (`None`: strict order).
-    backfill: Option<usize>,
-    /// Something changed since the last backfill pass: a pass over the
-    /// same queue and pool would find nothing new.
+    /// Idle nodes and free cores over time, kept with the pool by the
+    /// policies that look ahead.
+    plan: Option<Plan>,
+    policy: Policy,
+    /// Most pending jobs one pass looks at.
+    queue_depth: usize,
+    /// What each running job holds and until when: the plan is rebuilt
+    /// from it when the inventory is replaced.
+    holding: HashMap<JobId, (Arc<ResourceSet>, Option<f64>)>,
+    /// Something changed since the last pass: a pass over the same queue,
+    /// pool and plan would decide nothing new.
     changed: bool,
-    /// The job whose reservation is shown (one head at a time).
-    estimated: Option<JobId>,
-}
-
-/// Ordering key of a time: non-negative times order as their bits.
-fn time_key(t: f64) -> u64 {
-    t.max(0.0).to_bits()
+    /// Jobs whose expected start is shown.
+    estimated: Vec<JobId>,
 }
 
 impl Sched {
-    /// A first-fit scheduler with no inventory yet: jobs wait until it is defined.
+    /// A first-fit scheduler in strict order with no inventory yet: jobs
+    /// wait until it is defined.
     pub fn new() -> Self {
-        Self::with_policy(Box::new(Fcfs::default()))
+        Self::with_policy(Policy::Fcfs, 1000)
     }
 
-    /// A scheduler deciding by `policy`.
-    pub fn with_policy(policy: Box<dyn Policy>) -> Self {
+    /// A scheduler deciding by `policy`, looking `queue_depth` jobs deep.
+    pub fn with_policy(policy: Policy, queue_depth: usize) -> Self {
         Sched {
             queue: BTreeSet::new(),
             priority: HashMap::new(),
             pool: None,
+            plan: None,
             policy,
-            ending: BTreeMap::new(),
-            ends: HashMap::new(),
-            backfill: None,
+            queue_depth: queue_depth.max(1),
+            holding: HashMap::new(),
             changed: true,
-            estimated: None,
+            estimated: Vec::new(),
         }
     }
 
-    /// Backfill behind a blocked head, looking at most `depth` jobs deep
-    /// (EASY); `None`: strict order.
-    pub fn set_backfill(&mut self, depth: Option<usize>) {
-        self.backfill = depth;
-    }
-
-    /// Job `id` holds `r` until `end` (`None`: it has no time limit).
+    /// Job `id` holds `r` until `end` (`None`: it has no time limit), as
+    /// found at recovery or moved by an update.
     pub fn hold(&mut self, id: JobId, r: Arc<ResourceSet>, end: Option<f64>) {
-        self.release_hold(id);
-        if let Some(end) = end.filter(|t| t.is_finite() && *t > 0.0) {
-            let key = time_key(end);
-            self.ending.insert((key, id), r);
-            self.ends.insert(id, key);
+        let end = end.filter(|t| t.is_finite() && *t > 0.0);
+        if let Some(plan) = &mut self.plan {
+            plan.start(id.into(), &r, end);
         }
+        self.holding.insert(id, (r, end));
         self.changed = true;
+    }
+
+    /// Job `id` was started by a pass on `r` until `end`: the plan has it
+    /// already.
+    fn granted(&mut self, id: JobId, r: Arc<ResourceSet>, end: Option<f64>) {
+        let end = end.filter(|t| t.is_finite() && *t > 0.0);
+        self.holding.insert(id, (r, end));
     }
 
     /// Job `id` no longer holds resources.
     pub fn release_hold(&mut self, id: JobId) {
-        if let Some(key) = self.ends.remove(&id) {
-            self.ending.remove(&(key, id));
+        self.holding.remove(&id);
+        if let Some(plan) = &mut self.plan {
+            plan.end(id.into());
         }
         self.changed = true;
-    }
-
-    /// Where and when the job asking `req` at the head would start: its
-    /// reservation, if the time limits of the running jobs tell.
-    pub fn reserve(&self, req: &AllocRequest, now: f64) -> Option<Reservation> {
-        let pool = self.pool.as_ref()?;
-        let ending: Vec<(f64, &ResourceSet)> = self
-            .ending
-            .iter()
-            .map(|((key, _), r)| (f64::from_bits(*key), &**r))
-            .collect();
-        backfill::reserve(pool, &ending, req, now)
-    }
-
-    /// The jobs behind the head, in order, at most the backfill depth, for
-    /// a backfill pass; `None` when the policy does not backfill or nothing
-    /// changed since the last pass.
-    pub fn behind_head(&mut self) -> Option<Vec<JobId>> {
-        let depth = self.backfill?;
-        if !std::mem::take(&mut self.changed) {
-            return None;
-        }
-        Some(
-            self.queue
-                .iter()
-                .skip(1)
-                .take(depth)
-                .map(|(_, id)| *id)
-                .collect(),
-        )
-    }
-
-    /// Backfill the queued job `id` asking `req`, ending at `end`, if it
-    /// cannot delay `rsv`. Unless the answer is Busy the job leaves the queue.
-    pub fn try_backfill(
-        &mut self,
-        id: JobId,
-        req: &AllocRequest,
-        end: Option<f64>,
-        rsv: &Reservation,
-    ) -> Result<ResourceSet, AllocError> {
-        let pool = self.pool.as_mut().ok_or(AllocError::Busy)?;
-        let answer = backfill::backfill(pool, req, end, rsv);
-        if !matches!(answer, Err(AllocError::Busy)) {
-            self.dequeue(id);
-        }
-        answer
     }
 
     /// The policy's name.
@@ -214,9 +111,8 @@ impl Sched {
         self.pool.as_mut()
     }
 
-    /// The inventory changed: the stalled head may fit now.
+    /// The inventory changed: the blocked head may fit now.
     pub fn unstall(&mut self) {
-        self.policy.changed();
         self.changed = true;
     }
 
@@ -225,8 +121,15 @@ impl Sched {
         let mut pool = Pool::new(inventory);
         let all = pool.ranks().clone();
         pool.set_up(&all, false);
+        // Strict order never looks ahead: it keeps no plan.
+        self.plan = (self.policy.depth() > 0).then(|| {
+            let mut plan = Plan::new(&pool);
+            for (id, (r, end)) in &self.holding {
+                plan.start((*id).into(), r, *end);
+            }
+            plan
+        });
         self.pool = Some(pool);
-        self.policy.changed();
         self.changed = true;
     }
 
@@ -242,12 +145,13 @@ impl Sched {
     /// Mark targets up or down.
     pub fn set_up(&mut self, ranks: &IdSet, up: bool) {
         if let Some(pool) = &mut self.pool {
-            pool.set_up(ranks, up);
+            let (nodes, cores) = pool.set_up(ranks, up);
+            let sign = if up { 1 } else { -1 };
+            if let Some(plan) = &mut self.plan {
+                plan.grow(sign * nodes as i64, sign * cores as i64);
+            }
         }
-        if up {
-            self.policy.changed();
-            self.changed = true;
-        }
+        self.changed = true;
     }
 
     /// Queue `id` at `priority`, or move it there if it is queued already.
@@ -261,10 +165,13 @@ impl Sched {
 
     /// Take `id` out of the queue; false if it was not queued.
     pub fn dequeue(&mut self, id: JobId) -> bool {
-        match self.priority.remove(&id) {
+        let queued = match self.priority.remove(&id) {
             Some(p) => self.queue.remove(&(Reverse(p), id)),
             None => false,
-        }
+        };
+        // Its reservation goes: jobs behind it may start now.
+        self.changed |= queued;
+        queued
     }
 
     /// The job is gone: drop any request it had.
@@ -277,21 +184,54 @@ impl Sched {
         self.queue.first().map(|(_, id)| *id)
     }
 
-    /// Allocate `req` to the queued job `id` from the pool. Unless the answer
-    /// is [`AllocError::Busy`] the job leaves the queue, granted or refused;
-    /// with no inventory yet every request is busy.
-    pub fn try_alloc(&mut self, id: JobId, req: &AllocRequest) -> Result<ResourceSet, AllocError> {
-        let pool = self.pool.as_mut().ok_or(AllocError::Busy)?;
-        let answer = self.policy.alloc(pool, id, req);
-        if !matches!(answer, Err(AllocError::Busy)) {
-            self.dequeue(id);
+    /// Run the policy over the queue at `now`, if anything changed since
+    /// the last pass; `pending` says what each queued job asks (`None`:
+    /// skip it). Jobs started or refused leave the queue; the pool and
+    /// plan hold what was started.
+    pub fn pass<'a>(
+        &mut self,
+        now: f64,
+        mut pending: impl FnMut(JobId) -> Option<Pending<'a>>,
+    ) -> Vec<Decision> {
+        let Some(pool) = &mut self.pool else {
+            return Vec::new();
+        };
+        if !std::mem::take(&mut self.changed) {
+            return Vec::new();
         }
-        answer
+        let mut looked = 0;
+        let jobs = self
+            .queue
+            .iter()
+            .filter_map(|(_, id)| pending(*id))
+            .take(self.queue_depth)
+            .inspect(|_| looked += 1);
+        let decisions = fluxgate_shared::sched::pass(
+            self.policy,
+            Reserve::ToDepth,
+            self.plan.as_mut(),
+            pool,
+            now,
+            jobs,
+        );
+        let mut moved = false;
+        for d in &decisions {
+            if let Decision::Start { id, .. } | Decision::Refuse { id, .. } = d {
+                let id = JobId::from(*id);
+                if let Some(p) = self.priority.remove(&id) {
+                    self.queue.remove(&(Reverse(p), id));
+                }
+                moved = true;
+            }
+        }
+        // Cut off at the depth with jobs started: those beyond it get
+        // their turn in the next pass.
+        self.changed = moved && looked >= self.queue_depth;
+        decisions
     }
 
     /// Return `r` to the pool; ranks that have left the inventory are skipped.
     pub fn free(&mut self, r: &ResourceSet) -> Result<(), AllocError> {
-        self.policy.changed();
         self.changed = true;
         match &mut self.pool {
             Some(pool) => pool.free_tolerant(r),
@@ -350,100 +290,75 @@ impl<S: Store> Core<S> {
         }
     }
 
-    /// Allocate to the head of the queue until it does not fit.
+    /// Run a scheduling pass: start what the policy starts, refuse what
+    /// can never fit, and show the expected start of the jobs it reserved.
     pub(super) fn schedule(&mut self) {
-        if self.sched.pool.is_none() {
-            return;
-        }
-        while let Some(id) = self.sched.head() {
-            let Some(active) = self.jobs.get(&id) else {
-                self.sched.dequeue(id);
-                continue;
+        let now = clock::now();
+        let instance = self.instance_expiration();
+        // Jobs found not to be asking after all, and requests that are not valid.
+        let mut stale: Vec<JobId> = Vec::new();
+        let mut invalid: Vec<(JobId, String)> = Vec::new();
+        let jobs = &self.jobs;
+        let decisions = self.sched.pass(now, |id| {
+            let Some(active) = jobs.get(&id).filter(|a| a.job.state() == JobState::Sched) else {
+                stale.push(id);
+                return None;
             };
-            if active.job.state() != JobState::Sched {
-                self.sched.dequeue(id);
-                continue;
-            }
-            let req = match active.spec.request.clone() {
+            let req = match &active.spec.request {
                 Ok(r) => r,
                 Err(e) => {
-                    self.sched.dequeue(id);
-                    self.alloc_exception(id, &e);
-                    continue;
+                    invalid.push((id, e.to_string()));
+                    return None;
                 }
             };
-            let duration = active.spec.duration;
             // Inside an instance that expires, a job must end before it does.
-            let now = clock::now();
-            let expiration = match job_expiration(now, duration, self.instance_expiration()) {
-                Ok(t) => t,
+            match job_expiration(now, active.spec.duration, instance) {
+                Ok(end) => Some(Pending {
+                    id: id.into(),
+                    req,
+                    duration: end.map(|t| (t - now).max(0.0)),
+                }),
                 Err(e) => {
-                    self.sched.dequeue(id);
-                    self.alloc_exception(id, &e.to_string());
-                    continue;
+                    invalid.push((id, e.to_string()));
+                    None
                 }
-            };
-            match self.sched.try_alloc(id, &req) {
-                Ok(r) => self.grant(id, r, now, expiration),
-                Err(AllocError::Busy) => {
-                    self.backfill_behind(id, &req, now);
-                    break;
+            }
+        });
+        for id in stale {
+            self.sched.dequeue(id);
+        }
+        for (id, why) in invalid {
+            self.sched.dequeue(id);
+            self.alloc_exception(id, &why);
+        }
+        let mut estimated = Vec::new();
+        for d in decisions {
+            match d {
+                Decision::Start { id, r } => {
+                    let id = JobId::from(id);
+                    let duration = self.jobs.get(&id).map_or(0.0, |a| a.spec.duration);
+                    let expiration = job_expiration(now, duration, instance).unwrap_or(None);
+                    self.grant(id, r, now, expiration);
                 }
-                Err(e) => self.alloc_exception(id, &e.to_string()),
+                Decision::Refuse { id, error } => {
+                    self.alloc_exception(JobId::from(id), &error.to_string());
+                }
+                Decision::Estimate { id, t } => {
+                    let id = JobId::from(id);
+                    if let Some(active) = self.jobs.get_mut(&id) {
+                        active.t_estimate = Some(t);
+                        estimated.push(id);
+                    }
+                }
             }
         }
-    }
-
-    /// The head `head` asking `head_req` is blocked: reserve its resources
-    /// at the earliest time the running jobs' limits allow (shown as its
-    /// `sched.t_estimate`), and start the jobs behind it that cannot delay
-    /// that (EASY backfill). Does nothing under `fcfs`.
-    fn backfill_behind(&mut self, head: JobId, head_req: &AllocRequest, now: f64) {
-        let Some(behind) = self.sched.behind_head() else {
-            return;
-        };
-        let rsv = self.sched.reserve(head_req, now);
-        self.set_estimate(head, rsv.as_ref().map(|r| r.start));
-        // Without a reservation (jobs without a time limit hold what the
-        // head needs) nothing may pass it: anything could delay it.
-        let Some(rsv) = rsv else {
-            return;
-        };
-        for id in behind {
-            let Some(active) = self.jobs.get(&id) else {
-                continue;
-            };
-            if active.job.state() != JobState::Sched {
-                continue;
+        // Jobs reserved before and not now no longer have an estimate.
+        for old in std::mem::replace(&mut self.sched.estimated, estimated) {
+            if !self.sched.estimated.contains(&old)
+                && let Some(active) = self.jobs.get_mut(&old)
+            {
+                active.t_estimate = None;
             }
-            let Ok(req) = active.spec.request.clone() else {
-                continue;
-            };
-            let duration = active.spec.duration;
-            let end = (duration > 0.0).then_some(now + duration);
-            let expiration = match job_expiration(now, duration, self.instance_expiration()) {
-                Ok(t) => t,
-                Err(_) => continue,
-            };
-            match self.sched.try_backfill(id, &req, end, &rsv) {
-                Ok(r) => self.grant(id, r, now, expiration),
-                Err(AllocError::Busy) => {}
-                Err(e) => self.alloc_exception(id, &e.to_string()),
-            }
-        }
-    }
-
-    /// Show a pending job's expected start (`None`: unknown), as Fluxion's
-    /// `sched.t_estimate` annotation; kept in memory, not in the eventlog.
-    fn set_estimate(&mut self, id: JobId, t: Option<f64>) {
-        // A job that was the head before no longer has a reservation.
-        if let Some(old) = self.sched.estimated.replace(id).filter(|old| *old != id)
-            && let Some(active) = self.jobs.get_mut(&old)
-        {
-            active.t_estimate = None;
-        }
-        if let Some(active) = self.jobs.get_mut(&id) {
-            active.t_estimate = t;
         }
     }
 
@@ -475,7 +390,7 @@ impl<S: Store> Core<S> {
             r: json,
         });
         let r = Arc::new(r);
-        self.sched.hold(id, Arc::clone(&r), expiration);
+        self.sched.granted(id, Arc::clone(&r), expiration);
         if let Some(active) = self.jobs.get_mut(&id) {
             active.nodelist = r.nodelist().map(|h| h.encode()).unwrap_or_default();
             active.alloc_nnodes = u32::try_from(r.nnodes()).ok();
@@ -529,27 +444,8 @@ mod tests {
         .unwrap()
     }
 
-    /// A policy that grants nothing.
-    #[derive(Debug, Default)]
-    struct Refuse;
-
-    impl Policy for Refuse {
-        fn name(&self) -> &'static str {
-            "refuse"
-        }
-        fn alloc(
-            &mut self,
-            _pool: &mut Pool,
-            _id: JobId,
-            _req: &AllocRequest,
-        ) -> Result<ResourceSet, AllocError> {
-            Err(AllocError::Busy)
-        }
-        fn changed(&mut self) {}
-    }
-
-    fn seat(policy: Box<dyn Policy>) -> Sched {
-        let mut s = Sched::with_policy(policy);
+    fn seat(policy: Policy) -> Sched {
+        let mut s = Sched::with_policy(policy, 1000);
         let inventory = pool_of(2);
         let all = inventory.ranks();
         s.define(inventory);
@@ -557,41 +453,87 @@ mod tests {
         s
     }
 
-    #[test]
-    fn the_seat_asks_its_policy_and_keeps_a_busy_job_queued() {
-        let mut s = seat(Box::new(Refuse));
-        assert_eq!(s.policy(), "refuse");
-        let id = JobId::from(1u64);
-        s.enqueue(id, 16);
-        let req = AllocRequest::slots(1, 1);
-        assert!(matches!(s.try_alloc(id, &req), Err(AllocError::Busy)));
-        assert_eq!(s.head(), Some(id), "a busy job stays at the head");
+    fn whole(n: u32) -> AllocRequest {
+        let mut r = AllocRequest::slots(n, 4);
+        r.nnodes = n;
+        r.exclusive = true;
+        r
     }
 
     #[test]
-    fn fcfs_grants_first_fit_and_waits_after_busy_until_a_change() {
-        let mut s = seat(Box::new(Fcfs::default()));
+    fn fcfs_grants_in_order_and_passes_again_only_after_a_change() {
+        let mut s = seat(Policy::Fcfs);
         assert_eq!(s.policy(), "fcfs");
-        let whole = |n| {
-            let mut r = AllocRequest::slots(n, 4);
-            r.nnodes = n;
-            r.exclusive = true;
-            r
-        };
         let (a, b) = (JobId::from(1u64), JobId::from(2u64));
         s.enqueue(a, 16);
         s.enqueue(b, 16);
-        let got = s.try_alloc(a, &whole(2)).unwrap();
-        assert_eq!(got.ranks(), IdSet::from_range(0, 1));
+        let (two, one) = (whole(2), whole(1));
+        let ask = |id: JobId| {
+            Some(Pending {
+                id: id.into(),
+                req: if id == a { &two } else { &one },
+                duration: None,
+            })
+        };
+        let out = s.pass(0.0, ask);
+        let Decision::Start { id, r } = &out[0] else {
+            panic!("{out:?}");
+        };
+        assert_eq!((JobId::from(*id), r.ranks()), (a, IdSet::from_range(0, 1)));
+        assert_eq!(out.len(), 1, "b waits: {out:?}");
         assert_eq!(s.head(), Some(b));
-        assert!(matches!(s.try_alloc(b, &whole(1)), Err(AllocError::Busy)));
-        // Nothing changed: the stalled head is not looked at again.
-        assert!(matches!(s.try_alloc(b, &whole(1)), Err(AllocError::Busy)));
-        s.free(&got).unwrap();
-        assert_eq!(
-            s.try_alloc(b, &whole(1)).unwrap().ranks(),
-            IdSet::from_range(0, 0)
+        s.granted(a, Arc::new(r.clone()), None);
+        // Nothing changed: no pass.
+        assert!(s.pass(0.0, ask).is_empty());
+        let r = r.clone();
+        s.free(&r).unwrap();
+        s.release_hold(a);
+        let out = s.pass(1.0, ask);
+        assert!(
+            matches!(out[..], [Decision::Start { id: 2, .. }]),
+            "{out:?}"
         );
         assert_eq!(s.head(), None);
+    }
+
+    #[test]
+    fn a_redefined_inventory_keeps_what_running_jobs_hold() {
+        let mut s = seat(Policy::Easy);
+        let a = JobId::from(1u64);
+        s.enqueue(a, 16);
+        let one = whole(1);
+        let out = s.pass(0.0, |id| {
+            Some(Pending {
+                id: id.into(),
+                req: &one,
+                duration: Some(100.0),
+            })
+        });
+        let Decision::Start { r, .. } = &out[0] else {
+            panic!("{out:?}");
+        };
+        s.granted(a, Arc::new(r.clone()), Some(100.0));
+        // The same inventory again, all up: the plan still has job a until 100.
+        let inventory = pool_of(2);
+        let all = inventory.ranks();
+        s.define(inventory);
+        s.mark_allocated(r);
+        s.set_up(&all, true);
+        let (b, c) = (JobId::from(2u64), JobId::from(3u64));
+        s.enqueue(b, 16);
+        s.enqueue(c, 16);
+        let two = whole(2);
+        let out = s.pass(10.0, |id| {
+            Some(Pending {
+                id: id.into(),
+                req: if id == b { &two } else { &one },
+                duration: Some(200.0),
+            })
+        });
+        assert_eq!(
+            out,
+            [Decision::Estimate { id: 2, t: 100.0 }],
+            "c would delay b"
+        );
     }
 }

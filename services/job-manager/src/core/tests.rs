@@ -1510,6 +1510,46 @@ async fn a_head_waiting_on_a_job_without_a_limit_gets_no_reservation() {
     );
 }
 
+/// Four nodes, 3 busy for 100 s; a 3-node head (reserved at 100-200,
+/// one node spare then) and a whole-machine job behind it; then a 1-node
+/// job for 250 s: it fits on the spare node without delaying the head,
+/// but would delay the job behind it.
+async fn two_blocked(policy: crate::config::SchedPolicy) -> (Bench, JobId, JobId, JobId) {
+    let mut config = config();
+    config.sched.policy = policy;
+    let mut b = Bench::over(Arc::new(MemoryStore::new()), 4, config, true).await;
+    let running = b.submit(&spec(3, 100.0, "")).await;
+    b.exec(ExecMsg::Started { id: running }).await;
+    let head = b.submit(&spec(3, 100.0, "")).await;
+    let second = b.submit(&spec(4, 100.0, "")).await;
+    let long = b.submit(&spec(1, 250.0, "")).await;
+    (b, head, second, long)
+}
+
+#[tokio::test]
+async fn conservative_reserves_every_blocked_job_and_easy_only_the_first() {
+    use crate::config::SchedPolicy;
+    let (b, head, second, long) = two_blocked(SchedPolicy::Easy).await;
+    assert_eq!(
+        b.state(long),
+        Some(JobState::Run),
+        "easy: spare at the shadow time"
+    );
+    assert!(b.core.jobs[&head].t_estimate.is_some());
+    assert!(b.core.jobs[&second].t_estimate.is_none());
+
+    let (b, head, second, long) = two_blocked(SchedPolicy::Conservative).await;
+    assert_eq!(
+        b.state(long),
+        Some(JobState::Sched),
+        "would delay the second"
+    );
+    let t = |id: JobId| b.core.jobs[&id].t_estimate.expect("a reservation");
+    assert!((t(head) - (T0 + 100.0)).abs() < 1.0, "{}", t(head));
+    assert!((t(second) - (T0 + 200.0)).abs() < 1.0, "{}", t(second));
+    assert!((t(long) - (T0 + 300.0)).abs() < 1.0, "{}", t(long));
+}
+
 mod policy;
 
 #[tokio::test]
