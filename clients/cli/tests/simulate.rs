@@ -137,3 +137,23 @@ fn a_bad_trace_names_the_line() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("line 1"), "{err}");
 }
+
+/// 3 of 4 nodes busy until 100; a 3-node job (one node spare when it
+/// starts), a whole-machine job after it, then a 1-node job for 250 s.
+const SECOND_IN_LINE: &str = "; hand-made\n\
+1 0 -1 100 12 -1 -1 12 100 -1 1 1 -1 -1 -1 -1 -1 -1\n\
+2 1 -1 100 12 -1 -1 12 100 -1 1 2 -1 -1 -1 -1 -1 -1\n\
+3 2 -1 100 16 -1 -1 16 100 -1 1 3 -1 -1 -1 -1 -1 -1\n\
+4 3 -1 250 4 -1 -1 4 250 -1 1 4 -1 -1 -1 -1 -1 -1\n";
+
+#[test]
+fn conservative_keeps_the_second_blocked_job_from_being_pushed_back() {
+    let easy = simulate(SECOND_IN_LINE, "easy");
+    let mut easy = starts(&easy);
+    easy.sort_by_key(|s| s.0);
+    assert_eq!(easy, [(1, 0.0), (2, 100.0), (3, 253.0), (4, 3.0)]);
+    let cons = simulate(SECOND_IN_LINE, "conservative");
+    let mut cons = starts(&cons);
+    cons.sort_by_key(|s| s.0);
+    assert_eq!(cons, [(1, 0.0), (2, 100.0), (3, 200.0), (4, 300.0)]);
+}
