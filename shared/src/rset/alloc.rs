@@ -331,6 +331,13 @@ impl Pool {
             .fold((0, 0), |(n, c), (node, _)| (n + 1, c + node.cores.count()))
     }
 
+    /// The cores of every node, when all nodes have as many.
+    pub fn uniform_cores(&self) -> Option<u64> {
+        let mut shapes = self.shapes.keys().map(|(cores, _)| *cores);
+        let first = shapes.next()?;
+        shapes.all(|c| c == first).then_some(first)
+    }
+
     /// The most cores any node has.
     pub fn max_node_cores(&self) -> u64 {
         self.buckets.len().saturating_sub(1) as u64

@@ -10,6 +10,11 @@
 //! of alike nodes a count that fits is a placement that fits; with
 //! constraints or uneven nodes a count is what must hold, and the pool may
 //! still say busy.
+//!
+//! While every node has C cores and everything held is whole nodes, free
+//! cores are idle nodes times C: the cores profile is then not kept, which
+//! halves the work of whole-node clusters. It is made from what is held the
+//! first time a job or reservation takes part of a node.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -30,21 +35,37 @@ pub struct Need {
 #[derive(Debug, Clone, Copy)]
 pub struct Held {
     nodes: SpanId,
-    cores: SpanId,
+    /// Its slot in the plan's reservations.
+    slot: usize,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Reserved {
+    start: f64,
+    end: f64,
+    cores: i64,
+    span: Option<SpanId>,
 }
 
 #[derive(Debug)]
 struct Running {
     ranks: Vec<u32>,
     end: u64,
-    cores: SpanId,
+    ncores: i64,
+    cores: Option<SpanId>,
 }
 
 /// Idle nodes and free cores over time.
 #[derive(Debug)]
 pub struct Plan {
     nodes: Profile,
-    cores: Profile,
+    /// Free cores; `None` while they are idle nodes times `whole`.
+    cores: Option<Profile>,
+    /// The cores of every node, when all have as many.
+    whole: Option<u64>,
+    /// Up cores, for making the cores profile.
+    total_cores: i64,
+    reserved: Vec<Option<Reserved>>,
     /// The most cores on one node: the fewest nodes C cores take is C / this.
     node_cores: u64,
     running: HashMap<u64, Running>,
@@ -64,9 +85,13 @@ impl Plan {
     /// The plan of `pool` with nothing running: its up nodes and cores free.
     pub fn new(pool: &Pool) -> Self {
         let (nodes, cores) = pool.up_totals();
+        let whole = pool.uniform_cores().filter(|c| *c > 0);
         Plan {
             nodes: Profile::new(nodes as i64),
-            cores: Profile::new(cores as i64),
+            cores: whole.is_none().then(|| Profile::new(cores as i64)),
+            whole,
+            total_cores: cores as i64,
+            reserved: Vec::new(),
             node_cores: pool.max_node_cores().max(1),
             running: HashMap::new(),
             on_node: HashMap::new(),
@@ -77,7 +102,30 @@ impl Plan {
     /// Nodes and cores came up (positive) or went down (negative).
     pub fn grow(&mut self, nodes: i64, cores: i64) {
         self.nodes.grow(nodes);
-        self.cores.grow(cores);
+        self.total_cores += cores;
+        if let Some(p) = &mut self.cores {
+            p.grow(cores);
+        }
+    }
+
+    /// Keep free cores from now on: something takes part of a node.
+    fn keep_cores(&mut self) -> &mut Profile {
+        if self.cores.is_none() {
+            let mut p = Profile::new(self.total_cores);
+            for run in self.running.values_mut() {
+                run.cores = Some(p.take(0.0, f64::from_bits(run.end), run.ncores));
+            }
+            for r in self.reserved.iter_mut().flatten() {
+                r.span = Some(p.take(r.start, r.end, r.cores));
+            }
+            self.cores = Some(p);
+        }
+        self.cores.get_or_insert_with(|| Profile::new(0))
+    }
+
+    /// Whether `cores` on `nodes` nodes are those nodes whole.
+    fn is_whole(&self, nodes: i64, cores: i64) -> bool {
+        self.whole.is_some_and(|c| nodes * c as i64 == cores)
     }
 
     /// What `req` takes, counted.
@@ -99,7 +147,11 @@ impl Plan {
         self.end(job);
         let end = end.filter(|t| !t.is_nan()).unwrap_or(f64::INFINITY);
         let k = key(end);
-        let cores = self.cores.take(0.0, end, r.ncores() as i64);
+        let ncores = r.ncores() as i64;
+        if self.cores.is_none() && !self.is_whole(r.nnodes() as i64, ncores) {
+            self.keep_cores();
+        }
+        let cores = self.cores.as_mut().map(|p| p.take(0.0, end, ncores));
         let mut moved: BTreeMap<u64, i64> = BTreeMap::new();
         let ranks: Vec<u32> = r.nodes().iter().map(|n| n.rank()).collect();
         for &rank in &ranks {
@@ -119,6 +171,7 @@ impl Plan {
             Running {
                 ranks,
                 end: k,
+                ncores,
                 cores,
             },
         );
@@ -129,7 +182,9 @@ impl Plan {
         let Some(run) = self.running.remove(&job) else {
             return;
         };
-        self.cores.give_back(run.cores);
+        if let (Some(p), Some(span)) = (&mut self.cores, run.cores) {
+            p.give_back(span);
+        }
         let mut moved: BTreeMap<u64, i64> = BTreeMap::new();
         for rank in run.ranks {
             let Some(ends) = self.on_node.get_mut(&rank) else {
@@ -184,12 +239,15 @@ impl Plan {
     /// `duration` seconds (infinite: for good); `None` if never, as the
     /// limits say.
     pub fn earliest(&self, now: f64, duration: f64, need: Need) -> Option<f64> {
+        let Some(cores) = &self.cores else {
+            return self.nodes.earliest(now, duration, self.as_nodes(need));
+        };
         // Each profile's answer is where the other's search resumes: both
         // move only forward, and they meet at the first time both fit.
         let mut t = now;
         loop {
             let a = self.nodes.earliest(t, duration, need.nodes)?;
-            let b = self.cores.earliest(a, duration, need.cores)?;
+            let b = cores.earliest(a, duration, need.cores)?;
             if b <= a {
                 return Some(a);
             }
@@ -197,30 +255,69 @@ impl Plan {
         }
     }
 
+    /// Idle nodes that hold `need`'s cores too, while cores are idle nodes
+    /// times the cores of each.
+    fn as_nodes(&self, need: Need) -> i64 {
+        let c = self.whole.unwrap_or(1).max(1) as i64;
+        need.nodes.max((need.cores + c - 1) / c)
+    }
+
     /// Whether `need` is free from `now` for `duration` seconds.
     pub fn fits_now(&self, now: f64, duration: f64, need: Need) -> bool {
         let end = now + duration;
-        self.nodes.min_over(now, end) >= need.nodes && self.cores.min_over(now, end) >= need.cores
+        match &self.cores {
+            None => self.nodes.min_over(now, end) >= self.as_nodes(need),
+            Some(cores) => {
+                self.nodes.min_over(now, end) >= need.nodes
+                    && cores.min_over(now, end) >= need.cores
+            }
+        }
     }
 
     /// Cores free at `now`, reservations taken.
     pub fn cores_free_at(&self, now: f64) -> i64 {
-        self.cores.free_at(now)
+        match &self.cores {
+            Some(p) => p.free_at(now),
+            None => self.nodes.free_at(now) * self.whole.unwrap_or(1) as i64,
+        }
     }
 
     /// Hold `need` from `start` for `duration` seconds.
     pub fn reserve(&mut self, start: f64, duration: f64, need: Need) -> Held {
         let end = start + duration;
+        if self.cores.is_none() && !self.is_whole(need.nodes, need.cores) {
+            self.keep_cores();
+        }
+        let span = self.cores.as_mut().map(|p| p.take(start, end, need.cores));
+        let r = Reserved {
+            start,
+            end,
+            cores: need.cores,
+            span,
+        };
+        let slot = match self.reserved.iter().position(Option::is_none) {
+            Some(i) => {
+                self.reserved[i] = Some(r);
+                i
+            }
+            None => {
+                self.reserved.push(Some(r));
+                self.reserved.len() - 1
+            }
+        };
         Held {
             nodes: self.nodes.take(start, end, need.nodes),
-            cores: self.cores.take(start, end, need.cores),
+            slot,
         }
     }
 
     /// Give a reservation back.
     pub fn release(&mut self, held: Held) {
         self.nodes.give_back(held.nodes);
-        self.cores.give_back(held.cores);
+        let r = self.reserved.get_mut(held.slot).and_then(Option::take);
+        if let (Some(p), Some(span)) = (&mut self.cores, r.and_then(|r| r.span)) {
+            p.give_back(span);
+        }
     }
 
     /// Running jobs it knows of.
@@ -286,6 +383,75 @@ mod tests {
         plan.release(held);
         assert!(plan.fits_now(0.0, 1000.0, one));
         assert_eq!(plan.running(), 1);
+    }
+
+    #[test]
+    fn cores_are_counted_from_the_first_job_that_takes_part_of_a_node() {
+        let mut p = pool(2);
+        let mut plan = Plan::new(&p);
+        let a = p.alloc(&whole(1)).unwrap();
+        plan.start(1, &a, Some(100.0));
+        let held = plan.reserve(50.0, 100.0, plan.need(&whole(1)));
+        assert!(plan.cores.is_none(), "whole nodes only: no cores profile");
+        assert_eq!(plan.cores_free_at(0.0), 4);
+        let b = p.alloc(&AllocRequest::slots(2, 1)).unwrap();
+        plan.start(2, &b, Some(40.0));
+        assert!(plan.cores.is_some());
+        assert_eq!(plan.cores_free_at(0.0), 2);
+        assert_eq!(plan.cores_free_at(60.0), 0, "the reservation holds node 1");
+        let three = plan.need(&AllocRequest::slots(3, 1));
+        assert_eq!(plan.earliest(0.0, 5.0, three), Some(40.0));
+        assert_eq!(plan.earliest(0.0, 20.0, three), Some(100.0));
+        plan.release(held);
+        assert_eq!(plan.earliest(0.0, 20.0, three), Some(40.0));
+    }
+
+    #[test]
+    fn whole_nodes_answer_alike_with_and_without_a_cores_profile() {
+        let mut p = pool(8);
+        let mut lazy = Plan::new(&p);
+        let mut kept = Plan::new(&p);
+        kept.keep_cores();
+        let mut seed = 11u64;
+        let mut next = move |m: u64| {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (seed >> 33) % m
+        };
+        let mut running: Vec<(u64, ResourceSet)> = Vec::new();
+        for step in 0..300u64 {
+            let now = step as f64;
+            if next(3) == 0 && !running.is_empty() {
+                let (id, r) = running.swap_remove(next(running.len() as u64) as usize);
+                p.free(&r).unwrap();
+                lazy.end(id);
+                kept.end(id);
+            } else if let Ok(r) = p.alloc(&whole(1 + next(3) as u32)) {
+                let end = Some(now + 1.0 + next(50) as f64);
+                lazy.start(step, &r, end);
+                kept.start(step, &r, end);
+                running.push((step, r));
+            }
+            let held: Vec<_> = (0..next(4))
+                .map(|_| {
+                    let need = lazy.need(&whole(1 + next(8) as u32));
+                    let t = now + next(40) as f64;
+                    let d = 1.0 + next(30) as f64;
+                    (lazy.reserve(t, d, need), kept.reserve(t, d, need))
+                })
+                .collect();
+            let need = lazy.need(&whole(1 + next(8) as u32));
+            let d = 1.0 + next(60) as f64;
+            assert_eq!(lazy.earliest(now, d, need), kept.earliest(now, d, need));
+            assert_eq!(lazy.fits_now(now, d, need), kept.fits_now(now, d, need));
+            assert_eq!(lazy.cores_free_at(now), kept.cores_free_at(now));
+            for (a, b) in held {
+                lazy.release(a);
+                kept.release(b);
+            }
+        }
+        assert!(lazy.cores.is_none());
     }
 
     #[test]
