@@ -4,7 +4,7 @@
 //! Protocol: the reader is subscribed to the hub first; then it gets one
 //! SNAPSHOT entry per active job (its List row), then a SENTINEL, then one
 //! EVENT entry per committed line of any job's main eventlog, in commit
-//! order; a `submit` event also carries the new job's List row. A line
+//! order; a `submit` or `alloc` event also carries the job's List row. A line
 //! committed between the subscription and the snapshot may arrive after a
 //! snapshot row that already shows it, so readers apply events such that a
 //! state never moves backwards. A reader that falls behind the hub gets
@@ -166,7 +166,9 @@ impl<S: Store> JobJournal<S> {
             return Ok(());
         };
         let mut e = entry(pb::JobJournalKind::Event, id.into());
-        if event.name.as_str() == "submit" {
+        // The row tells what the event does not: the name and sizes of a
+        // new job, the nodes of an allocated one.
+        if matches!(event.name.as_str(), "submit" | "alloc") {
             match self.row(id).await {
                 Ok(Some(row)) => {
                     owners.insert(id, row.userid);
