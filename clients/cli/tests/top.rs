@@ -173,7 +173,7 @@ fn top_follows_jobs_opens_eventlogs_and_instances_and_quits() {
     ]);
 
     let screen = tmux.wait_for("header and running job", |s| {
-        s.contains("size: 2 nodes") && in_state(s, &before, "R")
+        s.contains("size: 2 nodes, 4 cores  uptime: ") && in_state(s, &before, "R")
     });
     for col in ["JOBID", "USER", "ST", "NTASKS", "NNODES", "RUNTIME", "NAME"] {
         assert!(screen.contains(col), "{col} in\n{screen}");

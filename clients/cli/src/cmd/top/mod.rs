@@ -5,7 +5,8 @@
 //! jobs, then every job's events as they commit), so that the list follows
 //! the instance without asking about any job; the nodes and cores by
 //! `Resource.List` every [`RESOURCE_REFRESH`] and after each allocation or
-//! release. When the journal says its reader fell behind (RESYNC) or the
+//! release; the uptime from the `starttime` of `Resource.Status`, read
+//! once. When the journal says its reader fell behind (RESYNC) or the
 //! stream breaks, the task lists again and opens a new journal.
 //!
 //! Enter on a running job that runs an instance (a batch or alloc job, its
@@ -111,6 +112,8 @@ enum Update {
     Entry(Box<pb::JobJournalEntry>),
     /// The nodes and cores now.
     Resources(Resources),
+    /// When the instance's job manager started.
+    Started(f64),
     /// One eventlog line, formatted.
     Line(String),
     /// Something to say on the bottom line (an error, the end of a log).
@@ -297,6 +300,7 @@ impl App {
             }
             (Kind::Instance { model, .. }, Update::Entry(e)) => model.apply(&e),
             (Kind::Instance { model, .. }, Update::Resources(r)) => model.resources = Some(r),
+            (Kind::Instance { model, .. }, Update::Started(t)) => model.started = Some(t),
             (Kind::Eventlog { lines }, Update::Line(l)) => {
                 if lines.len() == MAX_LOG_LINES {
                     lines.remove(0);
@@ -400,6 +404,13 @@ fn read_keys(tx: &mpsc::Sender<event::Event>) {
 /// Feed an instance screen until it closes: list, follow the journal, and
 /// start over on a resync or a broken stream.
 async fn follow_instance(mut inst: Instance, tx: mpsc::Sender<Update>) {
+    // The uptime is shown when the instance tells its start; older job
+    // managers do not, and top goes on without it.
+    if let Some(t) = started(&mut inst).await
+        && tx.send(Update::Started(t)).await.is_err()
+    {
+        return;
+    }
     let mut resources = tokio::time::interval(RESOURCE_REFRESH);
     loop {
         match journal_once(&mut inst, &tx, &mut resources).await {
@@ -498,6 +509,21 @@ async fn list_all(inst: &mut Instance) -> anyhow::Result<Vec<pb::JobSummary>> {
         before = page.next;
     }
     Ok(jobs)
+}
+
+/// When the instance's job manager started (`starttime` in its status).
+async fn started(inst: &mut Instance) -> Option<f64> {
+    let status = inst
+        .resource
+        .status(pb::StatusRequest {})
+        .await
+        .ok()?
+        .into_inner()
+        .status;
+    serde_json::from_str::<serde_json::Value>(&status)
+        .ok()?
+        .get("starttime")?
+        .as_f64()
 }
 
 /// Nodes and cores used and in all, from `Resource.List`.

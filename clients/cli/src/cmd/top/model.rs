@@ -93,6 +93,8 @@ pub struct Model {
     pub inactive: usize,
     /// Nodes and cores, once read.
     pub resources: Option<Resources>,
+    /// When the instance's job manager started, once read.
+    pub started: Option<f64>,
     /// The selected job's id.
     pub selected: Option<u64>,
     /// The journal's snapshot is complete: live from here.

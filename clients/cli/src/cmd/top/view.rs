@@ -2,7 +2,7 @@
 //! terminal or the clock (the time and user names are passed in), so each
 //! screen is tested on ratatui's test backend.
 //!
-//! Layout as flux-top(1): a header with the instance's size, bars of nodes
+//! Layout as flux-top(1): a header with the instance's size and uptime, bars of nodes
 //! and cores used, and jobs pending / running / inactive; then the job list
 //! with flux top's columns JOBID USER ST NTASKS NNODES RUNTIME NAME; a key
 //! line at the bottom.
@@ -55,9 +55,13 @@ fn header(model: &Model, ctx: &Context<'_>) -> Vec<Line<'static>> {
         None => (Usage::default(), Usage::default()),
     };
     let state = if model.live { "" } else { "  (syncing)" };
+    let uptime = model
+        .started
+        .map(|t| format!("  uptime: {}", fsd((ctx.now - t).max(0.0))))
+        .unwrap_or_default();
     vec![
         Line::from(format!(
-            "ƒ {}  size: {} nodes, {} cores{state}",
+            "ƒ {}  size: {} nodes, {} cores{uptime}{state}",
             printable(ctx.title),
             nodes.total,
             cores.total
@@ -212,6 +216,7 @@ mod tests {
             row(2 << 30, "SCHED", "waits", 0.0),
             row(3 << 30, "RUN", "sleeper", 90.0),
         ]);
+        model.started = Some(10.0);
         model.resources = Some(Resources {
             nodes: Usage { used: 1, total: 2 },
             cores: Usage { used: 2, total: 8 },
@@ -222,7 +227,11 @@ mod tests {
             status: None,
         };
         let lines = screen(|f| draw_instance(f, &model, &ctx, &|uid| format!("u{uid}")));
-        assert!(lines[0].starts_with("ƒ http://127.0.0.1:1  size: 2 nodes, 8 cores"));
+        assert!(
+            lines[0].starts_with("ƒ http://127.0.0.1:1  size: 2 nodes, 8 cores  uptime: 1.5m"),
+            "{:?}",
+            lines[0]
+        );
         assert!(lines[1].contains("nodes [") && lines[1].contains("1/2]"));
         assert!(lines[1].ends_with("1 pending"), "{:?}", lines[1]);
         assert!(lines[2].contains("2/8]") && lines[2].ends_with("1 running"));
