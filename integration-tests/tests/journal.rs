@@ -231,3 +231,59 @@ async fn the_journal_streams_state_changes_and_a_guest_sees_no_more_than_list() 
         (listed.id, listed.userid, &listed.name, listed.ntasks)
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reader_that_falls_behind_is_told_to_resync_and_gets_a_fresh_snapshot() {
+    let inst = Instance::start(1, 2).await;
+    let mut jobs = inst.jobs().await;
+    let mut stream = jobs
+        .journal(pb::JobJournalRequest {})
+        .await
+        .expect("journal")
+        .into_inner();
+    assert!(snapshot(&mut stream).await.is_empty());
+
+    // Held jobs write submit, validate, depend and priority: four lines
+    // each, past the hub's 16384 while the reader does not read.
+    const JOBS: usize = 5000;
+    let mut submitter = inst.jobs().await;
+    for _ in 0..JOBS / 1000 {
+        let many = pb::SubmitManyRequest {
+            jobs: (0..1000).map(|_| held(&["true"])).collect(),
+        };
+        let r = submitter.submit_many(many).await.expect("submit many");
+        assert!(
+            r.into_inner()
+                .results
+                .iter()
+                .all(|r| matches!(r.result, Some(pb::submit_result::Result::Id(_)))),
+            "every job submitted"
+        );
+    }
+    // Wait until the last of them is held in SCHED, as List shows.
+    let deadline = tokio::time::Instant::now() + READ_LIMIT;
+    while inst
+        .list(0)
+        .await
+        .iter()
+        .filter(|j| j.state == "SCHED")
+        .count()
+        < JOBS
+    {
+        assert!(tokio::time::Instant::now() < deadline, "jobs never held");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    // What was buffered, then RESYNC, then every held job in a snapshot.
+    loop {
+        let e = next(&mut stream).await;
+        match e.kind() {
+            pb::JobJournalKind::Event => {}
+            pb::JobJournalKind::Resync => break,
+            k => panic!("{k:?} before the resync"),
+        }
+    }
+    let rows = snapshot(&mut stream).await;
+    assert_eq!(rows.len(), JOBS, "the fresh snapshot has every active job");
+    assert!(rows.iter().all(|r| r.state == "SCHED"));
+}
