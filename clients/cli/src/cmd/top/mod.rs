@@ -1,13 +1,9 @@
 //! `fluxgate top`: a live view of an instance, as flux-top(1).
 //!
-//! Each screen is fed by one task: an instance's by a listing of every job,
-//! then the job journal (`JobManager.Journal`: a snapshot of the active
-//! jobs, then every job's events as they commit), so that the list follows
-//! the instance without asking about any job; the nodes and cores by
-//! `Resource.List` every [`RESOURCE_REFRESH`] and after each allocation or
-//! release; the uptime from the `starttime` of `Resource.Status`, read
-//! once. When the journal says its reader fell behind (RESYNC) or the
-//! stream breaks, the task lists again and opens a new journal.
+//! Each screen is fed by one task ([`feed`]): an instance's by a listing of
+//! every job, then the job journal (`JobManager.Journal`: a snapshot of the
+//! active jobs, then every job's events as they commit), so that the list
+//! follows the instance without asking about any job.
 //!
 //! Enter on a running job that runs an instance (a batch or alloc job, its
 //! `uri` memo) opens top on that instance; on any other job it follows the
@@ -15,6 +11,7 @@
 //! top, Ctrl-C anywhere, SIGTERM or SIGHUP quit, and the terminal is always
 //! given back as it was (raw mode off, main screen, cursor shown).
 
+mod feed;
 mod model;
 mod view;
 
@@ -24,31 +21,19 @@ use std::process::ExitCode;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::Context as _;
-use fluxgate_proto::v1 as pb;
+use fluxgate_shared::JobId;
 use fluxgate_shared::job::JobState;
-use fluxgate_shared::{Event, JobId, ResourceSet};
 use ratatui::DefaultTerminal;
 use ratatui::crossterm::event::{self, KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use self::model::{Model, Resources, Usage};
+use self::feed::{Update, follow_eventlog, follow_instance};
+use self::model::Model;
 use self::view::Context;
 use crate::client::{self, Instance};
 use crate::cmd::instance::connect_inside;
-use crate::cmd::job::eventlog::Formatter;
-
-/// How often the nodes and cores are read besides after allocations:
-/// resources are not jobs, and one call every two seconds costs nothing.
-const RESOURCE_REFRESH: Duration = Duration::from_secs(2);
-
-/// How long a broken journal waits before it is opened again.
-const RETRY: Duration = Duration::from_secs(2);
-
-/// Listing pages read at start and at each resync (each under 4 MiB): past
-/// them, older inactive jobs are neither counted nor shown.
-const MAX_LIST_PAGES: usize = 16;
 
 /// Updates buffered per screen; a screen not shown (one below an open
 /// one) stops its feed here, and its journal resyncs when it is back.
@@ -101,23 +86,6 @@ impl Drop for Screen {
         let _ = self.terminal.show_cursor();
         ratatui::restore();
     }
-}
-
-/// What a screen's feed sends.
-#[derive(Debug)]
-enum Update {
-    /// Every job, newest first (a fresh start).
-    Listing(Vec<pb::JobSummary>),
-    /// One journal entry (boxed: entries are large beside the others).
-    Entry(Box<pb::JobJournalEntry>),
-    /// The nodes and cores now.
-    Resources(Resources),
-    /// When the instance's job manager started.
-    Started(f64),
-    /// One eventlog line, formatted.
-    Line(String),
-    /// Something to say on the bottom line (an error, the end of a log).
-    Status(String),
 }
 
 /// A task feeding one screen; it ends with the screen.
@@ -399,196 +367,4 @@ fn read_keys(tx: &mpsc::Sender<event::Event>) {
             Err(_) => return,
         }
     }
-}
-
-/// Feed an instance screen until it closes: list, follow the journal, and
-/// start over on a resync or a broken stream.
-async fn follow_instance(mut inst: Instance, tx: mpsc::Sender<Update>) {
-    // The uptime is shown when the instance tells its start; older job
-    // managers do not, and top goes on without it.
-    if let Some(t) = started(&mut inst).await
-        && tx.send(Update::Started(t)).await.is_err()
-    {
-        return;
-    }
-    let mut resources = tokio::time::interval(RESOURCE_REFRESH);
-    loop {
-        match journal_once(&mut inst, &tx, &mut resources).await {
-            Ok(Restart::Now) => continue,
-            Ok(Restart::Closed) => return,
-            Err(e) => {
-                let msg = format!("{e:#} (retrying)");
-                if tx.send(Update::Status(msg)).await.is_err() {
-                    return;
-                }
-                tokio::time::sleep(RETRY).await;
-            }
-        }
-    }
-}
-
-/// Why one journal ended without an error.
-enum Restart {
-    /// The reader fell behind: list again, open a new journal.
-    Now,
-    /// The screen is gone.
-    Closed,
-}
-
-/// One listing and one journal, followed until it resyncs or fails.
-async fn journal_once(
-    inst: &mut Instance,
-    tx: &mpsc::Sender<Update>,
-    resources: &mut tokio::time::Interval,
-) -> anyhow::Result<Restart> {
-    // The listing first, then the journal: every job the listing shows
-    // active is in the journal's snapshot unless it ended in between.
-    let rows = list_all(inst).await?;
-    if tx.send(Update::Listing(rows)).await.is_err() {
-        return Ok(Restart::Closed);
-    }
-    let mut stream = inst
-        .jobs
-        .journal(pb::JobJournalRequest {})
-        .await
-        .map_err(client::status_error)?
-        .into_inner();
-    loop {
-        let update = tokio::select! {
-            entry = stream.message() => {
-                let Some(e) = entry.map_err(client::status_error)? else {
-                    anyhow::bail!("the job manager ended the journal");
-                };
-                if e.kind() == pb::JobJournalKind::Resync {
-                    let _ = tx.send(Update::Entry(Box::new(e))).await;
-                    return Ok(Restart::Now);
-                }
-                // Allocations change the resource bars at once.
-                if moves_resources(&e) {
-                    resources.reset_immediately();
-                }
-                Update::Entry(Box::new(e))
-            }
-            _ = resources.tick() => match resource_usage(inst).await {
-                Ok(r) => Update::Resources(r),
-                Err(e) => Update::Status(format!("{e:#}")),
-            },
-        };
-        if tx.send(update).await.is_err() {
-            return Ok(Restart::Closed);
-        }
-    }
-}
-
-/// Does this entry allocate or free resources?
-fn moves_resources(e: &pb::JobJournalEntry) -> bool {
-    e.kind() == pb::JobJournalKind::Event
-        && Event::parse_json(&e.event)
-            .is_ok_and(|ev| matches!(ev.name.as_str(), "alloc" | "free" | "clean"))
-}
-
-/// Every job, newest first, up to [`MAX_LIST_PAGES`] pages.
-async fn list_all(inst: &mut Instance) -> anyhow::Result<Vec<pb::JobSummary>> {
-    let mut jobs = Vec::new();
-    let mut before = 0;
-    for _ in 0..MAX_LIST_PAGES {
-        let page = inst
-            .jobs
-            .list(pb::ListRequest {
-                states: JobState::ALL.iter().fold(0, |m, s| m | s.bit()),
-                before,
-                ..Default::default()
-            })
-            .await
-            .map_err(client::status_error)?
-            .into_inner();
-        jobs.extend(page.jobs);
-        if page.next == 0 {
-            break;
-        }
-        before = page.next;
-    }
-    Ok(jobs)
-}
-
-/// When the instance's job manager started (`starttime` in its status).
-async fn started(inst: &mut Instance) -> Option<f64> {
-    let status = inst
-        .resource
-        .status(pb::StatusRequest {})
-        .await
-        .ok()?
-        .into_inner()
-        .status;
-    serde_json::from_str::<serde_json::Value>(&status)
-        .ok()?
-        .get("starttime")?
-        .as_f64()
-}
-
-/// Nodes and cores used and in all, from `Resource.List`.
-async fn resource_usage(inst: &mut Instance) -> anyhow::Result<Resources> {
-    let r = inst
-        .resource
-        .list(pb::ResourceListRequest {})
-        .await
-        .map_err(client::status_error)?
-        .into_inner();
-    let rset = |s: &str| -> anyhow::Result<ResourceSet> {
-        if s.trim().is_empty() {
-            return Ok(ResourceSet::new());
-        }
-        ResourceSet::parse(s).context("the instance sent an unreadable R")
-    };
-    let (all, used) = (rset(&r.all)?, rset(&r.allocated)?);
-    Ok(Resources {
-        nodes: Usage {
-            used: used.nnodes() as u64,
-            total: all.nnodes() as u64,
-        },
-        cores: Usage {
-            used: used.ncores(),
-            total: all.ncores(),
-        },
-    })
-}
-
-/// Feed an eventlog screen: the job's eventlog lines as `flux job eventlog`
-/// prints them, until the log is final.
-async fn follow_eventlog(mut inst: Instance, id: u64, tx: mpsc::Sender<Update>) {
-    let end = match eventlog_lines(&mut inst, id, &tx).await {
-        Ok(()) => "the eventlog is complete; Esc/q: back".to_string(),
-        Err(e) => format!("{e:#}; Esc/q: back"),
-    };
-    let _ = tx.send(Update::Status(end)).await;
-}
-
-async fn eventlog_lines(
-    inst: &mut Instance,
-    id: u64,
-    tx: &mpsc::Sender<Update>,
-) -> anyhow::Result<()> {
-    let mut stream = inst
-        .jobs
-        .watch_eventlog(pb::WatchEventlogRequest {
-            id,
-            name: "eventlog".into(),
-            follow: true,
-            wait_create: true,
-            ..Default::default()
-        })
-        .await
-        .map_err(client::status_error)?
-        .into_inner();
-    let mut fmt = Formatter::from_parts("text", "raw", false)?;
-    while let Some(line) = stream.message().await.map_err(client::status_error)? {
-        let text = match client::parse_event(&line.line) {
-            Ok(ev) => fmt.format(&line.line, &ev),
-            Err(_) => crate::output::printable(&line.line).into_owned(),
-        };
-        if tx.send(Update::Line(text)).await.is_err() {
-            return Ok(());
-        }
-    }
-    Ok(())
 }
