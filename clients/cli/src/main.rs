@@ -54,6 +54,8 @@ enum Command {
     Jobs(cmd::jobs::Args),
     /// Jobs and the instances inside them as a tree (as flux pstree).
     Pstree(cmd::pstree::Args),
+    /// A live view of the instance: resources, jobs, eventlogs (as flux top).
+    Top(cmd::top::Args),
     /// Follow the output of jobs until they end (as flux watch).
     Watch(cmd::watch::Args),
     /// Cancel jobs (as flux cancel).
@@ -160,6 +162,7 @@ fn main() -> ExitCode {
         Command::Instance(args) => ("instance", cmd::instance::run_instance(args)),
         Command::Jobs(args) => ("jobs", cmd::jobs::run(args)),
         Command::Pstree(args) => ("pstree", cmd::pstree::run(args)),
+        Command::Top(args) => ("top", cmd::top::run(args)),
         Command::Watch(args) => ("watch", cmd::watch::run(args)),
         Command::Cancel(args) => ("cancel", cmd::cancel::run(args)),
         Command::Resource(args) => ("resource", cmd::resource::run(args)),

@@ -22,5 +22,6 @@ pub mod simulate;
 pub mod start;
 pub mod submit;
 pub mod token;
+pub mod top;
 pub mod update;
 pub mod watch;

@@ -453,20 +453,8 @@ impl<S: Store> JobManager for JobManagerService<S> {
             max_bytes: REPLY_MAX,
             queue: req.queue,
         };
-        let wants_inactive = filter.wants_inactive();
         let query = filter.clone();
-        let active = ask(&self.inbox, |reply| Msg::List { filter, reply }).await?;
-        let stored = if wants_inactive {
-            let store = Arc::clone(&self.store);
-            let q = query.clone();
-            tokio::task::spawn_blocking(move || core::stored_inactive(&*store, &q))
-                .await
-                .map_err(|e| Status::internal(format!("listing failed: {e}")))?
-                .map_err(Error::from)?
-        } else {
-            Vec::new()
-        };
-        let (rows, cut) = core::merge_listings(active, stored, &query);
+        let (rows, cut) = list_rows(&self.inbox, &self.store, filter).await?;
         let mut jobs = Vec::with_capacity(rows.len());
         let mut bytes = 0;
         let mut more = cut;
@@ -561,6 +549,25 @@ impl<S: Store> JobManager for JobManagerService<S> {
         Ok(Response::new(
             Box::pin(ReceiverStream::new(out)) as LineStream
         ))
+    }
+
+    type JournalStream = super::job_journal::EntryStream;
+
+    async fn journal(
+        &self,
+        request: Request<pb::JobJournalRequest>,
+    ) -> Result<Response<Self::JournalStream>, Status> {
+        let caller = caller(&request)?;
+        // The journal is a live listing: whoever may list may read it, and
+        // each entry is cut to what that caller's List would show.
+        allow(&caller, Action::ListJobs, None)?;
+        let journal = super::job_journal::JobJournal {
+            inbox: self.inbox.clone(),
+            store: Arc::clone(&self.store),
+            hub: self.hub.clone(),
+            caller,
+        };
+        Ok(Response::new(journal.start(self.cancel.clone())))
     }
 
     async fn purge(
@@ -682,8 +689,31 @@ fn queue_info(site: &SitePolicy, s: core::QueueStatus) -> pb::QueueInfo {
     }
 }
 
+/// The rows of a listing: the core's active jobs and the store's inactive
+/// ones, merged; and whether more rows match than the filter's bounds let in.
+pub(super) async fn list_rows<S: Store>(
+    inbox: &mpsc::Sender<Msg>,
+    store: &Arc<S>,
+    filter: ListFilter,
+) -> Result<(Vec<core::JobInfo>, bool), Status> {
+    let wants_inactive = filter.wants_inactive();
+    let query = filter.clone();
+    let active = ask(inbox, |reply| Msg::List { filter, reply }).await?;
+    let stored = if wants_inactive {
+        let store = Arc::clone(store);
+        let q = query.clone();
+        tokio::task::spawn_blocking(move || core::stored_inactive(&*store, &q))
+            .await
+            .map_err(|e| Status::internal(format!("listing failed: {e}")))?
+            .map_err(Error::from)?
+    } else {
+        Vec::new()
+    };
+    Ok(core::merge_listings(active, stored, &query))
+}
+
 /// The wire form of a listing row.
-fn summary_of(j: core::JobInfo) -> pb::JobSummary {
+pub(super) fn summary_of(j: core::JobInfo) -> pb::JobSummary {
     pb::JobSummary {
         id: j.id.into(),
         userid: j.userid,

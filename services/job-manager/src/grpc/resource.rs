@@ -28,6 +28,9 @@ pub struct ResourceService<S> {
     journal: Journal,
     store: Arc<S>,
     cancel: CancellationToken,
+    /// When this job manager started serving (seconds since the epoch):
+    /// status reports it, so that tools show the instance's uptime.
+    started: f64,
 }
 
 impl<S: Store> ResourceService<S> {
@@ -43,6 +46,7 @@ impl<S: Store> ResourceService<S> {
             journal,
             store,
             cancel,
+            started: crate::clock::now(),
         }
     }
 }
@@ -348,6 +352,7 @@ impl<S: Store> Resource for ResourceService<S> {
             "online": g.up.to_string(),
             "up": view.up.to_string(),
             "drain_info": drains,
+            "starttime": self.started,
         });
         Ok(Response::new(pb::StatusResponse {
             status: status.to_string(),

@@ -217,6 +217,24 @@ pub async fn memo_uri(
     Ok((uri, owner))
 }
 
+/// A connection to the instance job `id` runs (its `uri` memo) with the
+/// credentials this user keeps for it, and its URI; `None` when the job
+/// runs no instance.
+pub async fn connect_inside(
+    inst: &mut Instance,
+    id: JobId,
+) -> anyhow::Result<Option<(Instance, String)>> {
+    let (Some(uri), owner) = memo_uri(inst, id).await? else {
+        return Ok(None);
+    };
+    let creds = match access::read_owner_token(&uri, &access::lookup_uids(owner)) {
+        Some(t) => client::Credentials::default().with_token(&t)?,
+        None => client::Credentials::default(),
+    };
+    let child = client::connect_with(&uri, &creds).await?;
+    Ok(Some((child, uri)))
+}
+
 /// Run `command` (default $SHELL) with FLUXGATE_URI set, and FLUXGATE_TOKEN
 /// to `token` (unset without one: the caller's is for another instance);
 /// SIGTERM and SIGHUP are passed on, SIGINT is left to it (the terminal

@@ -15,7 +15,7 @@ use fluxgate_shared::job::StateMask;
 use jiff::tz::TimeZone;
 
 use crate::client::{self, Instance};
-use crate::cmd::instance::{lookup_uids, memo_uri, read_owner_token};
+use crate::cmd::instance::connect_inside;
 use crate::jobfmt::{Ctx, JobRecord, Template, record};
 use tree::Node;
 
@@ -167,18 +167,7 @@ async fn inside(
     depth: usize,
     labels: &mut Labels,
 ) -> Vec<Node> {
-    let Ok((Some(uri), owner)) = memo_uri(inst, id).await else {
-        return Vec::new();
-    };
-    let token = read_owner_token(&uri, &lookup_uids(owner));
-    let creds = match &token {
-        Some(t) => match client::Credentials::default().with_token(t) {
-            Ok(c) => c,
-            Err(_) => return Vec::new(),
-        },
-        None => client::Credentials::default(),
-    };
-    let Ok(mut child) = client::connect_with(&uri, &creds).await else {
+    let Ok(Some((mut child, _))) = connect_inside(inst, id).await else {
         return Vec::new();
     };
     jobs(&mut child, states, depth, labels)
