@@ -47,6 +47,23 @@ fn dry_run_lines_match_the_man_page() {
         dry_run(&["--cc=1-2", "echo", "{}.{cc}", ":::", "a"], ""),
         "bulksubmit: submit echo a.1\nbulksubmit: submit echo a.2\n"
     );
+    // Linked inputs, attributes and a separator, as the man page shows them.
+    assert_eq!(
+        dry_run(
+            &["echo", "{0}", "{1}", ":::", "1", "2", ":::+", "3", "4"],
+            ""
+        ),
+        "bulksubmit: submit echo 1 3\nbulksubmit: submit echo 2 4\n"
+    );
+    assert_eq!(
+        dry_run(&["cp", "{0}", "{0./%}.bak", ":::", "d/x.txt"], ""),
+        "bulksubmit: submit cp d/x.txt x.bak\n"
+    );
+    assert_eq!(
+        dry_run(&["--sep=none", "echo", "{}"], "a b\nc\n"),
+        "bulksubmit: submit echo a\nbulksubmit: submit echo b\n\
+         bulksubmit: submit echo c\n"
+    );
 }
 
 #[test]

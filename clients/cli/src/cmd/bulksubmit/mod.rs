@@ -1,11 +1,12 @@
 //! `fluxgate bulksubmit`: one job per combination of inputs, as
 //! flux-bulksubmit(1). Inputs come from `::: A B` lists on the command line,
-//! from files after `::::` (one input a line, `-` is stdin), or from stdin
-//! when neither is given; several lists combine as a cross product.
+//! from files after `::::` (one input a line, or split by `--sep`; `-` is
+//! stdin), or from stdin when neither is given; several lists combine as a
+//! cross product, and a list after `:::+` or `::::+` is linked to the one
+//! before it instead (one of its items per item there, cycled).
 
 pub mod template;
 
-use std::io::BufRead;
 use std::process::ExitCode;
 
 use anyhow::{Context, bail};
@@ -26,6 +27,13 @@ pub struct Args {
     /// Print the commands that would be submitted, and exit.
     #[arg(long = "dry-run")]
     dry_run: bool,
+    /// Separator of inputs read from files and stdin (default: newline;
+    /// `none`: any run of whitespace).
+    #[arg(long, value_name = "STRING")]
+    sep: Option<String>,
+    /// Submit the jobs in a random order.
+    #[arg(long)]
+    shuffle: bool,
     /// Command template, then `::: INPUTS...` or `:::: FILES...` lists.
     #[arg(required = true, trailing_var_arg = true, value_name = "COMMAND")]
     command: Vec<String>,
@@ -35,36 +43,60 @@ pub struct Args {
 #[derive(Debug, PartialEq, Eq)]
 struct Split {
     template: Vec<String>,
-    /// Lists given on the command line; files are already read.
-    lists: Vec<Vec<String>>,
+    /// Lists given on the command line, with those linked to them; files
+    /// are already read.
+    lists: Vec<template::Group>,
 }
 
-/// Split `COMMAND ::: A B :::: FILE` into the template and the input lists.
+/// Split `COMMAND ::: A B :::+ C :::: FILE` into the template and the
+/// input lists.
 fn split(
     args: &[String],
     read: &mut dyn FnMut(&str) -> anyhow::Result<Vec<String>>,
 ) -> anyhow::Result<Split> {
     let mut template = Vec::new();
-    let mut lists: Vec<Vec<String>> = Vec::new();
-    // What the current group is: the template, a ::: list, or :::: files.
+    let mut lists: Vec<template::Group> = Vec::new();
+    // What the current group is: the template, a ::: list, or :::: files,
+    // and whether it is linked to the list before.
     let mut files = false;
+    let mut linked = false;
     let mut in_template = true;
     for a in args {
         match a.as_str() {
-            ":::" => {
+            ":::" | ":::+" => {
                 in_template = false;
                 files = false;
-                lists.push(Vec::new());
+                linked = a == ":::+" && !lists.is_empty();
+                if linked {
+                    if let Some(g) = lists.last_mut() {
+                        g.linked.push(Vec::new());
+                    }
+                } else {
+                    lists.push(template::Group::default());
+                }
             }
-            "::::" => {
+            "::::" | "::::+" => {
                 in_template = false;
                 files = true;
+                linked = a == "::::+" && !lists.is_empty();
             }
             _ if in_template => template.push(a.clone()),
-            _ if files => lists.push(read(a)?),
+            _ if files => {
+                let items = read(a)?;
+                match lists.last_mut() {
+                    Some(g) if linked => g.linked.push(items),
+                    _ => lists.push(template::Group {
+                        items,
+                        linked: Vec::new(),
+                    }),
+                }
+            }
             _ => {
-                if let Some(l) = lists.last_mut() {
-                    l.push(a.clone());
+                if let Some(g) = lists.last_mut() {
+                    match g.linked.last_mut() {
+                        Some(l) if linked => l.push(a.clone()),
+                        _ => g.items.push(a.clone()),
+                    }
                 }
             }
         }
@@ -75,22 +107,45 @@ fn split(
     Ok(Split { template, lists })
 }
 
-/// The lines of `path` (`-` is stdin), one input each, blank lines skipped.
-fn read_lines(path: &str) -> anyhow::Result<Vec<String>> {
-    let lines: Vec<String> = if path == "-" {
-        std::io::stdin()
-            .lock()
-            .lines()
-            .collect::<Result<_, _>>()
-            .context("cannot read inputs from stdin")?
+/// The inputs in `path` (`-` is stdin): one a line, or split by `sep`
+/// (`none`: whitespace); empty inputs are skipped.
+fn read_inputs(path: &str, sep: Option<&str>) -> anyhow::Result<Vec<String>> {
+    let text = if path == "-" {
+        std::io::read_to_string(std::io::stdin()).context("cannot read inputs from stdin")?
     } else {
-        let f = std::fs::File::open(path).with_context(|| path.to_string())?;
-        std::io::BufReader::new(f)
-            .lines()
-            .collect::<Result<_, _>>()
-            .with_context(|| path.to_string())?
+        std::fs::read_to_string(path).with_context(|| path.to_string())?
     };
-    Ok(lines.into_iter().filter(|l| !l.trim().is_empty()).collect())
+    Ok(split_inputs(&text, sep))
+}
+
+/// `text` cut into inputs as `--sep` says.
+fn split_inputs(text: &str, sep: Option<&str>) -> Vec<String> {
+    let parts: Vec<&str> = match sep {
+        None | Some("\\n") => text.lines().collect(),
+        Some("none") => text.split_whitespace().collect(),
+        Some(s) => text.split(s).collect(),
+    };
+    parts
+        .into_iter()
+        .map(|p| p.trim_end_matches('\n'))
+        .filter(|p| !p.trim().is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+/// Shuffle `items` (Fisher-Yates) with a seed from the clock and the
+/// process id: the order only has to differ from run to run.
+fn shuffle<T>(items: &mut [T]) {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    let mut state = nanos ^ (u64::from(std::process::id()) << 32) | 1;
+    for i in (1..items.len()).rev() {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        items.swap(i, (state % (i as u64 + 1)) as usize);
+    }
 }
 
 /// One job of the bulk: its command line and the options filled for it.
@@ -104,7 +159,7 @@ struct Job {
 /// that take text filled the same way, each on its own as flux formats them.
 fn jobs(split: &Split, opts: &JobOpts) -> anyhow::Result<Vec<Job>> {
     let append = !template::has_input_fields(&split.template);
-    template::cross_product(&split.lists)
+    template::combinations(&split.lists)
         .into_iter()
         .enumerate()
         .map(|(seq, inputs)| {
@@ -125,11 +180,18 @@ fn jobs(split: &Split, opts: &JobOpts) -> anyhow::Result<Vec<Job>> {
 
 /// Run `fluxgate bulksubmit`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let mut split = split(&args.command, &mut read_lines)?;
+    let sep = args.sep.as_deref();
+    let mut split = split(&args.command, &mut |path| read_inputs(path, sep))?;
     if split.lists.is_empty() {
-        split.lists.push(read_lines("-")?);
+        split.lists.push(template::Group {
+            items: read_inputs("-", sep)?,
+            linked: Vec::new(),
+        });
     }
-    let jobs = jobs(&split, &args.opts)?;
+    let mut jobs = jobs(&split, &args.opts)?;
+    if args.shuffle {
+        shuffle(&mut jobs);
+    }
     let copies: Vec<Option<(u32, bool)>> = match args.copy.copies()? {
         Some((set, env)) => set.iter().map(|id| Some((id, env))).collect(),
         None => vec![None],
@@ -195,7 +257,44 @@ mod tests {
     fn splits_lists_and_files() {
         let s = split_of(&["echo", "{}", ":::", "1", "2", "::::", "f", ":::", "x"]);
         assert_eq!(s.template, v(&["echo", "{}"]));
-        assert_eq!(s.lists, vec![v(&["1", "2"]), v(&["f.1", "f.2"]), v(&["x"])]);
+        let one = |items: &[&str]| template::Group {
+            items: v(items),
+            linked: Vec::new(),
+        };
+        assert_eq!(
+            s.lists,
+            vec![one(&["1", "2"]), one(&["f.1", "f.2"]), one(&["x"])]
+        );
+    }
+
+    #[test]
+    fn linked_lists_attach_to_the_list_before() {
+        let s = split_of(&[
+            "echo", ":::", "1", "2", ":::+", "a", "::::+", "f", ":::", "x",
+        ]);
+        assert_eq!(s.lists.len(), 2);
+        assert_eq!(s.lists[0].items, v(&["1", "2"]));
+        assert_eq!(s.lists[0].linked, vec![v(&["a"]), v(&["f.1", "f.2"])]);
+        assert_eq!(s.lists[1].items, v(&["x"]));
+        // A leading :::+ has nothing to link to: a list of its own.
+        let s = split_of(&["echo", ":::+", "1"]);
+        assert_eq!(s.lists[0].items, v(&["1"]));
+    }
+
+    #[test]
+    fn inputs_split_by_lines_or_the_separator() {
+        assert_eq!(split_inputs("a b\nc\n\n", None), v(&["a b", "c"]));
+        assert_eq!(split_inputs("a b\n c\n", Some("none")), v(&["a", "b", "c"]));
+        assert_eq!(split_inputs("a,b,,c\n", Some(",")), v(&["a", "b", "c"]));
+    }
+
+    #[test]
+    fn shuffle_keeps_every_item() {
+        let mut items: Vec<u32> = (0..100).collect();
+        shuffle(&mut items);
+        let mut sorted = items.clone();
+        sorted.sort_unstable();
+        assert_eq!(sorted, (0..100).collect::<Vec<_>>());
     }
 
     fn commands(s: &Split) -> anyhow::Result<Vec<Vec<String>>> {

@@ -1,6 +1,7 @@
 //! The command template of `bulksubmit`: Python `str.format` replacement
 //! fields as flux-bulksubmit(1) uses them (`{}`, `{0}`, `{seq}`, `{seq1}`,
-//! `{cc}`), and the cross product of the input lists.
+//! `{cc}`, and the attributes `{.%}`, `{./}`, `{./%}`, `{.//}`, also with
+//! an index: `{1.%}`), and the combinations of the input lists.
 
 use thiserror::Error;
 
@@ -93,35 +94,113 @@ fn field(
     seq: usize,
     next: &mut usize,
 ) -> Result<String, TemplateError> {
-    let input = |i: usize| {
-        inputs
-            .get(i)
-            .cloned()
-            .ok_or(TemplateError::NoSuchInput(i, inputs.len()))
-    };
     match name {
-        "" => {
-            let i = *next;
-            *next += 1;
-            input(i)
-        }
-        "seq" => Ok(seq.to_string()),
-        "seq1" => Ok((seq + 1).to_string()),
-        "cc" => Ok("{cc}".to_string()),
-        n => match n.parse::<usize>() {
-            Ok(i) => input(i),
-            Err(_) => Err(TemplateError::Unknown(n.to_string())),
-        },
+        "seq" => return Ok(seq.to_string()),
+        "seq1" => return Ok((seq + 1).to_string()),
+        "cc" => return Ok("{cc}".to_string()),
+        _ => {}
     }
+    // `INDEX.ATTR`, either part may be empty (Python's auto-numbering).
+    let (index, attr) = match name.find('.') {
+        Some(dot) => (&name[..dot], Some(&name[dot + 1..])),
+        None => (name, None),
+    };
+    let i = if index.is_empty() {
+        let i = *next;
+        *next += 1;
+        i
+    } else {
+        index
+            .parse::<usize>()
+            .map_err(|_| TemplateError::Unknown(name.to_string()))?
+    };
+    let input = inputs
+        .get(i)
+        .ok_or(TemplateError::NoSuchInput(i, inputs.len()))?;
+    match attr {
+        None => Ok(input.clone()),
+        Some("%") => Ok(strip_extension(input).to_string()),
+        Some("/") => Ok(basename(input).to_string()),
+        Some("/%") => Ok(strip_extension(basename(input)).to_string()),
+        Some("//") => Ok(dirname(input).to_string()),
+        Some(_) => Err(TemplateError::Unknown(name.to_string())),
+    }
+}
+
+/// The last path component, as Python's `os.path.basename`.
+fn basename(s: &str) -> &str {
+    s.rsplit('/').next().unwrap_or(s)
+}
+
+/// All but the last path component, as Python's `os.path.dirname`.
+fn dirname(s: &str) -> &str {
+    match s.rfind('/') {
+        Some(i) => {
+            let head = &s[..i + 1];
+            match head.trim_end_matches('/') {
+                "" => head,
+                trimmed => trimmed,
+            }
+        }
+        None => "",
+    }
+}
+
+/// `s` without its extension, as Python's `os.path.splitext`: the last
+/// dot of the last component, unless the name only starts with dots.
+fn strip_extension(s: &str) -> &str {
+    let base_at = s.rfind('/').map_or(0, |i| i + 1);
+    let base = &s[base_at..];
+    match base.rfind('.') {
+        Some(dot) if base[..dot].chars().any(|c| c != '.') => &s[..base_at + dot],
+        _ => s,
+    }
+}
+
+/// An input list and the lists linked to it (`:::+`, `::::+`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Group {
+    /// Its own items.
+    pub items: Vec<String>,
+    /// Linked lists, each used one item per item of `items`, cycled.
+    pub linked: Vec<Vec<String>>,
+}
+
+/// Every combination of the groups: one item of each group's own list,
+/// the first group varying slowest, with each linked list's item of the
+/// same position (cycled when shorter). Inputs are numbered in the order
+/// the lists were given.
+pub fn combinations(groups: &[Group]) -> Vec<Vec<String>> {
+    let lists: Vec<Vec<Vec<String>>> = groups
+        .iter()
+        .map(|g| {
+            (0..g.items.len())
+                .map(|i| {
+                    let mut one = vec![g.items[i].clone()];
+                    one.extend(
+                        g.linked
+                            .iter()
+                            .filter(|l| !l.is_empty())
+                            .map(|l| l[i % l.len()].clone()),
+                    );
+                    one
+                })
+                .collect()
+        })
+        .collect();
+    cross_product(&lists)
+        .into_iter()
+        .map(|parts| parts.concat())
+        .collect()
 }
 
 /// Every combination of one item from each list, the first list varying
 /// slowest (as flux and GNU parallel order them). No lists: no combination.
-pub fn cross_product(lists: &[Vec<String>]) -> Vec<Vec<String>> {
+pub fn cross_product<T: Clone>(lists: &[Vec<T>]) -> Vec<Vec<T>> {
     if lists.is_empty() {
         return Vec::new();
     }
-    let mut combos: Vec<Vec<String>> = vec![Vec::new()];
+    let mut combos: Vec<Vec<T>> = vec![Vec::new()];
     for list in lists {
         combos = combos
             .iter()
@@ -165,6 +244,19 @@ mod tests {
             (&["x{seq}-{seq1}"], &[], 4, &["x4-5"]),
             (&["{cc}:{}"], &["a"], 0, &["{cc}:a"]),
             (&["{{}}", "{0}.out"], &["f"], 0, &["{}", "f.out"]),
+            (
+                &["{.%}", "{./}", "{./%}", "{.//}"],
+                &["d/e/x.tar.gz", "a/b.c", "p/q.r", "/s/t"],
+                0,
+                &["d/e/x.tar", "b.c", "q", "/s"],
+            ),
+            (&["{1.%}", "{0./}"], &["a/b", "c.d"], 0, &["c", "b"]),
+            (
+                &["{.%}", "{./%}", "{.//}"],
+                &[".bashrc", "x/.y", "f"],
+                0,
+                &[".bashrc", ".y", ""],
+            ),
         ];
         for (args, inputs, seq, want) in table {
             assert_eq!(fill_all(args, inputs, *seq).unwrap(), v(want), "{args:?}");
@@ -203,6 +295,31 @@ mod tests {
     }
 
     #[test]
+    fn linked_lists_pair_up_and_cycle() {
+        let g = |items: &[&str], linked: &[&[&str]]| Group {
+            items: v(items),
+            linked: linked.iter().map(|l| v(l)).collect(),
+        };
+        // flux: echo {0} {1} ::: 1 2 :::+ 3 4  ->  1 3, 2 4
+        assert_eq!(
+            combinations(&[g(&["1", "2"], &[&["3", "4"]])]),
+            vec![v(&["1", "3"]), v(&["2", "4"])]
+        );
+        // A shorter linked list is cycled; other lists still combine.
+        assert_eq!(
+            combinations(&[g(&["1", "2", "3"], &[&["a"]]), g(&["x", "y"], &[])]),
+            vec![
+                v(&["1", "a", "x"]),
+                v(&["1", "a", "y"]),
+                v(&["2", "a", "x"]),
+                v(&["2", "a", "y"]),
+                v(&["3", "a", "x"]),
+                v(&["3", "a", "y"]),
+            ]
+        );
+    }
+
+    #[test]
     fn cross_product_first_list_slowest() {
         let got = cross_product(&[v(&["1", "2"]), v(&["3", "4"])]);
         assert_eq!(
@@ -214,7 +331,7 @@ mod tests {
                 v(&["2", "4"])
             ]
         );
-        assert!(cross_product(&[]).is_empty());
+        assert!(cross_product::<String>(&[]).is_empty());
         assert!(cross_product(&[v(&["a"]), vec![]]).is_empty());
     }
 }
