@@ -148,19 +148,12 @@ fn parse_user(u: &str) -> anyhow::Result<Option<u32>> {
     }
 }
 
-/// Run `fluxgate jobs`.
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let fmt = match args.fmt.prepare(args.json, args.queue.as_deref())? {
-        crate::jobfmt::cli::Prepared::Format(f) => f,
-        crate::jobfmt::cli::Prepared::Done(code) => return Ok(code),
-    };
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs_f64())
-        .unwrap_or_default();
+/// The states and results `-f STATE|RESULT,...` names, as flux-jobs(1)
+/// reads them: a result selects inactive jobs with that result.
+pub fn parse_filters(filters: &[String]) -> anyhow::Result<(StateMask, Vec<String>)> {
     let mut mask = StateMask::EMPTY;
     let mut results = Vec::new();
-    for f in args.filter.iter().filter(|f| !f.is_empty()) {
+    for f in filters.iter().filter(|f| !f.is_empty()) {
         if let Ok(m) = f.parse::<StateMask>() {
             mask |= m;
         } else if let Ok(r) = f.parse::<JobResult>() {
@@ -172,6 +165,20 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             bail!("invalid filter specified: {f}");
         }
     }
+    Ok((mask, results))
+}
+
+/// Run `fluxgate jobs`.
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let fmt = match args.fmt.prepare(args.json, args.queue.as_deref())? {
+        crate::jobfmt::cli::Prepared::Format(f) => f,
+        crate::jobfmt::cli::Prepared::Done(code) => return Ok(code),
+    };
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or_default();
+    let (mut mask, results) = parse_filters(&args.filter)?;
     let since = match &args.since {
         Some(w) => {
             let t = match w.strip_prefix('-') {

@@ -43,22 +43,23 @@ pub fn combine(nodes: Vec<Node>) -> Vec<Node> {
         .collect()
 }
 
-/// The tree, one line each: under a `.` root, or with each job's details
-/// before its branch (and no root) when `header` is given.
-pub fn render(roots: &[Node], header: Option<&str>) -> Vec<String> {
+/// The tree, one line each: the header (when details are shown; a blank
+/// one, as `-n` gives, only sets the width of the root's columns), then
+/// the `root` line when there is one, the jobs below it on branches;
+/// without a root the top-level jobs have no branches.
+pub fn render(roots: &[Node], header: Option<&str>, root: Option<&str>) -> Vec<String> {
     let mut out = Vec::new();
-    match header {
-        Some(h) => {
-            if !h.is_empty() {
-                out.push(h.to_string());
-            }
-            draw(roots, "", true, &mut out);
-        }
-        None => {
-            out.push(".".to_string());
-            draw(roots, "", false, &mut out);
-        }
+    if let Some(h) = header.filter(|h| !h.trim().is_empty()) {
+        out.push(h.to_string());
     }
+    if let Some(r) = root {
+        // Details columns are blank for the enclosing instance.
+        out.push(match header {
+            Some(h) => format!("{:w$} {r}", "", w = h.chars().count()),
+            None => r.to_string(),
+        });
+    }
+    draw(roots, "", root.is_none(), &mut out);
     out
 }
 
@@ -109,7 +110,7 @@ mod tests {
             leaf("hostname:CD"),
         ];
         assert_eq!(
-            render(&combine(roots), None),
+            render(&combine(roots), None, Some(".")),
             [
                 ".",
                 "├── flux",
@@ -120,7 +121,8 @@ mod tests {
                 "└── hostname:CD",
             ]
         );
-        assert_eq!(render(&[], None), ["."]);
+        assert_eq!(render(&[], None, Some(".")), ["."]);
+        assert_eq!(render(&[leaf("a"), leaf("b")], None, None), ["a", "b"]);
     }
 
     #[test]
@@ -155,7 +157,7 @@ mod tests {
             ],
         }];
         assert_eq!(
-            render(&roots, Some("HDR")),
+            render(&roots, Some("HDR"), None),
             ["HDR", "  A flux", "  B ├── sleep", "  C └── sleep"]
         );
     }
