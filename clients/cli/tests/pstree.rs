@@ -68,7 +68,10 @@ fn jobs_and_nested_instances_as_a_tree() {
     // -p puts the id before parents' labels; --skip-root=yes drops the `.`.
     let pids = section("pids");
     assert_eq!(pids.len(), 3, "{pids:?}");
-    assert!(pids[0].starts_with('ƒ') && pids[0].ends_with(" outer"), "{pids:?}");
+    assert!(
+        pids[0].starts_with('ƒ') && pids[0].ends_with(" outer"),
+        "{pids:?}"
+    );
     assert_eq!(pids[1], "└── inner");
     assert_eq!(pids[2], "single");
     assert_eq!(section("filter"), [".", "└── done"], "{stdout} {stderr}");
@@ -81,7 +84,8 @@ fn jobs_and_nested_instances_as_a_tree() {
     assert_eq!(section("count"), ["done:CD"], "{stdout} {stderr}");
     let bad = section("bad");
     assert!(
-        bad.iter().any(|l| l.contains("Unknown --details format 'nosuch'")),
+        bad.iter()
+            .any(|l| l.contains("Unknown --details format 'nosuch'")),
         "{bad:?}"
     );
     assert!(bad.iter().any(|l| l == "exit 1"), "{bad:?}");

@@ -168,6 +168,21 @@ pub fn parse_filters(filters: &[String]) -> anyhow::Result<(StateMask, Vec<Strin
     Ok((mask, results))
 }
 
+/// The time `--since=WHEN` names: seconds since the epoch, or `-FSD`
+/// before `now`; a time in the future is refused.
+pub fn parse_since(w: &str, now: f64) -> anyhow::Result<f64> {
+    let t = match w.strip_prefix('-') {
+        Some(d) => now - parse_fsd(d).map_err(|e| anyhow!("--since={w}: {e}"))?,
+        None => w
+            .parse::<f64>()
+            .map_err(|_| anyhow!("--since={w}: expected seconds since the epoch or -DURATION"))?,
+    };
+    if t > now {
+        bail!("--since={w} appears to be in the future");
+    }
+    Ok(t)
+}
+
 /// Run `fluxgate jobs`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let fmt = match args.fmt.prepare(args.json, args.queue.as_deref())? {
@@ -179,21 +194,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .map(|d| d.as_secs_f64())
         .unwrap_or_default();
     let (mut mask, results) = parse_filters(&args.filter)?;
-    let since = match &args.since {
-        Some(w) => {
-            let t = match w.strip_prefix('-') {
-                Some(d) => now - parse_fsd(d).map_err(|e| anyhow!("--since={w}: {e}"))?,
-                None => w.parse::<f64>().map_err(|_| {
-                    anyhow!("--since={w}: expected seconds since the epoch or -DURATION")
-                })?,
-            };
-            if t > now {
-                bail!("--since={w} appears to be in the future");
-            }
-            Some(t)
-        }
-        None => None,
-    };
+    let since = args
+        .since
+        .as_deref()
+        .map(|w| parse_since(w, now))
+        .transpose()?;
     if args.all || args.all_users || (since.is_some() && args.filter.is_empty()) {
         mask |= StateMask::ACTIVE | JobState::Inactive;
     }

@@ -1,6 +1,7 @@
 //! `fluxgate watch`: follow the output of many jobs until all have ended,
 //! as flux-watch(1), and exit with the largest of their exit codes. Jobs
-//! are given by id, or chosen with `--active`, `--all` or `--filter`.
+//! are given by id, or chosen with `--active`, `--all`, `--filter` or
+//! `--since`, at most `--count` of them.
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -27,9 +28,16 @@ pub struct Args {
     /// Watch all of your jobs, inactive ones too.
     #[arg(short = 'A', long, conflicts_with = "filter")]
     all: bool,
-    /// Watch your jobs in these states (names or letters).
-    #[arg(short = 'f', long, value_name = "STATES", value_delimiter = ',')]
+    /// Watch your jobs with these states or results (comma separated).
+    #[arg(short = 'f', long, value_name = "STATE|RESULT", value_delimiter = ',')]
     filter: Vec<String>,
+    /// Watch at most N jobs (0: no limit).
+    #[arg(short = 'c', long, value_name = "N", default_value_t = 1000)]
+    count: u32,
+    /// Only jobs active since WHEN (seconds since the epoch or -FSD ago);
+    /// implies --all unless --filter is given.
+    #[arg(long, value_name = "WHEN", allow_hyphen_values = true)]
+    since: Option<String>,
     /// Show a progress bar of jobs that have ended.
     #[arg(long)]
     progress: bool,
@@ -37,34 +45,51 @@ pub struct Args {
     ids: Vec<String>,
 }
 
-/// The job states to select, or `None` when ids are given.
-fn selection(args: &Args) -> anyhow::Result<Option<StateMask>> {
-    let chosen = args.active || args.all || !args.filter.is_empty();
+/// Which of the caller's jobs to watch, when no ids are given.
+#[derive(Debug, PartialEq)]
+struct Selection {
+    states: StateMask,
+    results: Vec<String>,
+    since: Option<f64>,
+}
+
+/// The jobs to select, or `None` when ids are given.
+fn selection(args: &Args, now: f64) -> anyhow::Result<Option<Selection>> {
+    let chosen = args.active || args.all || !args.filter.is_empty() || args.since.is_some();
     match (chosen, args.ids.is_empty()) {
-        (true, false) => bail!("job ids cannot be combined with --active, --all or --filter"),
-        (false, true) => bail!("give job ids or one of --active, --all, --filter"),
+        (true, false) => {
+            bail!("job ids cannot be combined with --active, --all, --filter or --since")
+        }
+        (false, true) => bail!("give job ids or one of --active, --all, --filter, --since"),
         (false, false) => Ok(None),
         (true, true) => {
+            let since = args
+                .since
+                .as_deref()
+                .map(|w| crate::cmd::jobs::parse_since(w, now))
+                .transpose()?;
+            let (mut states, results) = crate::cmd::jobs::parse_filters(&args.filter)?;
             if args.active {
-                return Ok(Some(StateMask::ACTIVE));
+                states = StateMask::ACTIVE;
+            } else if args.all || (since.is_some() && args.filter.is_empty()) {
+                states = StateMask::ALL;
             }
-            if args.all {
-                return Ok(Some(StateMask::ALL));
-            }
-            let mut mask = StateMask::EMPTY;
-            for s in args.filter.iter().filter(|s| !s.is_empty()) {
-                mask |= s
-                    .parse::<StateMask>()
-                    .map_err(|e| anyhow::anyhow!("--filter: {e}"))?;
-            }
-            Ok(Some(mask))
+            Ok(Some(Selection {
+                states,
+                results,
+                since,
+            }))
         }
     }
 }
 
 /// Run `fluxgate watch`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let select = selection(&args)?;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or_default();
+    let select = selection(&args, now)?;
     let given = args
         .ids
         .iter()
@@ -74,10 +99,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         let mut inst = client::connect().await?;
         let mut ids = match select {
             None => given,
-            Some(mask) => {
+            Some(sel) => {
                 let request = pb::ListRequest {
-                    states: mask.bits(),
+                    states: sel.states.bits(),
                     userid: Some(client::my_uid()),
+                    results: sel.results,
+                    since: sel.since,
+                    max_entries: args.count,
                     ..Default::default()
                 };
                 crate::cmd::jobs::list_all(&mut inst, request)
@@ -147,8 +175,10 @@ async fn follow(inst: &mut Instance, id: JobId) -> anyhow::Result<Outcome> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use clap::Parser;
+    use fluxgate_shared::JobState;
+
+    use super::*;
 
     #[derive(Parser)]
     struct Cli {
@@ -157,8 +187,12 @@ mod tests {
     }
 
     fn select(argv: &[&str]) -> anyhow::Result<Option<StateMask>> {
+        Ok(selected(argv)?.map(|s| s.states))
+    }
+
+    fn selected(argv: &[&str]) -> anyhow::Result<Option<Selection>> {
         let cli = Cli::try_parse_from(std::iter::once("watch").chain(argv.iter().copied()))?;
-        selection(&cli.args)
+        selection(&cli.args, 1000.0)
     }
 
     #[test]
@@ -173,5 +207,17 @@ mod tests {
         assert!(select(&[]).is_err());
         assert!(select(&["--all", "f1"]).is_err());
         assert!(select(&["--all", "--active"]).is_err());
+    }
+
+    #[test]
+    fn results_and_since_select_as_flux_jobs() {
+        let s = selected(&["-f", "failed,running"]).unwrap().unwrap();
+        assert_eq!(s.results, ["F"]);
+        assert!(s.states.contains(JobState::Run));
+        assert!(s.states.contains(JobState::Inactive));
+        let s = selected(&["--since=-100"]).unwrap().unwrap();
+        assert_eq!((s.states, s.since), (StateMask::ALL, Some(900.0)));
+        assert!(selected(&["--since=2000"]).is_err(), "in the future");
+        assert!(selected(&["--since=-1m", "f1"]).is_err());
     }
 }
