@@ -1,4 +1,5 @@
-//! `fluxgate submit --dry-run`: the jobspec is printed and nothing is contacted.
+//! `fluxgate submit --dry-run` (and run, batch, alloc): the jobspec is
+//! printed and nothing is contacted.
 
 use std::process::{Command, Output};
 
@@ -6,8 +7,13 @@ use serde_json::Value;
 
 /// Run `fluxgate submit --dry-run ARGS` with an instance URI nobody listens on.
 fn dry_run(args: &[&str]) -> Output {
+    dry_run_of("submit", args)
+}
+
+/// Run `fluxgate CMD --dry-run ARGS` the same way.
+fn dry_run_of(cmd: &str, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_fluxgate"))
-        .arg("submit")
+        .arg(cmd)
         .arg("--dry-run")
         .args(args)
         // A closed port: contacting it would fail the command.
@@ -59,4 +65,19 @@ fn one_jobspec_per_copy_with_cc_substituted() {
 fn a_bad_option_fails_before_anything_is_sent() {
     let out = dry_run(&["-t", "nonsense", "true"]);
     assert!(!out.status.success());
+}
+
+#[test]
+fn run_batch_and_alloc_print_their_jobspec_too() {
+    let run = jobspecs(&dry_run_of("run", &["-n2", "true"]));
+    assert_eq!(run[0]["tasks"][0]["command"], serde_json::json!(["true"]));
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("job.sh");
+    std::fs::write(&script, "#!/bin/sh\n# flux: --job-name=scripted\nhostname\n").unwrap();
+    let batch = jobspecs(&dry_run_of("batch", &["-N2", script.to_str().unwrap()]));
+    assert_eq!(batch[0]["resources"][0]["count"], 2);
+    assert_eq!(batch[0]["attributes"]["system"]["job"]["name"], "scripted");
+    assert_eq!(batch[0]["tasks"][0]["count"]["total"], 2, "one broker a node");
+    let alloc = jobspecs(&dry_run_of("alloc", &["-N1"]));
+    assert_eq!(alloc[0]["attributes"]["system"]["job"]["name"], "alloc");
 }

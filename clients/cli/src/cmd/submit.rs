@@ -111,6 +111,9 @@ pub struct SubmitArgs {
 pub struct RunArgs {
     #[command(flatten)]
     opts: JobOpts,
+    /// Print the jobspec JSON instead of running the job, and exit.
+    #[arg(long = "dry-run")]
+    dry_run: bool,
     /// Command and arguments.
     #[arg(required = true, trailing_var_arg = true, value_name = "COMMAND")]
     command: Vec<String>,
@@ -551,6 +554,10 @@ fn dry_run(args: &SubmitArgs, copies: Option<&(IdSet, bool)>) -> anyhow::Result<
 /// Run `fluxgate run`: submit, then stream output and exit as the job did.
 pub fn run_run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let req = args.opts.request(&args.command, None)?;
+    if args.dry_run {
+        println!("{}", req.jobspec);
+        return Ok(ExitCode::SUCCESS);
+    }
     client::block_on(async {
         let mut inst = client::connect().await?;
         let id = submit_one(&mut inst, req).await?;

@@ -33,6 +33,15 @@ pub fn run_batch(args: BatchArgs) -> anyhow::Result<ExitCode> {
         "--".into(),
     ];
     command.extend(script_args);
+    if args.dry_run {
+        // No instance is needed to show what would be submitted.
+        let uri = client::uri().unwrap_or_default();
+        println!(
+            "{}",
+            args.opts.instance_request(&command, &uri, &name)?.jobspec
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
     let uri = client::uri()?;
     let req = args.opts.instance_request(&command, &uri, &name)?;
     client::block_on(async {
@@ -50,6 +59,14 @@ pub fn run_batch(args: BatchArgs) -> anyhow::Result<ExitCode> {
 pub fn run_alloc(args: AllocArgs) -> anyhow::Result<ExitCode> {
     let exe = std::env::current_exe().context("cannot find the fluxgate executable")?;
     let command = vec![exe.to_string_lossy().into_owned(), "instance".into()];
+    if args.dry_run {
+        let uri = client::uri().unwrap_or_default();
+        println!(
+            "{}",
+            args.opts.instance_request(&command, &uri, "alloc")?.jobspec
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
     let uri = client::uri()?;
     let req = args.opts.instance_request(&command, &uri, "alloc")?;
     let rt = client::runtime()?;

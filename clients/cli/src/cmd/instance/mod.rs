@@ -81,6 +81,9 @@ pub struct BatchArgs {
     /// Do not print the job id.
     #[arg(long)]
     quiet: bool,
+    /// Print the jobspec JSON instead of submitting, and exit.
+    #[arg(long = "dry-run")]
+    dry_run: bool,
     /// The batch script (run by the new instance's rank 0) and its arguments.
     #[arg(required = true, trailing_var_arg = true, value_name = "SCRIPT")]
     script: Vec<String>,
@@ -102,6 +105,9 @@ impl BatchArgs {
 pub struct AllocArgs {
     #[command(flatten)]
     opts: JobOpts,
+    /// Print the jobspec JSON instead of submitting, and exit.
+    #[arg(long = "dry-run")]
+    dry_run: bool,
     /// Command to run in the new instance (default: $SHELL).
     #[arg(trailing_var_arg = true, value_name = "CMD")]
     command: Vec<String>,
