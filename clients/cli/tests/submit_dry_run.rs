@@ -73,11 +73,18 @@ fn run_batch_and_alloc_print_their_jobspec_too() {
     assert_eq!(run[0]["tasks"][0]["command"], serde_json::json!(["true"]));
     let dir = tempfile::tempdir().unwrap();
     let script = dir.path().join("job.sh");
-    std::fs::write(&script, "#!/bin/sh\n# flux: --job-name=scripted\nhostname\n").unwrap();
+    std::fs::write(
+        &script,
+        "#!/bin/sh\n# flux: --job-name=scripted\nhostname\n",
+    )
+    .unwrap();
     let batch = jobspecs(&dry_run_of("batch", &["-N2", script.to_str().unwrap()]));
     assert_eq!(batch[0]["resources"][0]["count"], 2);
     assert_eq!(batch[0]["attributes"]["system"]["job"]["name"], "scripted");
-    assert_eq!(batch[0]["tasks"][0]["count"]["total"], 2, "one broker a node");
+    assert_eq!(
+        batch[0]["tasks"][0]["count"]["total"], 2,
+        "one broker a node"
+    );
     let alloc = jobspecs(&dry_run_of("alloc", &["-N1"]));
     assert_eq!(alloc[0]["attributes"]["system"]["job"]["name"], "alloc");
 }

@@ -7,6 +7,7 @@
 //! JSON object per line; a figure that cannot be measured is `null`.
 //! The workloads and their figures are described in [`HELP`].
 
+mod compare;
 mod failover;
 mod figures;
 mod held;
@@ -192,6 +193,14 @@ pub struct Args {
     /// Write every acknowledged job id of a failover run to FILE.
     #[arg(long, value_name = "FILE")]
     acked_file: Option<std::path::PathBuf>,
+    /// Run the same real workload on HyperQueue (the `hq` binary at PATH)
+    /// after each run, and print its rate and the ratio.
+    #[arg(long, value_name = "PATH")]
+    compare_hq: Option<std::path::PathBuf>,
+    /// Run the same real or sim workload on Flux (the `flux` binary at
+    /// PATH) after each run, and print its rate and the ratio.
+    #[arg(long, value_name = "PATH")]
+    compare_flux: Option<std::path::PathBuf>,
     /// One JSON object per run instead of a table.
     #[arg(long)]
     json: bool,
@@ -238,6 +247,12 @@ impl Args {
         }
         if !self.nodes.is_empty() && !matches!(self.workload, Workload::Sim | Workload::Nodes) {
             bail!("--nodes applies to the sim and nodes workloads only");
+        }
+        if self.compare_hq.is_some() && self.workload != Workload::Real {
+            bail!("--compare-hq applies to the real workload only: HyperQueue runs real tasks");
+        }
+        if self.compare_flux.is_some() && !matches!(self.workload, Workload::Real | Workload::Sim) {
+            bail!("--compare-flux applies to the real and sim workloads only");
         }
         let jobs = if self.jobs.is_empty() {
             vec![self.workload.default_jobs()]
@@ -499,6 +514,33 @@ async fn run_cases(
             table.header_once(loadavg);
         }
         output::emit(mode, &fig)?;
+        for peer in args.peers() {
+            let theirs = compare::run(
+                &peer,
+                args.workload.name(),
+                case.jobs,
+                case.nodes.unwrap_or(1),
+            )
+            .await?;
+            let ours = fig.jobs_per_sec.unwrap_or(0.0);
+            if args.json {
+                let mut row = theirs.json();
+                row["ratio"] = serde_json::json!(ours / theirs.jobs_per_sec());
+                println!("{row}");
+            } else {
+                println!("{}", theirs.line());
+                println!("{}", theirs.ratio_line(ours));
+            }
+        }
     }
     Ok(())
+}
+
+impl Args {
+    /// The job managers to measure beside Fluxgate.
+    fn peers(&self) -> Vec<compare::Peer> {
+        let hq = self.compare_hq.clone().map(compare::Peer::HyperQueue);
+        let flux = self.compare_flux.clone().map(compare::Peer::Flux);
+        hq.into_iter().chain(flux).collect()
+    }
 }
