@@ -331,6 +331,31 @@ impl Pool {
             .fold((0, 0), |(n, c), (node, _)| (n + 1, c + node.cores.count()))
     }
 
+    /// The up nodes that could ever hold a slot of `req` (those its
+    /// constraint matches, with the gpus a slot asks), with their cores;
+    /// `None` when that is every node.
+    pub fn hosts_for(&self, req: &AllocRequest) -> Option<Vec<(u32, u64)>> {
+        if req.constraint.is_none() && req.gpus_per_slot == 0 {
+            return None;
+        }
+        let allowed = req
+            .constraint
+            .as_ref()
+            .map(|c| c.matching_ranks(&self.inventory));
+        let hosts = self
+            .inventory
+            .nodes
+            .iter()
+            .zip(&self.state)
+            .filter(|(n, s)| {
+                s.up && allowed.as_ref().is_none_or(|a| a.contains(n.rank))
+                    && n.gpus.count() >= u64::from(req.gpus_per_slot)
+            })
+            .map(|(n, _)| (n.rank, n.cores.count()))
+            .collect();
+        Some(hosts)
+    }
+
     /// The cores of every node, when all nodes have as many.
     pub fn uniform_cores(&self) -> Option<u64> {
         let mut shapes = self.shapes.keys().map(|(cores, _)| *cores);

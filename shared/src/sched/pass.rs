@@ -194,7 +194,16 @@ pub fn pass<'a>(
         if held.len() < depth {
             let need = plan.need(job.req);
             let d = job.duration.unwrap_or(f64::INFINITY);
-            let Some(t) = plan.earliest(now, d, need) else {
+            // A job only some nodes can hold waits for those: counting
+            // the whole pool would reserve it now, and hold back jobs that
+            // could use the others.
+            let t = match pool.hosts_for(job.req) {
+                Some(hosts) => plan
+                    .earliest_on(&hosts, now, d, need)
+                    .and_then(|t| plan.earliest(t, d, need)),
+                None => plan.earliest(now, d, need),
+            };
+            let Some(t) = t else {
                 break;
             };
             held.push(plan.reserve(t, d, need));
@@ -445,6 +454,49 @@ mod tests {
         );
         assert!(matches!(out[0], Decision::Refuse { id: 1, .. }));
         assert_eq!(started(&out), [2]);
+    }
+
+    #[test]
+    fn a_job_waiting_for_some_nodes_holds_back_only_those() {
+        // Nodes 0-1 are "debug" and busy until 100; 2-3 are free.
+        let mut p = pool(4);
+        p.add_property("debug", &IdSet::from_range(0, 1)).unwrap();
+        let mut plan = Plan::new(&p);
+        let mut debug = whole(2);
+        debug.constraint = Some(
+            crate::rset::Constraint::from_json(&serde_json::json!({"properties": ["debug"]}))
+                .unwrap(),
+        );
+        let mut busy = whole(2);
+        busy.constraint = debug.constraint.clone();
+        let a = p.alloc(&busy).unwrap();
+        plan.start(1, &a, Some(100.0));
+        let two = whole(2);
+        let jobs = [
+            Pending {
+                id: 2,
+                req: &debug,
+                duration: Some(50.0),
+            },
+            Pending {
+                id: 3,
+                req: &two,
+                duration: Some(1000.0),
+            },
+        ];
+        let out = pass(
+            Policy::Easy,
+            Reserve::ToDepth,
+            Some(&mut plan),
+            &mut p,
+            0.0,
+            jobs,
+        );
+        assert!(
+            out.contains(&Decision::Estimate { id: 2, t: 100.0 }),
+            "{out:?}"
+        );
+        assert_eq!(started(&out), [3], "the free nodes are not the debug job's");
     }
 
     #[test]

@@ -255,6 +255,32 @@ impl Plan {
         }
     }
 
+    /// As [`Plan::earliest`], on `hosts` (rank, cores) alone: for a request
+    /// that only some nodes can hold (a constraint, gpus), when enough of
+    /// those are idle, as the running jobs' limits say. Reservations are
+    /// not counted; O(hosts), made only for such a request when it waits.
+    pub fn earliest_on(
+        &self,
+        hosts: &[(u32, u64)],
+        now: f64,
+        duration: f64,
+        need: Need,
+    ) -> Option<f64> {
+        let total: u64 = hosts.iter().map(|h| h.1).sum();
+        let most = hosts.iter().map(|h| h.1).max().unwrap_or(1).max(1) as i64;
+        if (hosts.len() as i64) < need.nodes || (total as i64) < need.cores {
+            return None;
+        }
+        let mut idle = Profile::new(hosts.len() as i64);
+        for (rank, _) in hosts {
+            if let Some(end) = self.on_node.get(rank).and_then(|e| e.iter().max()) {
+                idle.take(0.0, f64::from_bits(*end), 1);
+            }
+        }
+        let nodes = need.nodes.max((need.cores + most - 1) / most);
+        idle.earliest(now, duration, nodes)
+    }
+
     /// Idle nodes that hold `need`'s cores too, while cores are idle nodes
     /// times the cores of each.
     fn as_nodes(&self, need: Need) -> i64 {
