@@ -132,9 +132,10 @@ impl Drop for Reaped {
     }
 }
 
-fn spawn(program: &Path, args: &[&str]) -> anyhow::Result<Reaped> {
+fn spawn(program: &Path, args: &[&str], cwd: &Path) -> anyhow::Result<Reaped> {
     let child = Command::new(program)
         .args(args)
+        .current_dir(cwd)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -144,9 +145,10 @@ fn spawn(program: &Path, args: &[&str]) -> anyhow::Result<Reaped> {
     Ok(Reaped(child))
 }
 
-async fn output(program: &Path, args: &[&str]) -> anyhow::Result<std::process::Output> {
+async fn output(program: &Path, args: &[&str], cwd: &Path) -> anyhow::Result<std::process::Output> {
     Command::new(program)
         .args(args)
+        .current_dir(cwd)
         .stdin(Stdio::null())
         .output()
         .await
@@ -167,8 +169,11 @@ async fn wait_for(what: &str, mut ready: impl AsyncFnMut() -> bool) -> anyhow::R
 
 /// Seconds HyperQueue takes to run an array of `jobs` `true` tasks.
 async fn hyperqueue(hq: &Path, jobs: u64) -> anyhow::Result<f64> {
+    // The server directory, and the working directory of every hq
+    // command: tasks write their job-N/ output files there, not here.
     let dir = tempfile::tempdir().context("cannot make a server directory")?;
-    let sd = dir.path().to_string_lossy().into_owned();
+    let cwd = dir.path();
+    let sd = cwd.join("server").to_string_lossy().into_owned();
     let global = ["--server-dir", sd.as_str()];
     let with = |rest: &[&str]| -> Vec<String> {
         global
@@ -178,19 +183,27 @@ async fn hyperqueue(hq: &Path, jobs: u64) -> anyhow::Result<f64> {
             .collect()
     };
     let args = with(&["server", "start"]);
-    let _server = spawn(hq, &args.iter().map(String::as_str).collect::<Vec<_>>())?;
+    let _server = spawn(
+        hq,
+        &args.iter().map(String::as_str).collect::<Vec<_>>(),
+        cwd,
+    )?;
     let info = with(&["server", "info"]);
     wait_for("the HyperQueue server", async || {
         let a: Vec<&str> = info.iter().map(String::as_str).collect();
-        output(hq, &a).await.is_ok_and(|o| o.status.success())
+        output(hq, &a, cwd).await.is_ok_and(|o| o.status.success())
     })
     .await?;
     let args = with(&["worker", "start"]);
-    let _worker = spawn(hq, &args.iter().map(String::as_str).collect::<Vec<_>>())?;
+    let _worker = spawn(
+        hq,
+        &args.iter().map(String::as_str).collect::<Vec<_>>(),
+        cwd,
+    )?;
     let list = with(&["--output-mode", "json", "worker", "list"]);
     wait_for("a HyperQueue worker", async || {
         let a: Vec<&str> = list.iter().map(String::as_str).collect();
-        match output(hq, &a).await {
+        match output(hq, &a, cwd).await {
             Ok(o) if o.status.success() => serde_json::from_slice::<Value>(&o.stdout)
                 .ok()
                 .and_then(|v| v.as_array().map(|w| !w.is_empty()))
@@ -202,10 +215,20 @@ async fn hyperqueue(hq: &Path, jobs: u64) -> anyhow::Result<f64> {
     let array = format!("1-{jobs}");
     let submit = with(&["submit", "--array", &array, "--wait", "--", "true"]);
     let started = Instant::now();
-    let out = output(hq, &submit.iter().map(String::as_str).collect::<Vec<_>>()).await?;
+    let out = output(
+        hq,
+        &submit.iter().map(String::as_str).collect::<Vec<_>>(),
+        cwd,
+    )
+    .await?;
     let elapsed = started.elapsed().as_secs_f64();
     let stop = with(&["server", "stop"]);
-    let _ = output(hq, &stop.iter().map(String::as_str).collect::<Vec<_>>()).await;
+    let _ = output(
+        hq,
+        &stop.iter().map(String::as_str).collect::<Vec<_>>(),
+        cwd,
+    )
+    .await;
     if !out.status.success() {
         bail!(
             "hq submit failed: {}",
@@ -232,7 +255,8 @@ async fn flux_run(flux: &Path, workload: &str, jobs: u64, nodes: u32) -> anyhow:
          t1=$(date +%s.%N); echo \"elapsed $t0 $t1\""
     );
     let size = format!("--test-size={size}");
-    let out = output(flux, &["start", &size, "sh", "-c", &script]).await?;
+    let dir = tempfile::tempdir().context("cannot make a working directory")?;
+    let out = output(flux, &["start", &size, "sh", "-c", &script], dir.path()).await?;
     if !out.status.success() {
         bail!(
             "flux start failed: {}",
