@@ -155,10 +155,15 @@ pub(crate) fn show_output(ev: &Event) {
 
 /// Stream the job's output and exit as flux run does.
 pub async fn attach(inst: &mut Instance, id: JobId) -> anyhow::Result<ExitCode> {
-    let mut main = watch(inst, id, "eventlog", true, false).await?;
+    // Both watches open at once: the output's is not a round trip later.
     let mut out_inst = inst.clone();
+    let (main, out) = tokio::join!(
+        watch(inst, id, "eventlog", true, false),
+        watch(&mut out_inst, id, "output", true, true)
+    );
+    let mut main = main?;
     let output = tokio::spawn(async move {
-        if let Ok(mut s) = watch(&mut out_inst, id, "output", true, true).await {
+        if let Ok(mut s) = out {
             while let Ok(Some(line)) = next(&mut s).await {
                 if let Ok(ev) = client::parse_event(&line.line) {
                     show_output(&ev);
