@@ -9,6 +9,8 @@ pub mod plan;
 pub mod profile;
 pub mod simulate;
 pub mod swf;
+#[cfg(test)]
+mod testkit;
 
 pub use pass::{Decision, Pending, Policy, RESERVATION_DEPTH, Reserve, UnknownPolicy, pass};
 pub use plan::{Need, Plan};

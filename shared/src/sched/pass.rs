@@ -230,22 +230,21 @@ fn start(plan: &mut Plan, now: f64, job: Pending<'_>, r: &ResourceSet) {
 mod tests {
     use super::*;
     use crate::IdSet;
-    use crate::rset::Node;
+    use crate::sched::testkit::{pool, whole};
 
-    fn pool(nodes: u32) -> Pool {
-        Pool::new(
-            ResourceSet::from_nodes(
-                (0..nodes).map(|r| Node::new(r, None, IdSet::from_range(0, 3), IdSet::new())),
-            )
-            .unwrap(),
-        )
+    fn job(id: u64, req: &AllocRequest, duration: Option<f64>) -> Pending<'_> {
+        Pending { id, req, duration }
     }
 
-    fn whole(n: u32) -> AllocRequest {
-        let mut r = AllocRequest::slots(n, 4);
-        r.nnodes = n;
-        r.exclusive = true;
-        r
+    /// A pass making every reservation, as the job manager runs it.
+    fn run<'a>(
+        policy: Policy,
+        plan: &mut Plan,
+        pool: &mut Pool,
+        now: f64,
+        jobs: impl IntoIterator<Item = Pending<'a>>,
+    ) -> Vec<Decision> {
+        pass(policy, Reserve::ToDepth, Some(plan), pool, now, jobs)
     }
 
     /// A 4-node pool with job 1 on nodes 0-2 until 100.
@@ -271,48 +270,18 @@ mod tests {
         let (mut p, mut plan) = three_busy();
         let (head, one) = (whole(4), whole(1));
         let jobs = [
-            Pending {
-                id: 2,
-                req: &head,
-                duration: Some(50.0),
-            },
-            Pending {
-                id: 3,
-                req: &one,
-                duration: Some(500.0),
-            },
-            Pending {
-                id: 4,
-                req: &one,
-                duration: None,
-            },
-            Pending {
-                id: 5,
-                req: &one,
-                duration: Some(60.0),
-            },
+            job(2, &head, Some(50.0)),
+            job(3, &one, Some(500.0)),
+            job(4, &one, None),
+            job(5, &one, Some(60.0)),
         ];
-        let out = pass(
-            Policy::Easy,
-            Reserve::ToDepth,
-            Some(&mut plan),
-            &mut p,
-            10.0,
-            jobs,
-        );
+        let out = run(Policy::Easy, &mut plan, &mut p, 10.0, jobs);
         assert_eq!(started(&out), [5]);
         assert!(out.contains(&Decision::Estimate { id: 2, t: 100.0 }));
         assert_eq!(plan.running(), 2);
         // Under fcfs nothing passes the head.
         let (mut p, mut plan) = three_busy();
-        let out = pass(
-            Policy::Fcfs,
-            Reserve::ToDepth,
-            Some(&mut plan),
-            &mut p,
-            10.0,
-            jobs,
-        );
+        let out = run(Policy::Fcfs, &mut plan, &mut p, 10.0, jobs);
         assert!(out.is_empty());
     }
 
@@ -324,30 +293,11 @@ mod tests {
         plan.start(1, &a, Some(100.0));
         let (three, one) = (whole(3), whole(1));
         let jobs = [
-            Pending {
-                id: 2,
-                req: &three,
-                duration: Some(50.0),
-            },
-            Pending {
-                id: 3,
-                req: &one,
-                duration: Some(1000.0),
-            },
-            Pending {
-                id: 4,
-                req: &one,
-                duration: Some(1000.0),
-            },
+            job(2, &three, Some(50.0)),
+            job(3, &one, Some(1000.0)),
+            job(4, &one, Some(1000.0)),
         ];
-        let out = pass(
-            Policy::Easy,
-            Reserve::ToDepth,
-            Some(&mut plan),
-            &mut p,
-            0.0,
-            jobs,
-        );
+        let out = run(Policy::Easy, &mut plan, &mut p, 0.0, jobs);
         assert_eq!(started(&out), [3], "one node is spare at the shadow time");
     }
 
@@ -361,32 +311,15 @@ mod tests {
         // conservative too.
         let (four, one, two) = (whole(4), whole(1), whole(2));
         let jobs = [
-            Pending {
-                id: 2,
-                req: &four,
-                duration: Some(100.0),
-            },
-            Pending {
-                id: 3,
-                req: &one,
-                duration: Some(300.0),
-            },
-            Pending {
-                id: 4,
-                req: &one,
-                duration: Some(50.0),
-            },
-            Pending {
-                id: 5,
-                req: &two,
-                duration: Some(1000.0),
-            },
+            job(2, &four, Some(100.0)),
+            job(3, &one, Some(300.0)),
+            job(4, &one, Some(50.0)),
+            job(5, &two, Some(1000.0)),
         ];
         let (mut p, mut plan) = three_busy();
-        let out = pass(
+        let out = run(
             Policy::Conservative { depth: 64 },
-            Reserve::ToDepth,
-            Some(&mut plan),
+            &mut plan,
             &mut p,
             0.0,
             jobs,
@@ -404,26 +337,8 @@ mod tests {
         let a = p.alloc(&whole(3)).unwrap();
         plan.start(1, &a, None);
         let (four, one) = (whole(4), whole(1));
-        let jobs = [
-            Pending {
-                id: 2,
-                req: &four,
-                duration: Some(50.0),
-            },
-            Pending {
-                id: 3,
-                req: &one,
-                duration: Some(1.0),
-            },
-        ];
-        let out = pass(
-            Policy::Easy,
-            Reserve::ToDepth,
-            Some(&mut plan),
-            &mut p,
-            0.0,
-            jobs,
-        );
+        let jobs = [job(2, &four, Some(50.0)), job(3, &one, Some(1.0))];
+        let out = run(Policy::Easy, &mut plan, &mut p, 0.0, jobs);
         assert!(out.is_empty(), "{out:?}");
     }
 
@@ -432,26 +347,8 @@ mod tests {
         let mut p = pool(2);
         let mut plan = Plan::new(&p);
         let (big, one) = (whole(3), whole(1));
-        let jobs = [
-            Pending {
-                id: 1,
-                req: &big,
-                duration: None,
-            },
-            Pending {
-                id: 2,
-                req: &one,
-                duration: None,
-            },
-        ];
-        let out = pass(
-            Policy::Easy,
-            Reserve::ToDepth,
-            Some(&mut plan),
-            &mut p,
-            0.0,
-            jobs,
-        );
+        let jobs = [job(1, &big, None), job(2, &one, None)];
+        let out = run(Policy::Easy, &mut plan, &mut p, 0.0, jobs);
         assert!(matches!(out[0], Decision::Refuse { id: 1, .. }));
         assert_eq!(started(&out), [2]);
     }
@@ -472,26 +369,8 @@ mod tests {
         let a = p.alloc(&busy).unwrap();
         plan.start(1, &a, Some(100.0));
         let two = whole(2);
-        let jobs = [
-            Pending {
-                id: 2,
-                req: &debug,
-                duration: Some(50.0),
-            },
-            Pending {
-                id: 3,
-                req: &two,
-                duration: Some(1000.0),
-            },
-        ];
-        let out = pass(
-            Policy::Easy,
-            Reserve::ToDepth,
-            Some(&mut plan),
-            &mut p,
-            0.0,
-            jobs,
-        );
+        let jobs = [job(2, &debug, Some(50.0)), job(3, &two, Some(1000.0))];
+        let out = run(Policy::Easy, &mut plan, &mut p, 0.0, jobs);
         assert!(
             out.contains(&Decision::Estimate { id: 2, t: 100.0 }),
             "{out:?}"

@@ -356,23 +356,7 @@ impl Plan {
 mod tests {
     use super::*;
     use crate::IdSet;
-    use crate::rset::Node;
-
-    fn pool(nodes: u32) -> Pool {
-        Pool::new(
-            ResourceSet::from_nodes(
-                (0..nodes).map(|r| Node::new(r, None, IdSet::from_range(0, 3), IdSet::new())),
-            )
-            .unwrap(),
-        )
-    }
-
-    fn whole(n: u32) -> AllocRequest {
-        let mut r = AllocRequest::slots(n, 4);
-        r.nnodes = n;
-        r.exclusive = true;
-        r
-    }
+    use crate::sched::testkit::{pool, whole};
 
     #[test]
     fn a_node_is_idle_when_its_last_job_ends() {
