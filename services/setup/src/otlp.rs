@@ -38,8 +38,8 @@ use tracing_subscriber::registry::LookupSpan;
 /// short spans the services open for their logs' context stay in the logs.
 pub const RPC_TARGET: &str = "fluxgate::rpc";
 
-/// How long one export may take before it is abandoned; a collector that
-/// does not answer must not hold shutdown for long.
+/// How long one export, and the flush at shutdown, may take before it is
+/// abandoned: a collector that does not answer must not hold a stop for long.
 const EXPORT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Set once the exporter is installed; read on every call and job end.
@@ -163,7 +163,7 @@ impl TraceExport {
             return;
         };
         ENABLED.store(false, Ordering::Relaxed);
-        if let Err(e) = provider.shutdown() {
+        if let Err(e) = provider.shutdown_with_timeout(EXPORT_TIMEOUT) {
             tracing::warn!(error = %e, "trace export: spans may be lost at shutdown");
         }
     }
