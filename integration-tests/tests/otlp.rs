@@ -5,6 +5,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use fluxgate_integration_tests::{Instance, Setup};
+use fluxgate_proto::v1 as pb;
 use fluxgate_shared::jobspec::JobspecBuilder;
 use nix::sys::signal::Signal;
 use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{
@@ -134,6 +135,18 @@ async fn rpcs_and_a_job_life_reach_the_collector() {
             .timestamp
     };
     let (t_submit, t_clean) = (at("submit"), at("clean"));
+    // A call that fails: its span carries the code (NOT_FOUND is the
+    // caller's error, not the server's).
+    let e = inst
+        .jobs()
+        .await
+        .cancel(pb::CancelRequest {
+            id: 123_456_789,
+            note: String::new(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), tonic::Code::NotFound, "{e}");
 
     // Spans are batched; stopping the services sends what is queued.
     let status = inst.stop_jm().expect("the job manager ran");
@@ -155,6 +168,13 @@ async fn rpcs_and_a_job_life_reach_the_collector() {
         Some("Submit")
     );
     assert_eq!(int(&submit.attributes, "rpc.grpc.status_code"), Some(0));
+
+    let cancel = receiver
+        .wait_for("Cancel span", |svc, s| {
+            svc == "fluxgate-job-manager" && s.name == "fluxgate.v1.JobManager/Cancel"
+        })
+        .await;
+    assert_eq!(int(&cancel.attributes, "rpc.grpc.status_code"), Some(5));
 
     let job = receiver
         .wait_for("job span", |svc, s| {
