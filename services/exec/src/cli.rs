@@ -23,7 +23,9 @@ pub fn main() -> ExitCode {
         return ExitCode::from(crate::wrapper::open::main());
     }
     let args = Args::parse();
-    init_logging(args.log_format);
+    let log_format = args.log_format;
+    // Errors of the configuration are printed before logging is set up, as
+    // its `[telemetry]` keys decide how it is set up.
     let config = match Config::from_args(args) {
         Ok(c) => c,
         Err(e) => {
@@ -41,7 +43,21 @@ pub fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(serve(config)) {
+    // The trace exporter's connection runs on this runtime: built inside it,
+    // and shut down (flushing the last spans) before it stops.
+    let export = {
+        let _in = runtime.enter();
+        match init_logging(log_format, &config.otlp) {
+            Ok(export) => export,
+            Err(e) => {
+                eprintln!("fluxgate-exec: {e}");
+                return ExitCode::from(2);
+            }
+        }
+    };
+    let served = runtime.block_on(serve(config));
+    export.shutdown();
+    match served {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("fluxgate-exec: {e:#}");
@@ -63,6 +79,8 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         tls_ca = config.tls_ca.is_some(),
         tls = config.tls_identity.is_some(),
         allow_root_jobs = config.allow_root_jobs,
+        otlp_endpoint = %config.otlp.endpoint,
+        service_name = %config.otlp.service_name,
         "effective configuration"
     );
     let mut term = signal(SignalKind::terminate())?;

@@ -122,6 +122,8 @@ pub struct Settings {
     pub tls_key: Option<PathBuf>,
     /// `[metrics]`.
     pub metrics: MetricsSettings,
+    /// `[telemetry]`.
+    pub telemetry: TelemetrySettings,
 }
 
 /// `[metrics]` of the exec service.
@@ -132,6 +134,16 @@ pub struct MetricsSettings {
     pub listen: Option<String>,
 }
 
+/// `[telemetry]` of the exec service: spans sent over OTLP (docs/TRACING.md).
+#[derive(Debug, Clone, Default, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TelemetrySettings {
+    /// The collector's OTLP/gRPC address; unset or empty, nothing is exported.
+    pub otlp_endpoint: Option<String>,
+    /// `service.name` of the exported spans [default: fluxgate-exec].
+    pub service_name: Option<String>,
+}
+
 /// Keys whose variable is `FLUXGATE_EXEC_KEY`, as the job manager has keys
 /// of the same name.
 const EXEC_PREFIXED: &[&str] = &[
@@ -140,6 +152,9 @@ const EXEC_PREFIXED: &[&str] = &[
     "tls_cert",
     "tls_key",
     "metrics.listen",
+    // The same collector usually serves both services (one variable), but
+    // each names itself.
+    "telemetry.service_name",
 ];
 
 impl Layered for Settings {
@@ -161,6 +176,8 @@ impl Layered for Settings {
         "tls_cert",
         "tls_key",
         "metrics.listen",
+        "telemetry.otlp_endpoint",
+        "telemetry.service_name",
     ];
 
     fn set(&mut self, key: &str, v: &str) -> Result<(), SetError> {
@@ -187,6 +204,8 @@ impl Layered for Settings {
             "tls_cert" => self.tls_cert = path(),
             "tls_key" => self.tls_key = path(),
             "metrics.listen" => self.metrics.listen = text(),
+            "telemetry.otlp_endpoint" => self.telemetry.otlp_endpoint = text(),
+            "telemetry.service_name" => self.telemetry.service_name = text(),
             _ => return Err(SetError::UnknownKey(key.to_string())),
         }
         Ok(())
@@ -350,6 +369,8 @@ pub struct Config {
     pub allow_root_jobs: bool,
     /// Serve the Exec API over TLS with this certificate.
     pub tls_identity: Option<ServerIdentity>,
+    /// Where spans are exported (nowhere when its endpoint is empty).
+    pub otlp: fluxgate_setup::OtlpConfig,
 }
 
 impl Args {
@@ -492,6 +513,13 @@ impl Config {
             node_credential: NodeCredential::new(node_token.as_deref()),
             tls_identity,
             tls_ca,
+            otlp: fluxgate_setup::OtlpConfig {
+                endpoint: args.telemetry.otlp_endpoint.unwrap_or_default(),
+                service_name: args
+                    .telemetry
+                    .service_name
+                    .unwrap_or_else(|| "fluxgate-exec".into()),
+            },
         })
     }
 
@@ -514,6 +542,7 @@ impl Config {
             tls_identity: None,
             tls_ca: None,
             allow_root_jobs: true,
+            otlp: fluxgate_setup::OtlpConfig::default(),
         }
     }
 }
@@ -779,6 +808,31 @@ mod tests {
         let a = Args::try_parse_from(["fluxgate-exec", "--set", "kill_timout=3"]).unwrap();
         let e = a.settings(env(&[])).unwrap_err().to_string();
         assert!(e.contains("unknown key \"kill_timout\""), "{e}");
+    }
+
+    #[test]
+    fn telemetry_shares_the_endpoint_variable_and_names_itself() {
+        let env = |pairs: &[(&str, &str)]| {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect::<Vec<_>>()
+        };
+        let a = Args::try_parse_from(["fluxgate-exec", "--job-manager", "http://jm:7000"]).unwrap();
+        let off = Config::from_settings(a.settings(env(&[])).unwrap()).unwrap();
+        assert_eq!(off.otlp.endpoint, "", "off by default");
+        assert_eq!(off.otlp.service_name, "fluxgate-exec");
+        let s = a
+            .settings(env(&[
+                ("FLUXGATE_TELEMETRY_OTLP_ENDPOINT", "http://collector:4317"),
+                // The job manager's name, in an environment both share.
+                ("FLUXGATE_TELEMETRY_SERVICE_NAME", "jm"),
+                ("FLUXGATE_EXEC_TELEMETRY_SERVICE_NAME", "exec-a"),
+            ]))
+            .unwrap();
+        let c = Config::from_settings(s).unwrap();
+        assert_eq!(c.otlp.endpoint, "http://collector:4317");
+        assert_eq!(c.otlp.service_name, "exec-a");
     }
 
     #[test]

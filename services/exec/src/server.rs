@@ -138,7 +138,9 @@ pub async fn start(config: Config) -> Result<Running, ServeError> {
         builder =
             builder.tls_config(tonic::transport::ServerTlsConfig::new().identity(identity))?;
     }
+    // Each call is a span when spans are exported.
     let server = builder
+        .layer(fluxgate_setup::RpcSpans)
         .initial_connection_window_size(fluxgate_proto::wire::CONNECTION_WINDOW)
         .add_service(health_service)
         .add_service(reflection)

@@ -36,6 +36,8 @@ pub struct Config {
     pub perilog: PerilogConfig,
     /// The Prometheus endpoint.
     pub metrics: MetricsConfig,
+    /// Trace export over OTLP.
+    pub telemetry: TelemetryConfig,
     /// Who may call: tokens, certificate users.
     pub auth: AuthConfig,
     /// TLS of the gRPC server.
@@ -343,6 +345,36 @@ pub struct MetricsConfig {
     pub listen: Option<String>,
 }
 
+/// `[telemetry]`: spans sent to an OpenTelemetry collector (docs/TRACING.md).
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TelemetryConfig {
+    /// The collector's OTLP/gRPC address (`http://host:4317`); empty, the
+    /// default, nothing is exported and no span is made.
+    pub otlp_endpoint: String,
+    /// `service.name` of the exported spans.
+    pub service_name: String,
+}
+
+impl Default for TelemetryConfig {
+    fn default() -> Self {
+        TelemetryConfig {
+            otlp_endpoint: String::new(),
+            service_name: "fluxgate-job-manager".into(),
+        }
+    }
+}
+
+impl TelemetryConfig {
+    /// What the trace export needs of it.
+    pub fn otlp(&self) -> fluxgate_setup::OtlpConfig {
+        fluxgate_setup::OtlpConfig {
+            endpoint: self.otlp_endpoint.clone(),
+            service_name: self.service_name.clone(),
+        }
+    }
+}
+
 /// `[perilog]`: site commands run around each job on the job manager's host.
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
@@ -433,6 +465,7 @@ impl Default for Config {
             limits: LimitsConfig::default(),
             perilog: PerilogConfig::default(),
             metrics: MetricsConfig::default(),
+            telemetry: TelemetryConfig::default(),
             auth: AuthConfig::default(),
             tls: TlsConfig::default(),
             output: OutputConfig::default(),
@@ -545,6 +578,8 @@ impl Config {
             "perilog.epilog" => self.perilog.epilog = Some(value.to_string()),
             "perilog.timeout" => self.perilog.timeout = num(value)?,
             "metrics.listen" => self.metrics.listen = Some(value.to_string()),
+            "telemetry.otlp_endpoint" => self.telemetry.otlp_endpoint = value.to_string(),
+            "telemetry.service_name" => self.telemetry.service_name = value.to_string(),
             "store.url" => self.store.url = Some(value.to_string()),
             "store.ca_file" => self.store.ca_file = Some(PathBuf::from(value)),
             "ha.advertise" => self.ha.advertise = Some(value.to_string()),
@@ -618,6 +653,8 @@ pub const KEYS: &[&str] = &[
     "perilog.epilog",
     "perilog.timeout",
     "metrics.listen",
+    "telemetry.otlp_endpoint",
+    "telemetry.service_name",
     "store.url",
     "store.ca_file",
     "ha.advertise",
@@ -810,6 +847,16 @@ mod tests {
             c.set("resource.nodeslist", "x"),
             Err(SetError::UnknownKey(_))
         ));
+        assert_eq!(
+            Config::default().telemetry.otlp_endpoint,
+            "",
+            "trace export is off by default"
+        );
+        assert_eq!(c.telemetry.otlp_endpoint, "7");
+        assert_eq!(
+            env_name("telemetry.otlp_endpoint"),
+            "FLUXGATE_TELEMETRY_OTLP_ENDPOINT"
+        );
         // Certificate users are keys of their own.
         c.set("auth.users.alice", "1001").unwrap();
         assert_eq!(c.auth.users.get("alice"), Some(&1001));

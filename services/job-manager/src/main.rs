@@ -57,37 +57,22 @@ fn main() -> anyhow::Result<()> {
     // keys, tokens, the URI file) is its owner's alone; it runs no user code.
     fluxgate_os::private::restrict_umask();
     let args = Args::parse();
-    init_logging(args.log_format);
-    if let Err(e) = inherited {
-        tracing::warn!(error = %e, "cannot close inherited descriptors");
-    }
-    let mut config = Config::load(args.config.as_deref())?;
-    config.apply_env(std::env::vars())?;
-    if let Some(v) = args.listen {
-        config.listen = v;
-    }
-    if let Some(v) = args.statedir {
-        config.statedir = v;
-    }
-    if let Some(v) = args.nodelist {
-        config.resource.nodelist = Some(v);
-    }
-    if let Some(v) = args.resource_path {
-        config.resource.path = Some(v);
-    }
-    if let Some(v) = args.size {
-        config.resource.size = Some(v);
-    }
-    if let Some(v) = args.store_url {
-        config.store.url = Some(v);
-    }
-    layered::apply_sets(&mut config, &args.set)?;
-    tracing::info!(?config, "effective configuration");
+    let config = configure(&args)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    runtime.block_on(async move {
+    // The trace exporter's connection runs on this runtime: built inside it,
+    // and shut down (flushing the last spans) before it stops.
+    let export = {
+        let _in = runtime.enter();
+        init_logging(args.log_format, &config.telemetry.otlp())?
+    };
+    if let Err(e) = inherited {
+        tracing::warn!(error = %e, "cannot close inherited descriptors");
+    }
+    tracing::info!(?config, "effective configuration");
+    let served = runtime.block_on(async move {
         let statedir = config.statedir.clone();
         let scheme = if config.tls.cert.is_some() {
             "https"
@@ -105,7 +90,37 @@ fn main() -> anyhow::Result<()> {
         })
         .await
         .context("job manager stopped")
-    })
+    });
+    export.shutdown();
+    served
+}
+
+/// The configuration's layers: defaults, the file, `FLUXGATE_*`, the flags
+/// and `--set`. Errors are returned before logging is set up, as the
+/// `[telemetry]` keys decide how it is set up.
+fn configure(args: &Args) -> anyhow::Result<Config> {
+    let mut config = Config::load(args.config.as_deref())?;
+    config.apply_env(std::env::vars())?;
+    if let Some(v) = args.listen.clone() {
+        config.listen = v;
+    }
+    if let Some(v) = args.statedir.clone() {
+        config.statedir = v;
+    }
+    if let Some(v) = args.nodelist.clone() {
+        config.resource.nodelist = Some(v);
+    }
+    if let Some(v) = args.resource_path.clone() {
+        config.resource.path = Some(v);
+    }
+    if let Some(v) = args.size {
+        config.resource.size = Some(v);
+    }
+    if let Some(v) = args.store_url.clone() {
+        config.store.url = Some(v);
+    }
+    layered::apply_sets(&mut config, &args.set)?;
+    Ok(config)
 }
 
 async fn shutdown_signal() {

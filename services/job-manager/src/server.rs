@@ -406,8 +406,10 @@ pub async fn serve(
         builder = builder.tls_config(tls)?;
     }
     // Health and reflection stay open (probes, grpcurl); every fluxgate
-    // service sees the caller the authenticator verified.
+    // service sees the caller the authenticator verified. Each call is a
+    // span when spans are exported.
     builder
+        .layer(fluxgate_setup::RpcSpans)
         .tcp_nodelay(true)
         .initial_connection_window_size(fluxgate_proto::wire::CONNECTION_WINDOW)
         .add_service(health_service)

@@ -1,10 +1,12 @@
 //! How a Fluxgate service sets itself up at start, the same way for the job
 //! manager and the exec service: its configuration in layers
 //! ([`layered`]: defaults, a TOML file, `FLUXGATE_*` environment, flags and
-//! `--set KEY=VALUE`), and its logs ([`logging`]).
+//! `--set KEY=VALUE`), its logs ([`logging`]) and its trace export ([`otlp`]).
 
 pub mod layered;
 pub mod logging;
+pub mod otlp;
 
 pub use layered::{ConfigError, Layered, SetError};
 pub use logging::{LogFormat, init_logging};
+pub use otlp::{OtlpConfig, OtlpError, RpcSpans, TraceExport};

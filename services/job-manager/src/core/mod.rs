@@ -814,6 +814,7 @@ impl<S: Store> Core<S> {
             clock::now,
         );
         self.answer_waiters(id, &mut inactive);
+        crate::otlp::job_ended(id, &active.job, &inactive);
         let (result, started) = (inactive.result, inactive.t_run.is_some());
         self.out.writes.push(inactive.summary_write(id));
         self.inactive.retired(id, inactive);
