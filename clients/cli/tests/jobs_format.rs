@@ -22,16 +22,7 @@ fn jobs_formats_as_flux_jobs() {
     );
     let stdout = text(&out.stdout);
     let stderr = text(&out.stderr);
-    let section = |name: &str| -> Vec<String> {
-        stdout
-            .split(&format!("== {name}\n"))
-            .nth(1)
-            .unwrap_or("")
-            .lines()
-            .take_while(|l| !l.starts_with("== "))
-            .map(str::to_string)
-            .collect()
-    };
+    let section = |name: &str| common::section(&stdout, name);
     let ids: Vec<&str> = stdout
         .lines()
         .next()

@@ -24,16 +24,7 @@ fn recursive_listing_under_id_paths() {
         .and_then(|l| l.strip_prefix("id "))
         .unwrap_or_default()
         .to_string();
-    let section = |name: &str| -> Vec<String> {
-        stdout
-            .split(&format!("== {name}\n"))
-            .nth(1)
-            .unwrap_or("")
-            .lines()
-            .take_while(|l| !l.starts_with("== "))
-            .map(str::to_string)
-            .collect()
-    };
+    let section = |name: &str| common::section(&stdout, name);
     assert_eq!(
         section("R"),
         [

@@ -29,16 +29,7 @@ fn jobs_and_nested_instances_as_a_tree() {
     );
     let stdout = text(&out.stdout);
     let stderr = text(&out.stderr);
-    let section = |name: &str| -> Vec<String> {
-        stdout
-            .split(&format!("== {name}\n"))
-            .nth(1)
-            .unwrap_or("")
-            .lines()
-            .take_while(|l| !l.starts_with("== "))
-            .map(str::to_string)
-            .collect()
-    };
+    let section = |name: &str| common::section(&stdout, name);
     assert_eq!(
         section("default"),
         [".", "├── outer", "│   └── inner", "└── single"],

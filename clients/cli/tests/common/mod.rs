@@ -123,6 +123,19 @@ pub fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
+/// The lines a script printed after its `== NAME` marker, up to the next
+/// marker; none when the marker is missing.
+pub fn section(stdout: &str, name: &str) -> Vec<String> {
+    stdout
+        .split(&format!("== {name}\n"))
+        .nth(1)
+        .unwrap_or("")
+        .lines()
+        .take_while(|l| !l.starts_with("== "))
+        .map(str::to_string)
+        .collect()
+}
+
 /// Run `script` (sh) inside a 2-node instance; `$F` is the CLI.
 pub fn in_instance(script: &str) -> Output {
     in_instance_with(script, &[])
