@@ -307,18 +307,14 @@ async fn whole_machine_job(target: &Target, nodes: u32) -> anyhow::Result<(f64, 
         .map_err(client::status_error)?
         .into_inner()
         .id;
-    let mut stream = inst
-        .jobs
-        .watch_eventlog(pb::WatchEventlogRequest {
-            id,
-            name: "eventlog".into(),
-            follow: true,
-            wait_create: true,
-            ..Default::default()
-        })
-        .await
-        .map_err(client::status_error)?
-        .into_inner();
+    let mut stream = crate::cmd::attach::watch(
+        &mut inst,
+        fluxgate_shared::JobId::from(id),
+        "eventlog",
+        true,
+        true,
+    )
+    .await?;
     let (mut submit, mut alloc, mut start) = (None, None, None);
     while let Some(line) = stream.message().await.map_err(client::status_error)? {
         let ev = client::parse_event(&line.line)?;

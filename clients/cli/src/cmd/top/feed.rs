@@ -218,18 +218,14 @@ async fn eventlog_lines(
     id: u64,
     tx: &mpsc::Sender<Update>,
 ) -> anyhow::Result<()> {
-    let mut stream = inst
-        .jobs
-        .watch_eventlog(pb::WatchEventlogRequest {
-            id,
-            name: "eventlog".into(),
-            follow: true,
-            wait_create: true,
-            ..Default::default()
-        })
-        .await
-        .map_err(client::status_error)?
-        .into_inner();
+    let mut stream = crate::cmd::attach::watch(
+        inst,
+        fluxgate_shared::JobId::from(id),
+        "eventlog",
+        true,
+        true,
+    )
+    .await?;
     let mut fmt = Formatter::from_parts("text", "raw", false)?;
     while let Some(line) = stream.message().await.map_err(client::status_error)? {
         let text = match client::parse_event(&line.line) {
