@@ -316,6 +316,18 @@ pub fn parse_jobid(s: &str) -> anyhow::Result<JobId> {
     JobId::parse(s.trim()).map_err(|_| anyhow!("error parsing jobid: \"{s}\""))
 }
 
+/// Parse every job id given, failing at the first bad one.
+pub fn parse_jobids(ids: &[String]) -> anyhow::Result<Vec<JobId>> {
+    ids.iter().map(|s| parse_jobid(s)).collect()
+}
+
+/// The wall clock, in seconds since the epoch (0 before it).
+pub fn now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
 /// Run `fut` on a fresh runtime.
 pub fn block_on<F: std::future::Future>(fut: F) -> anyhow::Result<F::Output> {
     Ok(runtime()?.block_on(fut))

@@ -59,11 +59,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if mask.is_empty() {
         mask = StateMask::ACTIVE;
     }
-    let ids = args
-        .ids
-        .iter()
-        .map(|s| client::parse_jobid(s))
-        .collect::<anyhow::Result<Vec<_>>>()?;
+    let ids = client::parse_jobids(&args.ids)?;
     let note = args.message.clone().unwrap_or_default();
     client::block_on(async {
         let mut inst = client::connect().await?;

@@ -189,10 +189,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         crate::jobfmt::cli::Prepared::Format(f) => f,
         crate::jobfmt::cli::Prepared::Done(code) => return Ok(code),
     };
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs_f64())
-        .unwrap_or_default();
+    let now = client::now();
     let (mut mask, results) = parse_filters(&args.filter)?;
     let since = args
         .since

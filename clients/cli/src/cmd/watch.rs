@@ -85,16 +85,9 @@ fn selection(args: &Args, now: f64) -> anyhow::Result<Option<Selection>> {
 
 /// Run `fluxgate watch`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs_f64())
-        .unwrap_or_default();
+    let now = client::now();
     let select = selection(&args, now)?;
-    let given = args
-        .ids
-        .iter()
-        .map(|s| client::parse_jobid(s))
-        .collect::<anyhow::Result<Vec<_>>>()?;
+    let given = client::parse_jobids(&args.ids)?;
     client::block_on(async {
         let mut inst = client::connect().await?;
         let mut ids = match select {

@@ -236,11 +236,7 @@ pub fn parse_signal(s: &str) -> anyhow::Result<i32> {
 /// Run `fluxgate job kill`.
 pub fn run_kill(args: KillArgs) -> anyhow::Result<ExitCode> {
     let signum = parse_signal(&args.signal)?;
-    let ids = args
-        .ids
-        .iter()
-        .map(|s| client::parse_jobid(s))
-        .collect::<anyhow::Result<Vec<_>>>()?;
+    let ids = client::parse_jobids(&args.ids)?;
     client::block_on(async {
         let mut inst = client::connect().await?;
         let mut code = ExitCode::SUCCESS;

@@ -28,11 +28,7 @@ pub struct Args {
 
 /// Run `fluxgate job status`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let ids = args
-        .ids
-        .iter()
-        .map(|s| client::parse_jobid(s))
-        .collect::<anyhow::Result<Vec<_>>>()?;
+    let ids = client::parse_jobids(&args.ids)?;
     client::block_on(async {
         let mut inst = client::connect().await?;
         let mut code = 0;

@@ -18,7 +18,7 @@ mod view;
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::process::ExitCode;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use anyhow::Context as _;
 use fluxgate_shared::JobId;
@@ -202,7 +202,7 @@ impl App {
         let Some(level) = self.levels.last() else {
             return;
         };
-        let now = now();
+        let now = client::now();
         let status = level.status.as_deref();
         match &level.kind {
             Kind::Instance { model, .. } => {
@@ -339,13 +339,6 @@ fn spawn_feed<F: Future<Output = ()> + Send + 'static>(
         task: tokio::spawn(make(tx)),
         done: false,
     }
-}
-
-/// Seconds since the epoch.
-fn now() -> f64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0.0, |d| d.as_secs_f64())
 }
 
 /// Read the terminal's keys and resizes on a thread of their own
