@@ -6,7 +6,8 @@
 //! behind the channel's capacity re-reads the store from where it was, so a
 //! slow reader costs the service nothing but its own re-reads.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use fluxgate_shared::JobId;
 use tokio::sync::broadcast;
@@ -40,12 +41,35 @@ pub enum Published {
 #[derive(Debug, Clone)]
 pub struct Hub {
     tx: broadcast::Sender<Published>,
+    /// Followers of each job's logs, so that the store commits their lines
+    /// at once instead of letting them ride a later group commit.
+    followed: Arc<Mutex<HashMap<JobId, usize>>>,
 }
 
 impl Default for Hub {
     fn default() -> Self {
         Hub {
             tx: broadcast::channel(HUB_CAPACITY).0,
+            followed: Arc::default(),
+        }
+    }
+}
+
+/// One follower of a job's logs, counted until dropped.
+#[derive(Debug)]
+pub struct Following {
+    followed: Arc<Mutex<HashMap<JobId, usize>>>,
+    id: JobId,
+}
+
+impl Drop for Following {
+    fn drop(&mut self) {
+        let mut followed = self.followed.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = followed.get_mut(&self.id) {
+            *n -= 1;
+            if *n == 0 {
+                followed.remove(&self.id);
+            }
         }
     }
 }
@@ -60,5 +84,41 @@ impl Hub {
     /// Start listening; subscribe before reading the store.
     pub fn subscribe(&self) -> broadcast::Receiver<Published> {
         self.tx.subscribe()
+    }
+
+    /// Someone follows job `id`'s logs until the guard is dropped.
+    pub fn follow(&self, id: JobId) -> Following {
+        let mut followed = self.followed.lock().unwrap_or_else(|e| e.into_inner());
+        *followed.entry(id).or_default() += 1;
+        Following {
+            followed: Arc::clone(&self.followed),
+            id,
+        }
+    }
+
+    /// Whether anyone follows one of these jobs' logs.
+    pub fn followed(&self, mut ids: impl Iterator<Item = JobId>) -> bool {
+        let followed = self.followed.lock().unwrap_or_else(|e| e.into_inner());
+        !followed.is_empty() && ids.any(|id| followed.contains_key(&id))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_job_is_followed_while_a_guard_lives() {
+        let hub = Hub::default();
+        let (a, b) = (JobId::from(1u64), JobId::from(2u64));
+        assert!(!hub.followed([a, b].into_iter()));
+        let first = hub.follow(a);
+        let second = hub.follow(a);
+        assert!(hub.followed([b, a].into_iter()));
+        assert!(!hub.followed([b].into_iter()));
+        drop(first);
+        assert!(hub.followed([a].into_iter()));
+        drop(second);
+        assert!(!hub.followed([a].into_iter()));
     }
 }

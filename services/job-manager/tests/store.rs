@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use fluxgate_job_manager::store::{Log, LogPos, SqliteStore, Store, StoreError, Write};
+use fluxgate_job_manager::store::{Log, LogPos, SqliteStore, Store, StoreError, Urgency, Write};
 
 fn new_job(id: u64) -> Write {
     Write::NewJob {
@@ -129,6 +129,50 @@ async fn concurrent_batches_share_commits() {
     let jobs = store.load_jobs().unwrap();
     assert_eq!(jobs.len(), 2000);
     assert!(jobs.iter().all(|j| j.eventlog == vec![line("submit")]));
+}
+
+#[tokio::test]
+async fn lazy_batches_ride_the_next_urgent_commit_or_commit_alone_soon() {
+    let dir = tempfile::tempdir().unwrap();
+    // A window no test machine outlasts: the lazy batches wait for the urgent one.
+    let long = std::time::Duration::from_secs(600);
+    let store = SqliteStore::open_lazy_window(&dir.path().join("s.db"), long).unwrap();
+    store.commit(vec![new_job(1)]).await.unwrap();
+    let before = store.stats().commits;
+    // Nobody waits for these: they wait for company.
+    let mut acks = Vec::new();
+    for name in ["init", "starting", "complete"] {
+        acks.push(
+            store
+                .enqueue_with(vec![append(1, Log::Exec, name)], Urgency::Lazy)
+                .await
+                .unwrap(),
+        );
+    }
+    // An urgent batch takes them into its own commit, in order.
+    store
+        .commit(vec![append(1, Log::Main, "alloc")])
+        .await
+        .unwrap();
+    for ack in acks {
+        ack.wait().await.unwrap();
+    }
+    assert_eq!(store.stats().commits, before + 1);
+    store.close();
+    // Alone, a lazy batch still becomes durable, within the window.
+    let store = SqliteStore::open(&dir.path().join("s.db")).unwrap();
+    let before = store.stats().commits;
+    store
+        .enqueue_with(vec![append(1, Log::Exec, "done")], Urgency::Lazy)
+        .await
+        .unwrap()
+        .wait()
+        .await
+        .unwrap();
+    assert_eq!(store.stats().commits, before + 1);
+    let exec = store.read_log(1, Log::Exec).unwrap().unwrap();
+    let names = ["init", "starting", "complete", "done"].map(line);
+    assert_eq!(exec, names);
 }
 
 #[test]

@@ -18,9 +18,10 @@
 //! job is not in the set. Nothing of it is stored: a credential never enters a
 //! jobspec or an eventlog.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::time::{Duration, Instant};
 
 use fluxgate_shared::JobId;
 use fluxgate_shared::auth::Claims;
@@ -64,6 +65,40 @@ pub struct JobCredentials {
     key: Option<Arc<[u8]>>,
     default_ttl: u64,
     active: ActiveJobs,
+    names: Names,
+}
+
+/// How long an owner's login name is taken from memory before it is
+/// looked up again (a rename shows in new credentials after this).
+const NAME_TTL: Duration = Duration::from_secs(60);
+
+/// Login names of job owners lately looked up: a lookup reads the account
+/// database (a file, or a directory service over the network), once per
+/// owner per [`NAME_TTL`] instead of once per job.
+#[derive(Clone, Default)]
+struct Names(Arc<Mutex<HashMap<u32, Named>>>);
+
+/// A login name and when it was looked up.
+type Named = (Arc<str>, Instant);
+
+impl Names {
+    fn cached(&self, uid: u32) -> Option<Arc<str>> {
+        let names = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        names
+            .get(&uid)
+            .filter(|(_, at)| at.elapsed() < NAME_TTL)
+            .map(|(name, _)| Arc::clone(name))
+    }
+
+    fn look_up(&self, uid: u32) -> Arc<str> {
+        if let Some(name) = self.cached(uid) {
+            return name;
+        }
+        let name: Arc<str> = super::user_name(uid).into();
+        let mut names = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        names.insert(uid, (Arc::clone(&name), Instant::now()));
+        name
+    }
 }
 
 impl fmt::Debug for JobCredentials {
@@ -89,6 +124,7 @@ impl JobCredentials {
             key: Some(key.into()),
             default_ttl,
             active,
+            names: Names::default(),
         }
     }
 
@@ -108,6 +144,7 @@ impl JobCredentials {
 
     /// The credential of job `id` owned by `uid`, at time `now`, expiring at
     /// `expiration` if the job has one; empty when the instance runs open.
+    /// May block to look up the owner's login name.
     pub fn mint(
         &self,
         id: JobId,
@@ -118,11 +155,31 @@ impl JobCredentials {
         let Some(key) = &self.key else {
             return Ok(String::new());
         };
-        let exp = match expiration.filter(|e| e.is_finite() && *e > 0.0) {
+        let name = self.names.look_up(uid);
+        Claims::job(&name, uid, id.as_u64(), now, self.expiry(expiration, now)).sign(key)
+    }
+
+    /// [`Self::mint`] without blocking: `None` when the owner's login name
+    /// is not at hand and must be looked up.
+    pub fn try_mint(
+        &self,
+        id: JobId,
+        uid: u32,
+        expiration: Option<f64>,
+        now: u64,
+    ) -> Option<Result<String, TokenError>> {
+        let Some(key) = &self.key else {
+            return Some(Ok(String::new()));
+        };
+        let name = self.names.cached(uid)?;
+        Some(Claims::job(&name, uid, id.as_u64(), now, self.expiry(expiration, now)).sign(key))
+    }
+
+    fn expiry(&self, expiration: Option<f64>, now: u64) -> u64 {
+        match expiration.filter(|e| e.is_finite() && *e > 0.0) {
             Some(e) => e.ceil() as u64,
             None => now.saturating_add(self.default_ttl),
-        };
-        Claims::job(&super::user_name(uid), uid, id.as_u64(), now, exp).sign(key)
+        }
     }
 }
 
@@ -142,6 +199,21 @@ mod tests {
         assert_eq!((c.uid, c.job, c.exp), (1001, Some(42), Some(2001)));
         let t = creds.mint(id, 1001, None, 1000).unwrap();
         assert_eq!(verify(&t, KEY, 1500).unwrap().exp, Some(4600));
+    }
+
+    #[test]
+    fn minting_without_blocking_needs_the_owner_looked_up_once() {
+        let creds = JobCredentials::new(KEY.to_vec(), 3600, ActiveJobs::default());
+        let id = JobId::from(42u64);
+        assert!(creds.try_mint(id, 1001, None, 1000).is_none());
+        let blocking = creds.mint(id, 1001, None, 1000).unwrap();
+        let t = creds.try_mint(id, 1001, None, 1000).unwrap().unwrap();
+        assert_eq!(t, blocking);
+        assert!(
+            JobCredentials::disabled()
+                .try_mint(id, 1001, None, 1000)
+                .is_some()
+        );
     }
 
     #[test]

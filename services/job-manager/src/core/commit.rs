@@ -9,9 +9,9 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use super::Msg;
 use super::effect::Effect;
 use crate::exec_link::ExecLink;
-use crate::hub::Hub;
+use crate::hub::{Hub, Published};
 use crate::journal::Journal;
-use crate::store::{Ack, Store, Write};
+use crate::store::{Ack, Store, Urgency, Write};
 
 /// Everything outside the core that effects reach.
 #[derive(Debug)]
@@ -83,6 +83,8 @@ type Pending = (Option<Ack>, Vec<Effect>, Option<OwnedSemaphorePermit>);
 pub struct Committer {
     tx: mpsc::Sender<Pending>,
     budget: Arc<Semaphore>,
+    /// Who follows which job, for the urgency of its lines.
+    hub: Hub,
 }
 
 impl Committer {
@@ -93,6 +95,7 @@ impl Committer {
         on_fatal: impl FnOnce(String) + Send + 'static,
     ) -> Self {
         let (tx, mut rx) = mpsc::channel::<Pending>(IN_FLIGHT);
+        let hub = carrier.hub.clone();
         tokio::spawn(async move {
             let mut on_fatal = Some(on_fatal);
             while let Some((ack, effects, _bytes)) = rx.recv().await {
@@ -115,6 +118,28 @@ impl Committer {
         Committer {
             tx,
             budget: Arc::new(Semaphore::new(BYTES_IN_FLIGHT)),
+            hub,
+        }
+    }
+
+    /// Whether anyone waits for these effects: a reply, a task's start or
+    /// signal, a follower of one of the jobs. Lines nobody follows, and the
+    /// end of jobs nobody waits for, may ride a later group commit.
+    fn urgency(&self, effects: &[Effect]) -> Urgency {
+        let mut jobs = Vec::new();
+        for effect in effects {
+            match effect {
+                Effect::Publish(Published::Line { id, .. } | Published::Inactive { id }) => {
+                    jobs.push(*id)
+                }
+                Effect::InactiveDurable { .. } => {}
+                _ => return Urgency::Now,
+            }
+        }
+        if self.hub.followed(jobs.into_iter()) {
+            Urgency::Now
+        } else {
+            Urgency::Lazy
         }
     }
 
@@ -133,7 +158,7 @@ impl Committer {
         let ack = if writes.is_empty() {
             None
         } else {
-            match store.enqueue(writes).await {
+            match store.enqueue_with(writes, self.urgency(&effects)).await {
                 Ok(ack) => Some(ack),
                 Err(e) => {
                     tracing::error!(error = %e, "store closed; dropping effects");

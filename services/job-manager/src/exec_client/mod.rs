@@ -160,14 +160,24 @@ async fn start_inputs<S: Store>(store: Arc<S>, job: &StartJob) -> Result<(String
     let (credentials, id, uid, expiration) =
         (job.credentials.clone(), job.id, job.userid, job.expiration);
     let now = crate::clock::now().max(0.0) as u64;
-    let (text, minted) = tokio::task::spawn_blocking(move || {
-        (
-            store.jobspec(id.into()),
-            credentials.mint(id, uid, expiration, now),
-        )
-    })
-    .await
-    .map_err(|e| format!("reading the jobspec: {e}"))?;
+    // Most jobs start soon after their submit: their jobspec is in memory,
+    // and the start request leaves without a hop to a blocking thread.
+    let at_hand = store.recent_jobspec(id.into()).and_then(|text| {
+        credentials
+            .try_mint(id, uid, expiration, now)
+            .map(|minted| (Ok(Some(text)), minted))
+    });
+    let (text, minted) = match at_hand {
+        Some(inputs) => inputs,
+        None => tokio::task::spawn_blocking(move || {
+            (
+                store.jobspec(id.into()),
+                credentials.mint(id, uid, expiration, now),
+            )
+        })
+        .await
+        .map_err(|e| format!("reading the jobspec: {e}"))?,
+    };
     let text = text
         .map_err(|e| e.to_string())?
         .ok_or_else(|| format!("job {id} has no stored jobspec"))?;

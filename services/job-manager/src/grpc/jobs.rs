@@ -513,6 +513,7 @@ impl<S: Store> JobManager for JobManagerService<S> {
         })?;
         // Subscribe before the first read, so nothing falls between them.
         let rx = self.hub.subscribe();
+        let following = self.hub.follow(id);
         ask(&self.inbox, |reply| Msg::Lookup { id, reply })
             .await??
             .ok_or(Error::UnknownJob(id))?;
@@ -535,6 +536,7 @@ impl<S: Store> JobManager for JobManagerService<S> {
         let follow = req.follow && !finished;
         let cancel = self.cancel.clone();
         tokio::spawn(async move {
+            let _following = following;
             let Some(next) = send_pages(&store, id, log, pos, Some(first), &tx).await else {
                 return;
             };

@@ -7,6 +7,7 @@ use tokio::sync::mpsc;
 use super::writer::Request;
 use super::{
     Ack, Batch, CommitStats, Log, LogPos, PgStore, SqliteStore, Store, StoreError, StoredJob,
+    Urgency,
 };
 
 /// Either backend. Held once, behind an `Arc`, so the variants' sizes do
@@ -38,11 +39,19 @@ impl AnyStore {
 }
 
 impl Store for AnyStore {
-    fn enqueue(
+    fn enqueue_with(
         &self,
         batch: Batch,
+        urgency: Urgency,
     ) -> impl std::future::Future<Output = Result<Ack, StoreError>> + Send {
-        super::writer::enqueue(self.sender(), batch)
+        super::writer::enqueue(self.sender(), batch, urgency)
+    }
+
+    fn recent_jobspec(&self, id: u64) -> Option<String> {
+        match self {
+            AnyStore::Sqlite(s) => s.recent_jobspec(id),
+            AnyStore::Postgres(s) => s.recent_jobspec(id),
+        }
     }
 
     fn read_log(&self, id: u64, log: Log) -> Result<Option<Vec<String>>, StoreError> {

@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 
-use super::{Ack, Batch, CommitStats, Log, LogPos, Store, StoreError, StoredJob, Write};
+use super::{Ack, Batch, CommitStats, Log, LogPos, Store, StoreError, StoredJob, Urgency, Write};
 
 /// One stored job.
 #[derive(Debug, Clone, Default)]
@@ -136,9 +136,10 @@ fn apply(state: &mut State, write: Write) -> Result<(), StoreError> {
 }
 
 impl Store for MemoryStore {
-    fn enqueue(
+    fn enqueue_with(
         &self,
         batch: Batch,
+        _urgency: Urgency,
     ) -> impl std::future::Future<Output = Result<Ack, StoreError>> + Send {
         let (tx, rx) = tokio::sync::oneshot::channel();
         let _ = tx.send(self.apply(batch));

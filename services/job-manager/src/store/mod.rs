@@ -12,6 +12,7 @@
 mod any;
 pub mod memory;
 pub mod postgres;
+mod recent;
 mod schema;
 mod sqlite;
 mod writer;
@@ -184,6 +185,15 @@ pub struct StoredJob {
     pub summary: Option<String>,
 }
 
+/// When a batch must reach the disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Urgency {
+    /// Someone waits for it (a reply, a task's start, a watcher): commit at once.
+    Now,
+    /// Nobody waits for it: it may ride the next group commit.
+    Lazy,
+}
+
 /// The answer to one enqueued batch: resolves once the batch is on disk.
 #[derive(Debug)]
 pub struct Ack(tokio::sync::oneshot::Receiver<Result<(), StoreError>>);
@@ -199,12 +209,26 @@ impl Ack {
 pub trait Store: Send + Sync + 'static {
     /// Hand `batch` to the writer; resolves once it is queued (in call order),
     /// giving the [`Ack`] that resolves once it is durable. Waits while the
-    /// writer's queue is full.
-    fn enqueue(&self, batch: Batch) -> impl Future<Output = Result<Ack, StoreError>> + Send;
+    /// writer's queue is full. A lazy batch may wait for company before its
+    /// commit (2 ms at most); an urgent one takes it along.
+    fn enqueue_with(
+        &self,
+        batch: Batch,
+        urgency: Urgency,
+    ) -> impl Future<Output = Result<Ack, StoreError>> + Send;
+    /// [`Self::enqueue_with`] for a batch someone waits for.
+    fn enqueue(&self, batch: Batch) -> impl Future<Output = Result<Ack, StoreError>> + Send {
+        self.enqueue_with(batch, Urgency::Now)
+    }
     /// Make `batch` durable; resolves once it is on disk (or failed, leaving nothing).
     fn commit(&self, batch: Batch) -> impl Future<Output = Result<(), StoreError>> + Send {
         let queued = self.enqueue(batch);
         async move { queued.await?.wait().await }
+    }
+    /// Job `id`'s jobspec if it is at hand in memory: an answer without
+    /// blocking, for a start request (see [`Self::jobspec`] otherwise).
+    fn recent_jobspec(&self, _id: u64) -> Option<String> {
+        None
     }
     /// Every line of one job's log, in order; `None` if the job or log does not exist.
     fn read_log(&self, id: u64, log: Log) -> Result<Option<Vec<String>>, StoreError>;

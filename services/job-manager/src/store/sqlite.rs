@@ -7,8 +7,9 @@ use std::thread::JoinHandle;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 use tokio::sync::mpsc;
 
+use super::recent::Recent;
 use super::writer::{self, Counters, Request, from_sql_id, to_sql_id};
-use super::{Ack, Batch, CommitStats, Log, LogPos, Store, StoreError, StoredJob};
+use super::{Ack, Batch, CommitStats, Log, LogPos, Store, StoreError, StoredJob, Urgency};
 
 /// Stores up to this size are checked whole before they are used; a larger
 /// one that was closed cleanly is checked beside serving (see [`SqliteStore::open`]).
@@ -29,6 +30,8 @@ pub struct SqliteStore {
     point: Mutex<Connection>,
     bulk: Mutex<Connection>,
     counters: Arc<Counters>,
+    /// Jobspecs of recent jobs, for start requests.
+    recent: Arc<Recent>,
     writer: Option<JoinHandle<()>>,
     /// The whole-file check was left for [`SqliteStore::check`].
     check_owed: bool,
@@ -60,6 +63,19 @@ impl SqliteStore {
 
     /// [`Self::open`] with the size above which a clean store's check waits.
     pub fn open_with(path: &Path, sync_check_max: u64) -> Result<Self, StoreError> {
+        Self::open_inner(path, sync_check_max, writer::LAZY_WINDOW)
+    }
+
+    /// [`Self::open`] with the longest a lazy batch waits for an urgent one.
+    pub fn open_lazy_window(path: &Path, window: std::time::Duration) -> Result<Self, StoreError> {
+        Self::open_inner(path, SYNC_CHECK_MAX, window)
+    }
+
+    fn open_inner(
+        path: &Path,
+        sync_check_max: u64,
+        window: std::time::Duration,
+    ) -> Result<Self, StoreError> {
         let fail = |reason: String| StoreError::Open {
             path: path.display().to_string(),
             reason,
@@ -81,11 +97,13 @@ impl SqliteStore {
         let bulk = open_reader(path).map_err(|e| fail(e.to_string()))?;
         let (tx, rx) = mpsc::channel(QUEUE_CAPACITY);
         let counters = Arc::new(Counters::default());
+        let recent = Arc::new(Recent::default());
         let writer = {
             let counters = Arc::clone(&counters);
+            let recent = Arc::clone(&recent);
             std::thread::Builder::new()
                 .name("store-writer".into())
-                .spawn(move || writer::run(conn, rx, counters))
+                .spawn(move || writer::run(conn, writer::Queue::new(rx, window), counters, recent))
                 .map_err(|e| fail(format!("cannot start the writer thread: {e}")))?
         };
         Ok(Self {
@@ -94,6 +112,7 @@ impl SqliteStore {
             point: Mutex::new(point),
             bulk: Mutex::new(bulk),
             counters,
+            recent,
             writer: Some(writer),
             check_owed,
         })
@@ -201,11 +220,12 @@ impl Drop for SqliteStore {
 }
 
 impl Store for SqliteStore {
-    fn enqueue(
+    fn enqueue_with(
         &self,
         batch: Batch,
+        urgency: Urgency,
     ) -> impl std::future::Future<Output = Result<Ack, StoreError>> + Send {
-        super::writer::enqueue(self.tx.clone(), batch)
+        super::writer::enqueue(self.tx.clone(), batch, urgency)
     }
 
     fn read_log_page(
@@ -282,7 +302,14 @@ impl Store for SqliteStore {
         })
     }
 
+    fn recent_jobspec(&self, id: u64) -> Option<String> {
+        self.recent.get(id)
+    }
+
     fn jobspec(&self, id: u64) -> Result<Option<String>, StoreError> {
+        if let Some(spec) = self.recent.get(id) {
+            return Ok(Some(spec));
+        }
         self.read_point(|c| {
             c.prepare_cached("SELECT jobspec FROM jobs WHERE id = ?1")?
                 .query_row([to_sql_id(id)], |r| r.get(0))

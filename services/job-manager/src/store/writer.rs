@@ -5,23 +5,35 @@
 //! to [`MAX_GROUP`]), applies each in a savepoint, commits once and answers all.
 //! A request is answered only after the commit returned, so "acknowledged" means
 //! "on disk".
+//!
+//! A group of lazy batches only (nobody waits for them: exec lines of an
+//! unwatched job, its end) is held up to [`LAZY_WINDOW`] for company: the
+//! next urgent batch (a submit's reply, an allocation whose start waits)
+//! takes them into its own commit. Under load a job's lines ride the commit
+//! of another job's allocation instead of paying for one of their own.
 
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use rusqlite::{Connection, params};
 use tokio::sync::{mpsc, oneshot};
 
-use super::{Batch, CommitStats, Log, StoreError, Write};
+use super::recent::Recent;
+use super::{Batch, CommitStats, Log, StoreError, Urgency, Write};
 
 /// Most batches folded into one transaction: bounds commit latency and memory.
 pub const MAX_GROUP: usize = 4096;
+
+/// Longest a lazy batch waits for an urgent one to share its commit.
+pub const LAZY_WINDOW: Duration = Duration::from_millis(2);
 
 /// One batch waiting to be committed.
 #[derive(Debug)]
 pub struct Request {
     pub batch: Batch,
+    pub urgency: Urgency,
     pub done: oneshot::Sender<Result<(), StoreError>>,
 }
 
@@ -48,32 +60,81 @@ impl Counters {
 pub(in crate::store) async fn enqueue(
     tx: Option<mpsc::Sender<Request>>,
     batch: super::Batch,
+    urgency: Urgency,
 ) -> Result<super::Ack, StoreError> {
     let tx = tx.ok_or(StoreError::Closed)?;
     let (done, answer) = oneshot::channel();
-    tx.send(Request { batch, done })
-        .await
-        .map_err(|_| StoreError::Closed)?;
+    tx.send(Request {
+        batch,
+        urgency,
+        done,
+    })
+    .await
+    .map_err(|_| StoreError::Closed)?;
     Ok(super::Ack(answer))
 }
 
-/// Wait for a batch, then take it and every one already waiting (up to
-/// [`MAX_GROUP`]) into `group`; false once every sender is gone.
-pub(in crate::store) fn take_group(
-    rx: &mut mpsc::Receiver<Request>,
-    group: &mut Vec<Request>,
-) -> bool {
-    let Some(first) = rx.blocking_recv() else {
-        return false;
-    };
-    group.push(first);
+/// The writer's queue, read a group at a time.
+pub(in crate::store) struct Queue {
+    rx: mpsc::Receiver<Request>,
+    window: Duration,
+    /// Only to wait for the queue with a deadline: the writer is a plain thread.
+    timer: Option<tokio::runtime::Runtime>,
+}
+
+impl Queue {
+    /// Read `rx`, holding lazy batches up to `window`.
+    pub fn new(rx: mpsc::Receiver<Request>, window: Duration) -> Self {
+        let timer = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .inspect_err(|e| {
+                tracing::warn!(error = %e, "no timer for lazy batches: every batch commits at once")
+            })
+            .ok();
+        Queue { rx, window, timer }
+    }
+
+    /// Wait for a batch, then take it and every one already waiting (up to
+    /// [`MAX_GROUP`]) into `group`. A group of lazy batches only waits for
+    /// more until one is urgent or the window has passed. False once
+    /// every sender is gone and nothing is left.
+    pub fn take_group(&mut self, group: &mut Vec<Request>) -> bool {
+        let Some(first) = self.rx.blocking_recv() else {
+            return false;
+        };
+        group.push(first);
+        drain(&mut self.rx, group);
+        let Some(timer) = &self.timer else {
+            return true;
+        };
+        let deadline = std::time::Instant::now() + self.window;
+        while group.len() < MAX_GROUP && group.iter().all(|r| r.urgency == Urgency::Lazy) {
+            // The timer is made inside block_on: it needs the runtime's context.
+            let rx = &mut self.rx;
+            let next =
+                timer.block_on(async { tokio::time::timeout_at(deadline.into(), rx.recv()).await });
+            match next {
+                Ok(Some(req)) => {
+                    group.push(req);
+                    drain(&mut self.rx, group);
+                }
+                // Closed (commit what is here) or the window is over.
+                Ok(None) | Err(_) => break,
+            }
+        }
+        true
+    }
+}
+
+/// Take what is already waiting, up to [`MAX_GROUP`] in all.
+fn drain(rx: &mut mpsc::Receiver<Request>, group: &mut Vec<Request>) {
     while group.len() < MAX_GROUP {
         match rx.try_recv() {
             Ok(req) => group.push(req),
             Err(_) => break,
         }
     }
-    true
 }
 
 /// Answer every request of `group` and empty it: each with its outcome
@@ -106,14 +167,22 @@ pub(in crate::store) fn answer(
 }
 
 /// Run the writer until every sender is gone; then return.
-pub fn run(mut conn: Connection, mut rx: mpsc::Receiver<Request>, counters: Arc<Counters>) {
+pub fn run(mut conn: Connection, mut queue: Queue, counters: Arc<Counters>, recent: Arc<Recent>) {
     let mut group: Vec<Request> = Vec::new();
     let mut failed = false;
-    while take_group(&mut rx, &mut group) {
+    while queue.take_group(&mut group) {
         let committed = commit_group(&mut conn, &group);
-        if let Err(err) = &committed {
-            failed = true;
-            tracing::error!(error = %err, batches = group.len(), "store commit failed");
+        match &committed {
+            Ok(outcomes) => recent.committed(
+                group
+                    .iter()
+                    .zip(outcomes)
+                    .map(|(r, o)| (r.batch.as_slice(), o.is_ok())),
+            ),
+            Err(err) => {
+                failed = true;
+                tracing::error!(error = %err, batches = group.len(), "store commit failed");
+            }
         }
         answer(&mut group, committed, &counters);
     }

@@ -9,7 +9,6 @@
 
 pub mod connect;
 mod group;
-mod recent;
 mod schema;
 mod writer;
 
@@ -24,8 +23,9 @@ use tokio::sync::mpsc;
 pub use connect::{PgConnect, is_postgres_url};
 pub use schema::prepare;
 
+use super::recent::Recent;
 use super::writer::{Counters, Request, from_sql_id, to_sql_id};
-use super::{Ack, Batch, CommitStats, Log, LogPos, Store, StoreError, StoredJob};
+use super::{Ack, Batch, CommitStats, Log, LogPos, Store, StoreError, StoredJob, Urgency};
 use connect::describe;
 
 /// Batches that may wait for the writer before submitters are slowed down.
@@ -45,7 +45,7 @@ pub struct PgStore {
     counters: Arc<Counters>,
     writer: Option<JoinHandle<()>>,
     /// Jobspecs of the jobs made lately.
-    recent: Arc<recent::Recent>,
+    recent: Arc<Recent>,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -83,7 +83,7 @@ impl PgStore {
         let bulk = connect.connect()?;
         let counters = Arc::new(Counters::default());
         let (tx, rx) = mpsc::channel(QUEUE_CAPACITY);
-        let recent = Arc::new(recent::Recent::default());
+        let recent = Arc::new(Recent::default());
         let state = writer::WriterState {
             recent: Arc::clone(&recent),
             connect: connect.clone(),
@@ -212,11 +212,12 @@ fn count(n: i64) -> u64 {
 }
 
 impl Store for PgStore {
-    fn enqueue(
+    fn enqueue_with(
         &self,
         batch: Batch,
+        urgency: Urgency,
     ) -> impl std::future::Future<Output = Result<Ack, StoreError>> + Send {
-        crate::store::writer::enqueue(self.tx.clone(), batch)
+        crate::store::writer::enqueue(self.tx.clone(), batch, urgency)
     }
 
     fn read_log_page(
@@ -309,6 +310,10 @@ impl Store for PgStore {
             }
             Ok(Some(lens))
         })
+    }
+
+    fn recent_jobspec(&self, id: u64) -> Option<String> {
+        self.recent.get(id)
     }
 
     fn jobspec(&self, id: u64) -> Result<Option<String>, StoreError> {

@@ -23,7 +23,7 @@ use tokio::sync::mpsc;
 
 use super::connect::{PgConnect, describe};
 use super::group::{Segment, SegmentError, Statements};
-use crate::store::writer::{Counters, Request, answer, take_group, to_sql_id};
+use crate::store::writer::{Counters, Queue, Request, answer, to_sql_id};
 use crate::store::{StoreError, Write};
 
 /// Longest pause between attempts to reach a database that went away.
@@ -33,7 +33,7 @@ const RETRY_MAX: Duration = Duration::from_secs(1);
 pub struct WriterState {
     pub connect: PgConnect,
     /// Where committed jobspecs are kept for the readers.
-    pub recent: Arc<super::recent::Recent>,
+    pub recent: Arc<crate::store::recent::Recent>,
     pub client: Client,
     pub stmts: Statements,
     /// Jobs known to be stored and active: this writer made or read them,
@@ -49,11 +49,12 @@ pub struct WriterState {
 }
 
 /// Run until every sender is gone; once deposed, every batch fails.
-pub fn run(mut st: WriterState, mut rx: mpsc::Receiver<Request>) {
+pub fn run(mut st: WriterState, rx: mpsc::Receiver<Request>) {
     let mut group: Vec<Request> = Vec::new();
     let mut number: i64 = 0;
     let mut deposed: Option<StoreError> = None;
-    while take_group(&mut rx, &mut group) {
+    let mut queue = Queue::new(rx, crate::store::writer::LAZY_WINDOW);
+    while queue.take_group(&mut group) {
         let committed = match &deposed {
             Some(err) => Err(err.clone()),
             None => {
@@ -202,14 +203,12 @@ fn commit_group(
     }
     st.next_event = seg.next_event;
     st.next_resource = seg.next_resource;
-    let committed = group.iter().zip(&outcomes).filter(|(_, o)| o.is_ok());
-    for w in committed.flat_map(|(r, _)| &r.batch) {
-        match w {
-            Write::NewJob { id, jobspec, .. } => st.recent.add(*id, jobspec),
-            Write::Purge { id } => st.recent.forget(*id),
-            _ => {}
-        }
-    }
+    st.recent.committed(
+        group
+            .iter()
+            .zip(&outcomes)
+            .map(|(r, o)| (r.batch.as_slice(), o.is_ok())),
+    );
     for (id, active) in learned {
         if active {
             st.known.insert(id);

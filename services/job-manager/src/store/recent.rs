@@ -1,10 +1,13 @@
-//! Jobspecs of the jobs made lately, kept in memory by the PostgreSQL
-//! store: a job that starts soon after it was submitted (most do) has its
-//! jobspec read from here, not in a round trip to the database. Stored
+//! Jobspecs of the jobs made lately, kept in memory by both stores: a job
+//! that starts soon after it was submitted (most do) has its jobspec for
+//! the start request read from here, without a read of the store (a round
+//! trip to PostgreSQL, a thread hop and a page read for SQLite). Stored
 //! jobspecs never change, so the copy is never stale.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
+
+use super::Write;
 
 /// Bytes of jobspec text kept at most; the oldest go first.
 pub const RECENT_BYTES: usize = 32 << 20;
@@ -45,6 +48,23 @@ impl Recent {
         let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(spec) = inner.specs.remove(&id) {
             inner.bytes -= spec.len();
+        }
+    }
+
+    /// Remember the jobspecs of the jobs `batches` made and forget the
+    /// purged ones; each batch with whether it was committed.
+    pub fn committed<'a>(&self, batches: impl Iterator<Item = (&'a [Write], bool)>) {
+        for (batch, ok) in batches {
+            if !ok {
+                continue;
+            }
+            for w in batch {
+                match w {
+                    Write::NewJob { id, jobspec, .. } => self.add(*id, jobspec),
+                    Write::Purge { id } => self.forget(*id),
+                    _ => {}
+                }
+            }
         }
     }
 
