@@ -162,13 +162,20 @@ async fn start_inputs<S: Store>(store: Arc<S>, job: &StartJob) -> Result<(String
     let now = crate::clock::now().max(0.0) as u64;
     // Most jobs start soon after their submit: their jobspec is in memory,
     // and the start request leaves without a hop to a blocking thread.
-    let at_hand = store.recent_jobspec(id.into()).and_then(|text| {
-        credentials
-            .try_mint(id, uid, expiration, now)
-            .map(|minted| (Ok(Some(text)), minted))
-    });
-    let (text, minted) = match at_hand {
-        Some(inputs) => inputs,
+    let blocking = |e: tokio::task::JoinError| format!("reading the jobspec: {e}");
+    let (text, minted) = match store.take_recent_jobspec(id.into()) {
+        Some(text) => match credentials.try_mint(id, uid, expiration, now) {
+            Some(minted) => (Ok(Some(text)), minted),
+            // The owner's name is looked up off the runtime: it may be a
+            // directory service's round trip.
+            None => {
+                let minted =
+                    tokio::task::spawn_blocking(move || credentials.mint(id, uid, expiration, now))
+                        .await
+                        .map_err(blocking)?;
+                (Ok(Some(text)), minted)
+            }
+        },
         None => tokio::task::spawn_blocking(move || {
             (
                 store.jobspec(id.into()),
@@ -176,7 +183,7 @@ async fn start_inputs<S: Store>(store: Arc<S>, job: &StartJob) -> Result<(String
             )
         })
         .await
-        .map_err(|e| format!("reading the jobspec: {e}"))?,
+        .map_err(blocking)?,
     };
     let text = text
         .map_err(|e| e.to_string())?

@@ -47,10 +47,10 @@ impl Store for AnyStore {
         super::writer::enqueue(self.sender(), batch, urgency)
     }
 
-    fn recent_jobspec(&self, id: u64) -> Option<String> {
+    fn take_recent_jobspec(&self, id: u64) -> Option<String> {
         match self {
-            AnyStore::Sqlite(s) => s.recent_jobspec(id),
-            AnyStore::Postgres(s) => s.recent_jobspec(id),
+            AnyStore::Sqlite(s) => s.take_recent_jobspec(id),
+            AnyStore::Postgres(s) => s.take_recent_jobspec(id),
         }
     }
 

@@ -225,9 +225,10 @@ pub trait Store: Send + Sync + 'static {
         let queued = self.enqueue(batch);
         async move { queued.await?.wait().await }
     }
-    /// Job `id`'s jobspec if it is at hand in memory: an answer without
-    /// blocking, for a start request (see [`Self::jobspec`] otherwise).
-    fn recent_jobspec(&self, _id: u64) -> Option<String> {
+    /// Job `id`'s jobspec if it is at hand in memory, which lets it go: an
+    /// answer without blocking, for the start request (which needs it once;
+    /// see [`Self::jobspec`] otherwise).
+    fn take_recent_jobspec(&self, _id: u64) -> Option<String> {
         None
     }
     /// Every line of one job's log, in order; `None` if the job or log does not exist.

@@ -68,6 +68,15 @@ impl Recent {
         }
     }
 
+    /// The jobspec of job `id`, if it is recent, forgotten here: a job's
+    /// start takes it, and a later read (a restart) goes to the store.
+    pub fn take(&self, id: u64) -> Option<String> {
+        let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let spec = inner.specs.remove(&id)?;
+        inner.bytes -= spec.len();
+        Some(spec.to_string())
+    }
+
     /// The jobspec of job `id`, if it is recent.
     pub fn get(&self, id: u64) -> Option<String> {
         let inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
@@ -89,5 +98,8 @@ mod tests {
         assert_eq!(recent.get(2).as_deref(), Some(big.as_str()));
         recent.forget(2);
         assert!(recent.get(2).is_none());
+        recent.add(3, "spec");
+        assert_eq!(recent.take(3).as_deref(), Some("spec"));
+        assert!(recent.take(3).is_none());
     }
 }

@@ -302,8 +302,8 @@ impl Store for SqliteStore {
         })
     }
 
-    fn recent_jobspec(&self, id: u64) -> Option<String> {
-        self.recent.get(id)
+    fn take_recent_jobspec(&self, id: u64) -> Option<String> {
+        self.recent.take(id)
     }
 
     fn jobspec(&self, id: u64) -> Result<Option<String>, StoreError> {

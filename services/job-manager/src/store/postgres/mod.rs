@@ -312,8 +312,8 @@ impl Store for PgStore {
         })
     }
 
-    fn recent_jobspec(&self, id: u64) -> Option<String> {
-        self.recent.get(id)
+    fn take_recent_jobspec(&self, id: u64) -> Option<String> {
+        self.recent.take(id)
     }
 
     fn jobspec(&self, id: u64) -> Result<Option<String>, StoreError> {
