@@ -15,9 +15,19 @@ pub enum ExecError {
     /// A Start for a job this process already runs.
     #[error("job {0} is already running here; send Start with reattach to follow it")]
     AlreadyRunning(JobId),
-    /// A Kill, Exception or Expiration for a job this process does not run.
+    /// A Kill, Exception, Expiration or Tasks for a job this process does not run.
     #[error("job {0} is not running on this exec service")]
     NotRunning(JobId),
+    /// A Tasks request for a job whose tasks are still being launched.
+    #[error("job {0} is still launching its tasks; ask again once it has started")]
+    Starting(JobId),
+    /// A peer running some ranks of the job could not list its tasks.
+    #[error("cannot list the tasks of rank(s) {ranks} from the exec service at {address}: {error}")]
+    PeerTasks {
+        address: String,
+        ranks: String,
+        error: String,
+    },
     /// A signal number outside 1..=64.
     #[error("signal {0} is not a valid signal number (1-64)")]
     BadSignal(i32),
@@ -47,6 +57,8 @@ impl From<ExecError> for tonic::Status {
         match e {
             ExecError::AlreadyRunning(_) => tonic::Status::already_exists(msg),
             ExecError::NotRunning(_) => tonic::Status::not_found(msg),
+            ExecError::Starting(_) => tonic::Status::failed_precondition(msg),
+            ExecError::PeerTasks { .. } => tonic::Status::unavailable(msg),
             ExecError::BadSignal(_) | ExecError::InvalidArgument(_) => {
                 tonic::Status::invalid_argument(msg)
             }

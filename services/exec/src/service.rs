@@ -1,5 +1,5 @@
 //! The `fluxgate.v1.Exec` service (RFC 32 shaped): Start, Kill, Exception,
-//! Expiration.
+//! Expiration, and Tasks (the processes of a job's tasks).
 //!
 //! Start always answers with a stream, even when the job cannot run: per RFC
 //! 32 a transport error means "exec service dead", so a bad jobspec or R is an
@@ -17,7 +17,8 @@ use fluxgate_proto::v1::session_request::Request as Session;
 use fluxgate_proto::v1::start_response::Response as R;
 use fluxgate_proto::v1::{
     ExecException, ExecExceptionRequest, ExecExceptionResponse, ExecKillRequest, ExecKillResponse,
-    ExpirationRequest, ExpirationResponse, Release, SessionRequest, StartRequest,
+    ExecTasksRequest, ExecTasksResponse, ExpirationRequest, ExpirationResponse, Release,
+    SessionRequest, StartRequest,
 };
 use fluxgate_shared::{IdSet, JobId, Jobspec, ResourceSet};
 use tonic::{Request, Response, Status};
@@ -27,6 +28,7 @@ use crate::config::Config;
 use crate::error::{ExecError, PlanError};
 use crate::event::line;
 use crate::job::peer::Peer;
+use crate::job::procs::{self, TaskProc};
 use crate::job::run::{self, Launch};
 use crate::job::{Control, JobTable, ResponseSender, ResponseStream, STREAM_CAPACITY, response};
 use crate::layout::Layout;
@@ -260,6 +262,15 @@ impl ExecService {
             .await
     }
 
+    /// The processes of a job's tasks: this process's and, on the leader,
+    /// its peers'.
+    async fn tasks_job(&self, req: ExecTasksRequest) -> Result<Vec<TaskProc>, ExecError> {
+        let id = JobId::from(req.id);
+        let job = self.jobs.get(req.id).ok_or(ExecError::NotRunning(id))?;
+        let snapshot = job.procs().snapshot().ok_or(ExecError::Starting(id))?;
+        procs::gather(id, snapshot).await
+    }
+
     fn plan(&self, req: &StartRequest) -> Result<Launch, PlanError> {
         let id = JobId::from(req.id);
         let jobspec = Jobspec::from_json(&req.jobspec).map_err(PlanError::Jobspec)?;
@@ -473,5 +484,17 @@ impl Exec for ExecService {
     ) -> Result<Response<ExpirationResponse>, Status> {
         self.expiration_job(request.into_inner()).await?;
         Ok(Response::new(ExpirationResponse {}))
+    }
+
+    async fn tasks(
+        &self,
+        request: Request<ExecTasksRequest>,
+    ) -> Result<Response<ExecTasksResponse>, Status> {
+        let req = request.into_inner();
+        let span = tracing::error_span!("job", job = %JobId::from(req.id));
+        let tasks = self.tasks_job(req).instrument(span).await?;
+        Ok(Response::new(ExecTasksResponse {
+            tasks: tasks.into_iter().map(Into::into).collect(),
+        }))
     }
 }

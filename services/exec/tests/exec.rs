@@ -13,7 +13,9 @@ use fluxgate_exec::config::Config;
 use fluxgate_exec::server::{self, Running};
 use fluxgate_proto::v1::exec_client::ExecClient;
 use fluxgate_proto::v1::start_response::Response as R;
-use fluxgate_proto::v1::{ExecExceptionRequest, ExecKillRequest, StartRequest, StartResponse};
+use fluxgate_proto::v1::{
+    ExecExceptionRequest, ExecKillRequest, ExecTasksRequest, StartRequest, StartResponse,
+};
 use fluxgate_shared::{IdSet, JobId};
 use serde_json::{Value, json};
 use tonic::Streaming;
@@ -431,6 +433,76 @@ async fn cancel_sends_sigterm_status_36608() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn timeout_sends_sigalrm_status_36352() {
     teardown("timeout", 36352).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_leader_lists_the_task_processes_of_every_rank() {
+    let (uri, jm) = fake_jm().await;
+    let a = exec(&uri, &jm, "hosta").await;
+    let b = exec(&uri, &jm, "hostb").await;
+    let js = json!({
+        "version": 1,
+        "resources": [{"type": "node", "count": 2, "with": [{"type": "slot", "count": 2, "label": "task", "with": [{"type": "core", "count": 1}]}]}],
+        "tasks": [{"command": ["sleep", "100"], "slot": "task", "count": {"per_slot": 1}}],
+        "attributes": {"system": {"duration": 0, "environment": {"PATH": std::env::var("PATH").unwrap()}}},
+    })
+    .to_string();
+    let r = json!({"version": 1, "execution": {"R_lite": [{"rank": "0-1", "children": {"core": "0-1"}}], "nodelist": ["hosta,hostb"]}}).to_string();
+    let mut leader = client(&a.exec_address).await;
+    let err = leader.tasks(ExecTasksRequest { id: 7 }).await.unwrap_err();
+    assert_eq!(err.code(), tonic::Code::NotFound, "{err:?}");
+    let mut stream = leader
+        .start(request(
+            7,
+            js,
+            r,
+            &[(0, &a.exec_address), (1, &b.exec_address)],
+        ))
+        .await
+        .unwrap()
+        .into_inner();
+    while kind(&stream.message().await.unwrap().unwrap()) != "start" {}
+
+    let tasks = leader
+        .tasks(ExecTasksRequest { id: 7 })
+        .await
+        .unwrap()
+        .into_inner()
+        .tasks;
+    let placed: Vec<(u32, u32, &str)> = tasks
+        .iter()
+        .map(|t| (t.task_rank, t.node_rank, t.hostname.as_str()))
+        .collect();
+    assert_eq!(
+        placed,
+        [
+            (0, 0, "hosta"),
+            (1, 0, "hosta"),
+            (2, 1, "hostb"),
+            (3, 1, "hostb")
+        ]
+    );
+    for t in &tasks {
+        let cmdline = std::fs::read(format!("/proc/{}/cmdline", t.pid)).unwrap();
+        assert!(cmdline.ends_with(b"sleep\x00100\x00"), "{cmdline:?}");
+    }
+    // A peer lists its own ranks' tasks only.
+    let on_b = client(&b.exec_address)
+        .await
+        .tasks(ExecTasksRequest { id: 7 })
+        .await
+        .unwrap()
+        .into_inner()
+        .tasks;
+    assert_eq!(on_b, tasks[2..]);
+
+    leader
+        .kill(ExecKillRequest { id: 7, signum: 15 })
+        .await
+        .unwrap();
+    collect(stream).await;
+    a.stop().await.unwrap();
+    b.stop().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -311,7 +311,7 @@ pub async fn serve(
         let carrier = Carrier {
             hub: hub.clone(),
             journal: journal.clone(),
-            exec: GrpcExec::new(Arc::clone(&store), inbox_tx.clone(), exec_access),
+            exec: GrpcExec::new(Arc::clone(&store), inbox_tx.clone(), exec_access.clone()),
             inbox: inbox_tx.clone(),
         };
         Committer::spawn(carrier, move |e| {
@@ -355,7 +355,8 @@ pub async fn serve(
         Arc::clone(&config),
         cancel.clone(),
     )
-    .with_site(site);
+    .with_site(site)
+    .with_exec_access(exec_access);
     let node = NodeService::new(
         inbox_tx.clone(),
         Arc::clone(&config),

@@ -45,6 +45,20 @@ pub async fn watch(
     follow: bool,
     wait_create: bool,
 ) -> anyhow::Result<LogWatch> {
+    open_watch(inst, id, name, follow, wait_create)
+        .await
+        .map_err(client::status_error)
+}
+
+/// As [`watch`], with the server's refusal as it came, for a command that
+/// words some refusals its own way (an unknown job, one it may not read).
+pub async fn open_watch(
+    inst: &Instance,
+    id: JobId,
+    name: &str,
+    follow: bool,
+    wait_create: bool,
+) -> Result<LogWatch, tonic::Status> {
     let request = pb::WatchEventlogRequest {
         id: id.as_u64(),
         name: name.to_string(),
@@ -52,9 +66,7 @@ pub async fn watch(
         wait_create,
         ..Default::default()
     };
-    LogWatch::open(inst, request)
-        .await
-        .map_err(client::status_error)
+    LogWatch::open(inst, request).await
 }
 
 /// Fold the main eventlog's events into an outcome; `on_exception` sees each

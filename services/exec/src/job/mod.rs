@@ -10,10 +10,12 @@
 //! shutdown reaches such a job only once someone reads its responses again. The entry leaves the table once its
 //! last response (`release` final) has been handed on; its last few
 //! responses are kept a while longer ([`ended`]), for a job manager that
-//! died before it stored them.
+//! died before it stored them. Each job also keeps the record of its tasks'
+//! processes ([`procs`]) that `Exec.Tasks` answers from.
 
 pub mod ended;
 pub mod peer;
+pub mod procs;
 pub mod run;
 
 use std::collections::{HashMap, VecDeque};
@@ -22,6 +24,8 @@ use std::sync::{Arc, Mutex};
 use fluxgate_proto::v1::{StartResponse, start_response::Response};
 use tokio::sync::{mpsc, watch};
 use tonic::Status;
+
+use self::procs::Procs;
 
 /// Responses buffered per job while nobody is reading.
 pub const RESPONSE_CAPACITY: usize = 1024;
@@ -69,12 +73,19 @@ pub struct JobHandle {
     responses: Arc<tokio::sync::Mutex<Responses>>,
     /// Bumped by every reattach, so the previous forwarder lets go.
     generation: watch::Sender<u64>,
+    /// The processes of its tasks, as its driver launches them.
+    procs: Arc<Procs>,
 }
 
 impl JobHandle {
     /// Queue a control request; false when the job has already finished.
     pub async fn control(&self, c: Control) -> bool {
         self.control.send(c).await.is_ok()
+    }
+
+    /// The processes of the job's tasks.
+    pub fn procs(&self) -> &Procs {
+        &self.procs
     }
 }
 
@@ -85,13 +96,16 @@ pub struct JobTable {
     ended: Arc<ended::Ended>,
 }
 
-/// The receiving ends a new job's driver needs.
+/// The ends of a new job's channels, and its record of processes, that its
+/// driver needs.
 #[derive(Debug)]
 pub struct JobChannels {
     /// Where the driver writes responses.
     pub responses: mpsc::Sender<StartResponse>,
     /// Where it reads control requests.
     pub control: mpsc::Receiver<Control>,
+    /// Where it records the processes of the tasks it launches.
+    pub procs: Arc<Procs>,
 }
 
 /// The response stream handed to tonic.
@@ -109,6 +123,7 @@ impl JobTable {
         }
         let (tx, rx) = mpsc::channel(RESPONSE_CAPACITY);
         let (ctl_tx, ctl_rx) = mpsc::channel(CONTROL_CAPACITY);
+        let procs = Arc::new(Procs::default());
         let handle = Arc::new(JobHandle {
             id,
             control: ctl_tx,
@@ -118,6 +133,7 @@ impl JobTable {
                 tail: VecDeque::new(),
             })),
             generation: watch::Sender::new(0),
+            procs: Arc::clone(&procs),
         });
         jobs.insert(id, handle.clone());
         metrics::gauge!(crate::telemetry::JOBS_RUNNING).set(jobs.len() as f64);
@@ -126,6 +142,7 @@ impl JobTable {
             JobChannels {
                 responses: tx,
                 control: ctl_rx,
+                procs,
             },
         ))
     }

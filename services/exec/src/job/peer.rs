@@ -5,13 +5,17 @@
 //! `start`, RFC 24 `output_event` lines (data, eof, log; never a header),
 //! `exception`s, `finish{status}` (the largest shell status of its ranks) and
 //! `release{ranks, final:true}` last. It writes no exec eventlog events: the
-//! exec eventlog has one writer, the leader.
+//! exec eventlog has one writer, the leader. Asked for its tasks
+//! (`Exec.Tasks`), it lists those of its own ranks.
 
 use std::time::Duration;
 
 use fluxgate_proto::v1::exec_client::ExecClient;
 use fluxgate_proto::v1::start_response::Response;
-use fluxgate_proto::v1::{ExecExceptionRequest, ExecKillRequest, StartRequest, StartResponse};
+use fluxgate_proto::v1::{
+    ExecExceptionRequest, ExecKillRequest, ExecTaskProcess, ExecTasksRequest, StartRequest,
+    StartResponse,
+};
 use fluxgate_shared::IdSet;
 use tokio::sync::mpsc;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
@@ -21,7 +25,7 @@ use tracing::Instrument;
 
 /// How long to wait for a peer's connection.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
-/// How long a forwarded Kill or Exception may take.
+/// How long a forwarded Kill or Exception, or a peer's list of tasks, may take.
 const CONTROL_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Something a peer's stream delivered.
@@ -179,5 +183,17 @@ impl Peer {
             }
             .in_current_span(),
         );
+    }
+
+    /// The processes of the peer's tasks of job `id`; the reason when it
+    /// cannot say.
+    pub async fn tasks(&self, id: u64) -> Result<Vec<ExecTaskProcess>, String> {
+        let mut client = self.client.clone();
+        let call = client.tasks(self.credential.request(ExecTasksRequest { id }));
+        match tokio::time::timeout(CONTROL_TIMEOUT, call).await {
+            Ok(Ok(answer)) => Ok(answer.into_inner().tasks),
+            Ok(Err(status)) => Err(status.message().to_string()),
+            Err(_) => Err(format!("no answer within {}s", CONTROL_TIMEOUT.as_secs())),
+        }
     }
 }

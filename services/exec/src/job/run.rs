@@ -19,6 +19,7 @@
 //! otherwise, SIGKILL to whatever is left after the kill timeout.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use fluxgate_proto::v1::start_response::Response;
@@ -31,6 +32,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::peer::{Peer, PeerEvent};
+use super::procs::{Procs, TaskProc};
 use super::{Control, JobChannels, response};
 use crate::event::{context, line};
 use crate::files;
@@ -110,6 +112,10 @@ struct Driver {
     files: Vec<tokio::fs::File>,
     stream_file: [Option<usize>; 2],
     expiration: Option<f64>,
+    /// The processes of the tasks launched, for `Exec.Tasks`.
+    procs: Arc<Procs>,
+    /// This machine's name, looked up once, for ranks R names no host for.
+    local_hostname: Option<String>,
 }
 
 /// Run a job's part to the end, writing its responses.
@@ -117,7 +123,10 @@ pub async fn run(l: Launch, ch: JobChannels) {
     let JobChannels {
         responses,
         mut control,
+        procs,
     } = ch;
+    // The peers are known now, the tasks as they are launched.
+    procs.set_peers(l.peers.clone());
     let mut d = Driver {
         id: l.id.into(),
         leader: l.leader,
@@ -138,6 +147,8 @@ pub async fn run(l: Launch, ch: JobChannels) {
         files: Vec::new(),
         stream_file: [None, None],
         expiration: None,
+        procs,
+        local_hostname: None,
     };
     if d.leader {
         d.exec_event("init", None).await;
@@ -150,7 +161,7 @@ pub async fn run(l: Launch, ch: JobChannels) {
     if d.leader {
         d.output(output::header(l.layout.ntasks)).await;
         if let Err(note) = d.open_redirects(&l).await {
-            d.send(Response::Start(true)).await;
+            d.say_start().await;
             d.exception("exec", &note).await;
             d.status = WaitStatus::exited(1).0;
             d.finish().await;
@@ -243,8 +254,14 @@ impl Driver {
     async fn maybe_start(&mut self) {
         if !self.start_sent && self.peer_state.iter().all(|p| p.started) {
             self.start_sent = true;
-            self.send(Response::Start(true)).await;
+            self.say_start().await;
         }
+    }
+
+    /// Send `start`; from then on the job's list of processes is complete.
+    async fn say_start(&self) {
+        self.procs.mark_started();
+        self.send(Response::Start(true)).await;
     }
 
     async fn finish(&mut self) {
@@ -288,7 +305,7 @@ impl Driver {
     /// processes; the job "runs" for the duration. As flux-core's test exec,
     /// a kill ends it with the raw signal as its wait status.
     async fn run_test(&mut self, secs: f64, control: &mut mpsc::Receiver<Control>) {
-        self.send(Response::Start(true)).await;
+        self.say_start().await;
         let sleep = tokio::time::sleep(Duration::from_secs_f64(secs.min(1e9)));
         tokio::pin!(sleep);
         loop {
@@ -416,6 +433,16 @@ impl Driver {
                 match task::spawn_as(&spec, l.run_as.as_ref(), events.clone()).await {
                     Ok(t) => {
                         metrics::counter!(telemetry::TASKS_STARTED).increment(1);
+                        let hostname = match &rank.hostname {
+                            Some(h) => h.clone(),
+                            None => self.local_hostname(),
+                        };
+                        self.procs.add(TaskProc {
+                            task_rank,
+                            node_rank: rank.rank,
+                            hostname,
+                            pid: t.pid(),
+                        });
                         self.tasks.insert(task_rank, t);
                         self.task_rank.insert(task_rank, i);
                     }
@@ -434,6 +461,19 @@ impl Driver {
             }
         }
         failures
+    }
+
+    /// The name of this machine: where a rank of an R without hostnames
+    /// runs its tasks.
+    fn local_hostname(&mut self) -> String {
+        self.local_hostname
+            .get_or_insert_with(|| {
+                nix::unistd::gethostname()
+                    .ok()
+                    .and_then(|h| h.into_string().ok())
+                    .unwrap_or_else(|| "localhost".to_string())
+            })
+            .clone()
     }
 
     async fn on_task(&mut self, ev: TaskEvent) {

@@ -171,4 +171,6 @@ replies! {
     Resources(ResourceView),
     /// Queue status after a queue request.
     Queues(Result<Vec<super::QueueStatus>, Error>),
+    /// The address of a running job's leader exec service.
+    Address(Result<String, Error>),
 }

@@ -19,6 +19,7 @@ use tokio::sync::mpsc;
 use super::effect::Effect;
 use super::timers::Timer;
 use super::{Core, Msg};
+use crate::error::Error;
 use crate::exec_link::{ExecMsg, ExecSink, StartJob};
 use crate::store::{Log, Store};
 
@@ -157,6 +158,36 @@ impl<S: Store> Core<S> {
                 expiration,
             });
         }
+    }
+
+    /// Where the leader exec service of job `id` listens, once the job's
+    /// tasks have started and until they have ended: the one that lists
+    /// their processes (`JobManager.Tasks`).
+    pub(super) fn tasks_leader(&self, id: JobId) -> Result<String, Error> {
+        let active = self.active(id)?;
+        let state = active.job.state();
+        if state.is_pending() || state == JobState::New {
+            return Err(Error::WrongState(format!(
+                "job {id} has not started yet (state {state}): its tasks have no processes \
+                 until its start event"
+            )));
+        }
+        if state != JobState::Run {
+            return Err(Error::WrongState(format!(
+                "job {id} is no longer running (state {state}): its tasks have ended"
+            )));
+        }
+        if !active.job.has_started() {
+            return Err(Error::WrongState(format!(
+                "job {id} is still starting: its tasks have no processes until its start event"
+            )));
+        }
+        self.leader_addr(id).ok_or_else(|| {
+            Error::Unavailable(format!(
+                "the exec service of job {id}'s first node is not connected; \
+                 ask again once it has rejoined"
+            ))
+        })
     }
 
     fn leader_addr(&self, id: JobId) -> Option<String> {

@@ -116,6 +116,12 @@ pub enum Msg {
         id: JobId,
         reply: oneshot::Sender<Result<Option<bool>, Error>>,
     },
+    /// Where the leader exec service of a job whose tasks have started
+    /// listens: the one to ask for their processes.
+    TasksLeader {
+        id: JobId,
+        reply: oneshot::Sender<Result<String, Error>>,
+    },
     /// Wait for a waitable job (any when `None`).
     Wait {
         id: Option<JobId>,
@@ -525,6 +531,10 @@ impl<S: Store> Core<S> {
                         let _ = reply.send(inactive.map(|i| i.then_some(false)));
                     });
                 }
+            }
+            Msg::TasksLeader { id, reply } => {
+                let r = self.tasks_leader(id);
+                self.answer(reply, r);
             }
             Msg::Wait { id, reply } => self.wait(id, reply),
             Msg::Queue { request, reply } => {

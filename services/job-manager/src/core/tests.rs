@@ -755,6 +755,46 @@ async fn a_signal_goes_to_a_running_job_only() {
     assert!(matches!(rx.try_recv().unwrap(), Err(Error::WrongState(_))));
 }
 
+// ---- tasks --------------------------------------------------------------
+
+#[tokio::test]
+async fn a_job_s_leader_is_named_only_while_its_tasks_run() {
+    let mut b = Bench::new(1).await;
+    let wrong_state = |r: Result<String, Error>, words: &str| match r {
+        Err(Error::WrongState(m)) => assert!(m.contains(words), "{m}"),
+        other => panic!("expected {words:?}, got {other:?}"),
+    };
+    let held = b.submit_as(ONE, 0, OWNER).await.unwrap();
+    wrong_state(
+        b.tasks_leader(held).await,
+        "has not started yet (state SCHED)",
+    );
+    let id = b.submit(ONE).await;
+    wrong_state(b.tasks_leader(id).await, "still starting");
+    b.exec(ExecMsg::Started { id }).await;
+    assert_eq!(b.tasks_leader(id).await, Ok("http://node0:1".to_string()));
+    b.exec(ExecMsg::Finish { id, status: 0 }).await;
+    wrong_state(
+        b.tasks_leader(id).await,
+        "no longer running (state CLEANUP)",
+    );
+    b.exec(ExecMsg::Release {
+        id,
+        ranks: "all".into(),
+        last: true,
+    })
+    .await;
+    assert_eq!(
+        b.tasks_leader(id).await,
+        Err(Error::WrongState(format!("job {id} is inactive")))
+    );
+    let unknown = JobId::from(4242u64);
+    assert_eq!(
+        b.tasks_leader(unknown).await,
+        Err(Error::UnknownJob(unknown))
+    );
+}
+
 // ---- urgency and hold ---------------------------------------------------
 
 #[tokio::test]
@@ -1281,6 +1321,12 @@ impl Bench {
             inactive::Known::AskStore
         ));
         id
+    }
+
+    async fn tasks_leader(&mut self, id: JobId) -> Result<String, Error> {
+        let (reply, mut rx) = oneshot::channel();
+        self.handle(Msg::TasksLeader { id, reply }).await;
+        rx.try_recv().unwrap()
     }
 
     async fn lookup(&mut self, id: JobId) -> Result<Option<bool>, Error> {

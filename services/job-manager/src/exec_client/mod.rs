@@ -2,8 +2,10 @@
 //! expirations out, every job's responses in, over one session per exec
 //! service. Proto messages stop here; the core sees [`ExecMsg`]s, delivered
 //! through an [`ExecSink`]. [`GrpcExec`] is the core's [`ExecLink`] in service.
+//! The gRPC edge asks a job's leader for its tasks' processes ([`tasks`]).
 
 mod session;
+pub mod tasks;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};

@@ -14,6 +14,7 @@ use tokio_stream::Stream;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status};
+use tracing::Instrument;
 
 use super::submit_parse::ParseGate;
 use super::{allow, ask};
@@ -23,6 +24,7 @@ use crate::core::{
     self, Antecedents, ListFilter, Msg, QueueAction, QueueRequest, SubmitArgs, bounds,
 };
 use crate::error::Error;
+use crate::exec_client::ExecAccess;
 use crate::hub::{Hub, Published};
 use crate::policy::SitePolicy;
 use crate::store::{Log, LogPos, Store};
@@ -52,6 +54,9 @@ pub struct JobManagerService<S> {
     parse_gate: Arc<ParseGate>,
     /// Queues and the policy applied to submitted jobs.
     site: Arc<SitePolicy>,
+    /// How exec services are called (their node credential, TLS), to ask
+    /// a job's leader for its tasks.
+    exec: ExecAccess,
 }
 
 impl<S: Store> JobManagerService<S> {
@@ -71,7 +76,15 @@ impl<S: Store> JobManagerService<S> {
             cancel,
             parse_gate: Arc::new(ParseGate::per_core()),
             site: Arc::default(),
+            exec: ExecAccess::default(),
         }
+    }
+
+    /// Call exec services with `access` (the instance's node credential and
+    /// exec TLS settings) when asking them for a job's tasks.
+    pub fn with_exec_access(mut self, access: ExecAccess) -> Self {
+        self.exec = access;
+        self
     }
 
     /// Apply `site` (the core's, read at its start) to submitted jobs and
@@ -551,6 +564,25 @@ impl<S: Store> JobManager for JobManagerService<S> {
         Ok(Response::new(
             Box::pin(ReceiverStream::new(out)) as LineStream
         ))
+    }
+
+    async fn tasks(
+        &self,
+        request: Request<pb::TasksRequest>,
+    ) -> Result<Response<pb::TasksResponse>, Status> {
+        let caller = caller(&request)?;
+        let id = JobId::from(request.get_ref().id);
+        // ERROR level so the span is on whenever any line is, as the core's.
+        let span = tracing::error_span!("job", job = %id);
+        async {
+            // Where a job's tasks run and their pids are the job's own, as
+            // its eventlogs are: its owner's and the instance owner's.
+            self.authorize(&caller, Action::ReadJob, id.into()).await?;
+            let answer = super::tasks::list(&self.inbox, &self.exec, id).await?;
+            Ok(Response::new(answer))
+        }
+        .instrument(span)
+        .await
     }
 
     type JournalStream = super::job_journal::EntryStream;

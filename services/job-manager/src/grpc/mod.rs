@@ -5,6 +5,7 @@ pub mod jobs;
 pub mod node;
 pub mod resource;
 pub mod submit_parse;
+pub mod tasks;
 
 use fluxgate_shared::auth::{Action, Caller, policy};
 use tokio::sync::{mpsc, oneshot};

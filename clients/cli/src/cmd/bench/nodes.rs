@@ -441,4 +441,12 @@ impl Exec for SimExec {
     ) -> Result<Response<pb::ExpirationResponse>, Status> {
         Ok(Response::new(pb::ExpirationResponse {}))
     }
+
+    async fn tasks(
+        &self,
+        _request: Request<pb::ExecTasksRequest>,
+    ) -> Result<Response<pb::ExecTasksResponse>, Status> {
+        // Its jobs end as they start: none is ever running to be asked about.
+        Err(Status::not_found("the simulated nodes run no processes"))
+    }
 }

@@ -4,6 +4,7 @@ use std::process::ExitCode;
 
 pub mod control;
 pub mod eventlog;
+pub mod hostpids;
 pub mod id;
 pub mod memo;
 pub mod purge;
@@ -52,6 +53,8 @@ enum Command {
     Timeleft(timeleft::Args),
     /// The RFC 34 task map of a started job (as flux job taskmap).
     Taskmap(taskmap::Args),
+    /// host:pid of each task of a running job (as flux job hostpids).
+    Hostpids(hostpids::Args),
     /// Submit a jobspec from a file or stdin (as flux job submit).
     Submit(submit::Args),
 }
@@ -75,5 +78,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Command::Memo(a) => memo::run(a),
         Command::Timeleft(a) => timeleft::run(a),
         Command::Taskmap(a) => taskmap::run(a),
+        Command::Hostpids(a) => hostpids::run(a),
     }
 }

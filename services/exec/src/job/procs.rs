@@ -1,0 +1,184 @@
+//! The processes of a job's tasks, for `Exec.Tasks` (`flux job hostpids`).
+//!
+//! The job's driver records each task it launches here, and the peers that
+//! run the other ranks; the RPC reads the record directly rather than
+//! asking the driver, which may be stalled on a full response channel (see
+//! [`super`]). A task that has exited stays listed with the pid it had, as
+//! flux's MPIR process table does: the list describes the job's launch.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use fluxgate_proto::v1::ExecTaskProcess;
+use fluxgate_shared::JobId;
+use tokio::task::JoinSet;
+
+use super::peer::Peer;
+use crate::error::ExecError;
+
+/// One task's process.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskProc {
+    /// The task's global rank.
+    pub task_rank: u32,
+    /// The rank of R it runs on.
+    pub node_rank: u32,
+    /// That rank's hostname.
+    pub hostname: String,
+    /// Its process id.
+    pub pid: i32,
+}
+
+impl From<TaskProc> for ExecTaskProcess {
+    fn from(t: TaskProc) -> Self {
+        ExecTaskProcess {
+            task_rank: t.task_rank,
+            node_rank: t.node_rank,
+            hostname: t.hostname,
+            pid: t.pid,
+        }
+    }
+}
+
+impl From<ExecTaskProcess> for TaskProc {
+    fn from(t: ExecTaskProcess) -> Self {
+        TaskProc {
+            task_rank: t.task_rank,
+            node_rank: t.node_rank,
+            hostname: t.hostname,
+            pid: t.pid,
+        }
+    }
+}
+
+/// What a job has launched on this process, and who runs the rest.
+#[derive(Debug, Default)]
+pub struct Procs {
+    inner: Mutex<Inner>,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    /// Set with the job's `start` response: every local task has been
+    /// launched (or failed to) and every peer has said `start`.
+    started: bool,
+    local: Vec<TaskProc>,
+    peers: Vec<Peer>,
+}
+
+/// What [`Procs::snapshot`] gives once the job has started.
+#[derive(Debug)]
+pub struct Snapshot {
+    /// The tasks launched on this process.
+    pub local: Vec<TaskProc>,
+    /// The peer exec services running the other ranks (leader only).
+    pub peers: Vec<Peer>,
+}
+
+impl Procs {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        // A panic elsewhere while holding the lock leaves the lists intact.
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Record a task just launched.
+    pub fn add(&self, task: TaskProc) {
+        self.lock().local.push(task);
+    }
+
+    /// Record the peers that run the job's other ranks.
+    pub fn set_peers(&self, peers: Vec<Peer>) {
+        self.lock().peers = peers;
+    }
+
+    /// The job has said `start`: its list is complete.
+    pub fn mark_started(&self) {
+        self.lock().started = true;
+    }
+
+    /// The local tasks and the peers, once the job has started.
+    pub fn snapshot(&self) -> Option<Snapshot> {
+        let inner = self.lock();
+        inner.started.then(|| Snapshot {
+            local: inner.local.clone(),
+            peers: inner.peers.clone(),
+        })
+    }
+}
+
+/// Every task of job `id`: the local ones of `snapshot` and each peer's,
+/// asked of all peers at once, in task rank order.
+pub async fn gather(id: JobId, snapshot: Snapshot) -> Result<Vec<TaskProc>, ExecError> {
+    let Snapshot { mut local, peers } = snapshot;
+    let mut asks = JoinSet::new();
+    // Which peer each ask went to, for the error that names it.
+    let mut asked = HashMap::new();
+    for peer in peers {
+        let who = (peer.address.clone(), peer.ranks.to_string());
+        let ask = asks.spawn(async move { peer.tasks(id.into()).await });
+        asked.insert(ask.id(), who);
+    }
+    while let Some(joined) = asks.join_next_with_id().await {
+        let (ask, answer) = match joined {
+            Ok((ask, answer)) => (ask, answer),
+            Err(e) => (e.id(), Err(e.to_string())),
+        };
+        let (address, ranks) = asked.remove(&ask).unwrap_or_default();
+        let tasks = answer.map_err(|error| ExecError::PeerTasks {
+            address,
+            ranks,
+            error,
+        })?;
+        local.extend(tasks.into_iter().map(TaskProc::from));
+    }
+    local.sort_by_key(|t| t.task_rank);
+    Ok(local)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn task(task_rank: u32, pid: i32) -> TaskProc {
+        TaskProc {
+            task_rank,
+            node_rank: 0,
+            hostname: "node0".into(),
+            pid,
+        }
+    }
+
+    #[test]
+    fn nothing_is_listed_before_the_start() {
+        let procs = Procs::default();
+        procs.add(task(1, 11));
+        assert!(procs.snapshot().is_none());
+        procs.add(task(0, 10));
+        procs.mark_started();
+        let snap = procs.snapshot().expect("started");
+        assert_eq!(snap.local, [task(1, 11), task(0, 10)]);
+        assert!(snap.peers.is_empty());
+    }
+
+    #[tokio::test]
+    async fn without_peers_the_local_tasks_come_in_rank_order() {
+        let snap = Snapshot {
+            local: vec![task(2, 12), task(0, 10), task(1, 11)],
+            peers: Vec::new(),
+        };
+        let all = gather(JobId::from(1), snap).await.unwrap();
+        let ranks: Vec<u32> = all.iter().map(|t| t.task_rank).collect();
+        assert_eq!(ranks, [0, 1, 2]);
+    }
+
+    #[test]
+    fn the_wire_form_keeps_every_field() {
+        let t = TaskProc {
+            task_rank: 3,
+            node_rank: 2,
+            hostname: "node2".into(),
+            pid: 4242,
+        };
+        assert_eq!(TaskProc::from(ExecTaskProcess::from(t.clone())), t);
+    }
+}
