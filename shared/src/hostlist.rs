@@ -810,7 +810,7 @@ impl Hostlist {
             self.runs = runs;
             return;
         }
-        runs.sort_by(Run::sort_cmp);
+        sort_runs(&mut runs);
         coalesce(&mut runs);
         self.runs = runs;
     }
@@ -822,7 +822,7 @@ impl Hostlist {
             self.runs = runs;
             return;
         }
-        runs.sort_by(Run::sort_cmp);
+        sort_runs(&mut runs);
         let mut out: Vec<Run> = Vec::with_capacity(runs.len());
         for run in runs {
             if let Some(prev) = out.last_mut()
@@ -993,6 +993,79 @@ fn join(prev: &mut Run, next: &Run) -> bool {
 /// same checks in the same order; with the list held as two stacks around
 /// the pair being checked, each step is O(1) instead of an insert and a
 /// rescan, and a sorted list with many duplicates coalesces in linear time.
+/// Sort runs as [`Run::sort_cmp`] orders them (stably). When few prefixes
+/// are shared by many runs (a long list of `nodeN` names), the runs are
+/// sorted by a small key (the prefix's place among the distinct prefixes,
+/// then the number) and moved once, instead of sorting the runs themselves,
+/// which compares prefix text behind a pointer at every step and moves
+/// large values: at 100k hosts that outgrew the cache and the sort grew
+/// faster than n log n.
+fn sort_runs(runs: &mut Vec<Run>) {
+    /// Beyond this many prefixes the runs are sorted as they are.
+    const MAX_KEYED_PREFIXES: usize = 64;
+    let prefix = |r: &Run| -> Option<Arc<str>> {
+        match r {
+            Run::Range { prefix, .. } | Run::Suffixed { prefix, .. } => Some(Arc::clone(prefix)),
+            Run::Single(_) => None,
+        }
+    };
+    // Distinct prefix texts, looked at only where the allocation changes
+    // (hosts pushed one by one share one); many of them: the plain sort.
+    let mut distinct: Vec<Arc<str>> = Vec::new();
+    let mut last: Option<Arc<str>> = None;
+    for r in runs.iter() {
+        let Some(p) = prefix(r) else {
+            return runs.sort_by(Run::sort_cmp);
+        };
+        if last.as_ref().is_some_and(|l| Arc::ptr_eq(l, &p)) {
+            continue;
+        }
+        if !distinct.iter().any(|d| d.as_bytes() == p.as_bytes()) {
+            if distinct.len() == MAX_KEYED_PREFIXES {
+                return runs.sort_by(Run::sort_cmp);
+            }
+            distinct.push(Arc::clone(&p));
+        }
+        last = Some(p);
+    }
+    distinct.sort_unstable_by(|a, b| a.as_bytes().cmp(b.as_bytes()));
+    let place = |p: &str| -> u32 {
+        // Present: every prefix was collected above.
+        distinct
+            .binary_search_by(|d| d.as_bytes().cmp(p.as_bytes()))
+            .unwrap_or(0) as u32
+    };
+    let mut keyed: Vec<(u32, usize, u64, u32)> = Vec::with_capacity(runs.len());
+    let mut cached: Option<(Arc<str>, u32)> = None;
+    for (i, r) in runs.iter().enumerate() {
+        let (Run::Range {
+            prefix, lo, width, ..
+        }
+        | Run::Suffixed {
+            prefix, lo, width, ..
+        }) = r
+        else {
+            continue;
+        };
+        let rank = match &cached {
+            Some((p, rank)) if Arc::ptr_eq(p, prefix) => *rank,
+            _ => {
+                let rank = place(prefix);
+                cached = Some((Arc::clone(prefix), rank));
+                rank
+            }
+        };
+        keyed.push((rank, (*width).max(digits(*lo)), *lo, i as u32));
+    }
+    keyed.sort_unstable();
+    let mut slots: Vec<Option<Run>> = std::mem::take(runs).into_iter().map(Some).collect();
+    runs.extend(
+        keyed
+            .into_iter()
+            .filter_map(|(.., i)| slots.get_mut(i as usize).and_then(Option::take)),
+    );
+}
+
 fn coalesce(runs: &mut Vec<Run>) {
     if runs.len() < 2 {
         return;
@@ -1205,6 +1278,54 @@ mod tests {
 
     fn hl(s: &str) -> Hostlist {
         Hostlist::parse(s).unwrap()
+    }
+
+    #[test]
+    fn the_keyed_sort_orders_as_the_comparison_does() {
+        // Prefixes shared by allocation and by text only, widths, and
+        // numbers that sort differently as text; a pseudo-random order.
+        let names = ["node", "node0", "rack", "n", "nodes"];
+        let many: Vec<String> = (0..100).map(|i| format!("p{i}x")).collect();
+        let mut seed = 0x9e37_79b9_u64;
+        let mut list = Hostlist::new();
+        let mut other = Hostlist::new();
+        for _ in 0..3000 {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            let name = names[(seed % names.len() as u64) as usize];
+            let n = (seed >> 8) % 200;
+            let host = if seed & 0x10000 != 0 {
+                format!("{name}{n:03}")
+            } else {
+                format!("{name}{n}")
+            };
+            list.push(&host).unwrap();
+            // A list of its own: the same texts in other allocations.
+            other.push(&host).unwrap();
+            list.append(&other);
+            other = Hostlist::new();
+        }
+        let mut reference = list.clone();
+        let mut runs = reference.flux_ranges();
+        runs.sort_by(Run::sort_cmp);
+        coalesce(&mut runs);
+        reference.runs = runs;
+        let mut sorted = list.clone();
+        sorted.sort();
+        assert_eq!(sorted.encode(), reference.encode());
+        assert!(sorted.iter().eq(reference.iter()));
+        // Past the keyed sort's prefixes: the plain sort, same order.
+        for (i, p) in many.iter().enumerate() {
+            list.push(&format!("{p}{}", 100 - i)).unwrap();
+        }
+        let mut reference = list.clone();
+        let mut runs = reference.flux_ranges();
+        runs.sort_by(Run::sort_cmp);
+        coalesce(&mut runs);
+        reference.runs = runs;
+        list.sort();
+        assert_eq!(list.encode(), reference.encode());
     }
 
     #[test]

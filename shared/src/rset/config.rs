@@ -3,7 +3,9 @@
 //! Each entry is `{hosts, cores?, gpus?, properties?}`. Hosts get ranks in
 //! order of first appearance; an entry naming a host again adds to it.
 
+use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, HashMap};
+use std::hash::BuildHasher;
 
 use serde_json::Value;
 
@@ -60,10 +62,57 @@ struct Hosts {
     nodes: Vec<Node>,
     /// The config entry each node came from.
     entry_of: Vec<usize>,
-    /// Rank of each host, given in order of first appearance.
-    rank_of: HashMap<String, u32>,
+    /// Ranks of the hosts seen, given in order of first appearance.
+    ranks: Ranks,
     /// Property name -> ranks holding it (any order, repeats allowed).
     properties: BTreeMap<String, Vec<u32>>,
+}
+
+/// Host name -> rank, keyed by the name's hash so that a lookup of a new
+/// name touches a flat table and no other name's text, and no name is
+/// copied for a key: at 64k hosts a map of owned names cost a cache miss
+/// per probe and an allocation per host, and this builder grew faster than
+/// its input. Names come from the site's own configuration, so a fast hash
+/// that does not resist chosen collisions is enough; a name whose hash
+/// another name has is kept by name.
+#[derive(Default)]
+struct Ranks {
+    by_hash: HashMap<u64, u32, foldhash::fast::FixedState>,
+    collided: HashMap<String, u32>,
+    /// Index in `nodes` of each rank's first node, whose name is the rank's.
+    first: Vec<usize>,
+    hasher: foldhash::fast::FixedState,
+}
+
+impl Ranks {
+    /// The rank of `host`, which would be node `at` of `nodes`: a new one
+    /// when the name was not seen.
+    fn rank(&mut self, host: &str, nodes: &[Node], at: usize) -> u32 {
+        let hash = self.hasher.hash_one(host);
+        let next = self.first.len() as u32;
+        match self.by_hash.entry(hash) {
+            Entry::Vacant(v) => {
+                v.insert(next);
+            }
+            Entry::Occupied(o) => {
+                let rank = *o.get();
+                if nodes[self.first[rank as usize]].hostname() == Some(host) {
+                    return rank;
+                }
+                if let Some(&rank) = self.collided.get(host) {
+                    return rank;
+                }
+                self.collided.insert(host.to_owned(), next);
+            }
+        }
+        self.first.push(at);
+        next
+    }
+
+    fn reserve(&mut self, n: usize) {
+        self.by_hash.reserve(n);
+        self.first.reserve(n);
+    }
 }
 
 /// Check each entry and record its hosts, stopping at the first bad entry.
@@ -110,16 +159,11 @@ fn read_entries(entries: &[Value], out: &mut Hosts) -> Result<(), RsetError> {
             }
         }
         let first = out.nodes.len();
-        out.rank_of.reserve(hl.len());
+        out.ranks.reserve(hl.len());
+        out.nodes.reserve(hl.len());
+        out.entry_of.reserve(hl.len());
         for host in hl.iter() {
-            let rank = match out.rank_of.get(&host) {
-                Some(&rank) => rank,
-                None => {
-                    let rank = out.rank_of.len() as u32;
-                    out.rank_of.insert(host.clone(), rank);
-                    rank
-                }
-            };
+            let rank = out.ranks.rank(&host, &out.nodes, out.nodes.len());
             // The name from iter() becomes the node's: one copy less per host.
             out.nodes.push(Node {
                 rank,
