@@ -1,10 +1,12 @@
 //! flux-jobs(1) output formats for `fluxgate jobs -o`: the format language
 //! ([`template`], over Python's format specs in [`pyfmt`]), the job fields
-//! ([`record`]), named formats and their config files ([`named`]) and the
-//! `--stats` line ([`stats`]). Nothing here does I/O except reading config
+//! ([`record`]) with those of a job's own instance ([`instance`]), named
+//! formats and their config files ([`named`]) and the `--stats` line
+//! ([`stats`]). Nothing here does I/O except reading config
 //! files, so the whole language is tested with tables below.
 
 pub mod cli;
+pub mod instance;
 pub mod named;
 pub mod pyfmt;
 pub mod record;

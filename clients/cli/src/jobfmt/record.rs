@@ -2,7 +2,8 @@
 //! built from the listing RPC's `JobSummary`. Attributes the summary does not
 //! carry (cwd, project, bank, ncores, ranks, duration, expiration, t_priority,
 //! t_sched, t_cleanup, dependencies) take flux's defaults for an attribute
-//! job-list did not return: `""` or `0.0`.
+//! job-list did not return: `""` or `0.0`. `instance.*` fields come from
+//! what the caller read from the job's own instance, if it runs one.
 
 use fluxgate_proto::v1 as pb;
 use fluxgate_shared::JobId;
@@ -10,6 +11,7 @@ use fluxgate_shared::JobState;
 use fluxgate_shared::job::JobResult;
 use serde_json::Value as Json;
 
+use super::instance::InstanceInfo;
 use super::pyfmt::Value;
 
 /// One job of the listing, with what its fields need to be computed.
@@ -24,6 +26,8 @@ pub struct JobRecord {
     /// The id in F58 as this terminal prints it.
     pub f58: String,
     annotations: Json,
+    /// What the instance this job runs reports, when it runs one.
+    instance: Option<InstanceInfo>,
 }
 
 impl JobRecord {
@@ -36,6 +40,15 @@ impl JobRecord {
             now,
             f58,
             annotations,
+            instance: None,
+        }
+    }
+
+    /// The record with the `instance.*` fields of the instance it runs.
+    pub fn with_instance(self, info: InstanceInfo) -> JobRecord {
+        JobRecord {
+            instance: Some(info),
+            ..self
         }
     }
 
@@ -347,11 +360,25 @@ pub fn heading(field: &str) -> Option<String> {
         "annotations.sched.resource_summary" | "sched.resource_summary" => "RESOURCES",
         "sched" => "SCHED",
         "uri" | "uri.local" => "URI",
-        "instance.stats" => "STATS",
         "instance.stats.total" => "NJOBS",
         "instance.utilization" => "CORE%",
         "instance.gpu_utilization" => "GPU%",
         "instance.progress" => "PROG",
+        "instance.resources.all.ncores" => "CORES",
+        "instance.resources.all.ngpus" => "GPUS",
+        "instance.resources.all.nnodes" => "NODES",
+        "instance.resources.up.ncores"
+        | "instance.resources.up.ngpus"
+        | "instance.resources.up.nnodes" => "UP",
+        "instance.resources.down.ncores"
+        | "instance.resources.down.ngpus"
+        | "instance.resources.down.nnodes" => "DOWN",
+        "instance.resources.allocated.ncores"
+        | "instance.resources.allocated.ngpus"
+        | "instance.resources.allocated.nnodes" => "USED",
+        "instance.resources.free.ncores"
+        | "instance.resources.free.ngpus"
+        | "instance.resources.free.nnodes" => "FREE",
         _ => return open_heading(field),
     };
     Some(h.into())
@@ -364,24 +391,14 @@ fn open_heading(field: &str) -> Option<String> {
     if field.starts_with("sched.") || field.starts_with("user.") {
         return Some(field.to_uppercase());
     }
+    // Any other instance field: its name upper-cased, without a leading
+    // RESOURCES. (so `instance.stats` is STATS).
     if let Some(rest) = field.strip_prefix("instance.") {
         let h = rest.to_uppercase();
-        let h = match h.strip_prefix("RESOURCES.") {
+        return Some(match h.strip_prefix("RESOURCES.") {
             Some(r) => r.to_string(),
             None => h,
-        };
-        // flux's fixed names for the per-state resource counts.
-        let h = match h.split('.').next() {
-            Some("ALL") if h.ends_with("NCORES") => "CORES".into(),
-            Some("ALL") if h.ends_with("NGPUS") => "GPUS".into(),
-            Some("ALL") if h.ends_with("NNODES") => "NODES".into(),
-            Some("UP") => "UP".into(),
-            Some("DOWN") => "DOWN".into(),
-            Some("ALLOCATED") => "USED".into(),
-            Some("FREE") => "FREE".into(),
-            _ => h,
-        };
-        return Some(h);
+        });
     }
     None
 }
@@ -501,8 +518,14 @@ impl JobRecord {
             "contextual_time" if self.pending() => Value::Float(0.0),
             "contextual_time" => Value::Float(self.runtime()),
             "inactive_reason" => self.inactive_reason(),
-            // cwd, project, bank, ncores, ranks, dependencies, instance.*:
-            // not in the summary; flux's default for a missing attribute.
+            // A job that runs no instance has none of these, as in flux.
+            n if n.starts_with("instance.") => self
+                .instance
+                .as_ref()
+                .and_then(|i| i.field(&n["instance.".len()..]))
+                .unwrap_or_else(Value::empty),
+            // cwd, project, bank, ncores, ranks, dependencies: not in the
+            // summary; flux's default for a missing attribute.
             _ => Value::empty(),
         }
     }

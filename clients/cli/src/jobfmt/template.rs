@@ -287,6 +287,13 @@ impl Template {
         Ok(out)
     }
 
+    /// The names of the fields the format shows, in order.
+    pub fn field_names(&self) -> impl Iterator<Item = &str> {
+        self.entries
+            .iter()
+            .filter_map(|e| e.field.as_ref().map(|f| f.name.as_str()))
+    }
+
     /// The header line: each heading with only the field's align and width.
     pub fn header(&self) -> String {
         let mut line = String::new();

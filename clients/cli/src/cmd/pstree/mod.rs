@@ -2,12 +2,20 @@
 //! running inside them, as a tree (flux-pstree(1)). Jobs are labelled by
 //! name (`-o`, `--parent-label`, `-p` change that); with `-a` every state
 //! is shown and leaves get `:STATUS`; `-x`, `-d NAME` or `--detail-format`
-//! print details columns before the tree; identical leaves are combined as
-//! `n*[label]` unless `-X` (or details) is given.
+//! print details columns before the tree, where the `instance.*` fields of
+//! jobs that run an instance are read from that instance; identical leaves
+//! are combined as `n*[label]` unless `-X`. Lines are cut to the terminal's
+//! width unless `-l`; `--ascii` and `--compact` change the connectors.
 
+pub mod connectors;
+pub mod formats;
+pub mod probe;
+pub mod root;
 pub mod tree;
+pub mod width;
 
 use std::collections::HashMap;
+use std::io::Write as _;
 use std::process::ExitCode;
 
 use fluxgate_proto::v1 as pb;
@@ -17,16 +25,16 @@ use jiff::tz::TimeZone;
 
 use crate::client::{self, Instance};
 use crate::cmd::instance::connect_inside;
-use crate::jobfmt::{Ctx, JobRecord, Template, record};
-use tree::Node;
+use crate::jobfmt::instance::InstanceInfo;
+use crate::jobfmt::pyfmt::Value;
+use crate::jobfmt::{Ctx, JobRecord, Record, Template, record};
+use connectors::Style;
+use root::RootRecord;
+use tree::{Drawing, Node};
 
 /// How deep instances are followed: a bound on a tree that could nest
 /// without end.
 const MAX_LEVEL: usize = 8;
-
-/// flux-pstree's `default` details format (`-x`, `-d default`).
-const DETAILS: &str = "{id.f58:>12} {username:<8.8} {status_abbrev:>2.2} {ntasks:>6h} \
-                       {nnodes:>6h} {runtime!F:>8h}";
 
 /// Yes or no, as flux's `--skip-root` takes it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -44,6 +52,10 @@ pub struct Args {
     /// Print extended details (id, user, status, tasks, nodes, runtime) before the tree.
     #[arg(short = 'x', long)]
     extended: bool,
+    /// Do not truncate long lines to the terminal width ($COLUMNS, else the
+    /// width of the terminal on stdout, else 132).
+    #[arg(short = 'l', long)]
+    long: bool,
     /// With -x, do not print the header row.
     #[arg(short = 'n', long = "no-header")]
     no_header: bool,
@@ -75,12 +87,23 @@ pub struct Args {
     /// Prepend the job id to parent labels.
     #[arg(short = 'p', long)]
     parent_ids: bool,
-    /// A named details format before the tree: default.
-    #[arg(short = 'd', long = "details", value_name = "NAME")]
+    /// A named details format before the tree: default, resources, progress, stats.
+    #[arg(
+        short = 'd',
+        long = "details",
+        value_name = "NAME",
+        long_help = details_help()
+    )]
     details: Option<String>,
     /// A details format of your own before the tree (implies -x).
     #[arg(long, value_name = "FORMAT")]
     detail_format: Option<String>,
+    /// Use compact tree connectors (two columns a level), for deep hierarchies.
+    #[arg(short = 'C', long, conflicts_with = "ascii")]
+    compact: bool,
+    /// Use ASCII tree connectors.
+    #[arg(long)]
+    ascii: bool,
     /// Leave out (yes) or show (no) the enclosing instance as the root `.`;
     /// by default it is shown unless details are printed or jobs are named.
     #[arg(long, value_enum, value_name = "yes|no")]
@@ -90,11 +113,26 @@ pub struct Args {
     jobids: Vec<String>,
 }
 
+/// `-d`'s long help, naming every format and what it shows.
+fn details_help() -> String {
+    format!(
+        "Select a named details format printed before the tree ({}). \
+         default: the -x columns; resources: nodes, cores and GPUs of each \
+         instance, all and used; progress: jobs of each instance, the share \
+         of them finished and the share of its cores and GPUs in use; stats: \
+         each instance's jobs by state. The instance columns are empty for \
+         jobs that run no instance.",
+        formats::DETAIL_NAMES.join(",")
+    )
+}
+
 /// What every level needs to label its jobs.
 struct Labels {
     leaf: Template,
     parent: Template,
     details: Option<Template>,
+    /// Some format shows `instance.*` fields: read them from each instance.
+    instance_fields: bool,
     ctx: Ctx,
     now: f64,
     users: HashMap<u32, String>,
@@ -105,34 +143,39 @@ impl Labels {
         let parse = |f: &str| Template::parse(f, record::heading).map_err(anyhow::Error::msg);
         // As flux-pstree: -o sets parents too unless --parent-label does;
         // -a adds the status to leaves only.
-        let leaf = match (&args.label, args.all) {
-            (Some(l), _) => l.clone(),
-            (None, true) => "{name}:{status_abbrev}".to_string(),
-            (None, false) => "{name}".to_string(),
+        let leaf = match &args.label {
+            Some(l) => l.clone(),
+            None => formats::leaf_label(args.all).to_string(),
         };
         let mut parent = match (&args.parent_label, &args.label) {
             (Some(p), _) => p.clone(),
             (None, Some(l)) => l.clone(),
-            (None, None) => "{name}".to_string(),
+            (None, None) => formats::PARENT_LABEL.to_string(),
         };
         if args.parent_ids {
             parent = format!("{{id.f58}} {parent}");
         }
         let details = match (&args.detail_format, &args.details) {
             (Some(f), _) => Some(f.as_str()),
-            (None, Some(name)) => match name.as_str() {
-                "default" => Some(DETAILS),
-                other => anyhow::bail!("Unknown --details format '{other}'"),
+            (None, Some(name)) => match formats::details(name) {
+                Some(f) => Some(f),
+                None => anyhow::bail!("Unknown --details format '{name}'"),
             },
-            (None, None) => args.extended.then_some(DETAILS),
+            (None, None) => args.extended.then(|| formats::details("default")).flatten(),
         };
-        let now = jiff::Timestamp::now().as_millisecond() as f64 / 1000.0;
+        let (leaf, parent) = (parse(&leaf)?, parse(&parent)?);
+        let details = details.map(parse).transpose()?;
+        let instance_fields = [Some(&leaf), Some(&parent), details.as_ref()]
+            .into_iter()
+            .flatten()
+            .any(|t| t.field_names().any(|f| f.starts_with("instance.")));
         Ok(Labels {
-            leaf: parse(&leaf)?,
-            parent: parse(&parent)?,
-            details: details.map(parse).transpose()?,
+            leaf,
+            parent,
+            details,
+            instance_fields,
             ctx: Ctx::new(TimeZone::system()),
-            now,
+            now: client::now(),
             users: HashMap::new(),
         })
     }
@@ -147,6 +190,21 @@ impl Labels {
             })
             .clone();
         JobRecord::new(j.clone(), user, client::f58(JobId::from(j.id)), self.now)
+    }
+
+    /// The node of `rec`, labelled as a parent when it runs an instance.
+    fn node<R: Record>(&self, rec: &R, parent: bool, children: Vec<Node>) -> anyhow::Result<Node> {
+        let t = if parent { &self.parent } else { &self.leaf };
+        let shown = |t: &Template| {
+            t.render(rec, &self.ctx)
+                .map(|s| crate::output::printable(&s).into_owned())
+                .map_err(anyhow::Error::msg)
+        };
+        Ok(Node {
+            label: shown(t)?,
+            details: self.details.as_ref().map(shown).transpose()?,
+            children,
+        })
     }
 }
 
@@ -167,11 +225,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     } else if states.is_empty() {
         states = StateMask::RUNNING;
     }
-    let ids = args
-        .jobids
-        .iter()
-        .map(|s| client::parse_jobid(s).map(JobId::as_u64))
-        .collect::<anyhow::Result<Vec<_>>>()?;
+    let ids = client::parse_jobids(&args.jobids)?
+        .into_iter()
+        .map(JobId::as_u64)
+        .collect();
     let select = Select {
         states,
         results,
@@ -184,23 +241,56 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Some(yes_no) => yes_no == YesNo::Yes,
         None => labels.details.is_some() || !select.ids.is_empty(),
     };
+    let style = if args.compact {
+        Style::Compact
+    } else if args.ascii {
+        Style::Ascii
+    } else {
+        Style::Box
+    };
+    let drawing = Drawing {
+        style,
+        width: (!args.long).then(width::terminal_width),
+    };
     client::block_on(async {
         let mut inst = client::connect().await?;
-        let mut roots = jobs(&mut inst, &select, depth, &mut labels).await?;
-        if !args.no_combine && labels.details.is_none() {
-            roots = tree::combine(roots);
+        let mut jobs = jobs(&mut inst, &select, depth, &mut labels).await?;
+        if !args.no_combine {
+            jobs = tree::combine(jobs);
         }
-        let header = match (&labels.details, args.no_header) {
-            (Some(t), false) => Some(t.header()),
-            (Some(t), true) => Some(" ".repeat(t.header().chars().count())),
-            (None, _) => None,
+        let top = if skip_root {
+            jobs
+        } else {
+            let (job, info) = root::read(&mut inst, labels.instance_fields).await;
+            let rec = with_instance(labels.record(&job), info);
+            vec![labels.node(&RootRecord(rec), true, jobs)?]
         };
-        let root = (!skip_root).then_some(".");
-        for line in tree::render(&roots, header.as_deref(), root) {
-            println!("{}", crate::output::printable(&line));
+        // A reader that stops early (`| head`) ends the output with an
+        // error rather than a panic.
+        let mut out = std::io::stdout().lock();
+        // The header is not cut, as flux prints it apart from the tree.
+        if let (Some(t), false) = (&labels.details, args.no_header) {
+            writeln!(out, "{}", crate::output::printable(&t.header()))?;
         }
+        for line in tree::render(&top, drawing) {
+            writeln!(out, "{line}")?;
+        }
+        out.flush()?;
         Ok(ExitCode::SUCCESS)
     })?
+}
+
+fn with_instance(rec: JobRecord, info: Option<InstanceInfo>) -> JobRecord {
+    match info {
+        Some(i) => rec.with_instance(i),
+        None => rec,
+    }
+}
+
+/// Whether the job runs an instance that may have jobs: running, with the
+/// `uri` memo an instance's job leaves (flux: `job.uri and state == R`).
+fn runs_instance(j: &pb::JobSummary, rec: &JobRecord) -> bool {
+    j.state == "RUN" && matches!(rec.field("uri"), Value::Str(s) if !s.is_empty())
 }
 
 /// The tree of the jobs of the instance behind `inst`, `depth` levels down.
@@ -230,52 +320,55 @@ async fn jobs(
     };
     // Oldest first reads as the jobs were started.
     list.reverse();
+    let below = Select {
+        states: select.states,
+        results: select.results.clone(),
+        count: select.count,
+        ids: Vec::new(),
+    };
     let mut out = Vec::with_capacity(list.len());
     for j in list {
-        let children = if depth > 0 && j.state == "RUN" {
-            let below = Select {
-                states: select.states,
-                results: select.results.clone(),
-                count: select.count,
-                ids: Vec::new(),
-            };
-            Box::pin(inside(inst, JobId::from(j.id), &below, depth - 1, labels)).await
-        } else {
-            Vec::new()
-        };
         let rec = labels.record(&j);
-        let t = if children.is_empty() {
-            &labels.leaf
+        // As flux: a job that runs an instance takes the parent label even
+        // when nothing runs in it, or -L stops above it.
+        let parent = runs_instance(&j, &rec);
+        let (info, children) = if parent {
+            Box::pin(inside(inst, JobId::from(j.id), &below, depth, labels)).await
         } else {
-            &labels.parent
+            (None, Vec::new())
         };
-        let label = t.render(&rec, &labels.ctx).map_err(anyhow::Error::msg)?;
-        let details = match &labels.details {
-            Some(d) => Some(d.render(&rec, &labels.ctx).map_err(anyhow::Error::msg)?),
-            None => None,
-        };
-        out.push(Node {
-            label,
-            details,
-            children,
-        });
+        out.push(labels.node(&with_instance(rec, info), parent, children)?);
     }
     Ok(out)
 }
 
-/// The jobs of the instance job `id` runs, if it runs one this user can
-/// reach; an instance that cannot be read is shown without children.
+/// What the instance job `id` runs reports (when a format asks for it) and
+/// its jobs `depth` levels down (none at 0); an instance that cannot be
+/// reached or read shows empty fields and no children, as in flux.
 async fn inside(
     inst: &mut Instance,
     id: JobId,
     select: &Select,
     depth: usize,
     labels: &mut Labels,
-) -> Vec<Node> {
+) -> (Option<InstanceInfo>, Vec<Node>) {
+    if depth == 0 && !labels.instance_fields {
+        return (None, Vec::new());
+    }
     let Ok(Some((mut child, _))) = connect_inside(inst, id).await else {
-        return Vec::new();
+        return (None, Vec::new());
     };
-    jobs(&mut child, select, depth, labels)
-        .await
-        .unwrap_or_default()
+    let info = if labels.instance_fields {
+        probe::instance_info(&mut child).await.ok()
+    } else {
+        None
+    };
+    let children = if depth > 0 {
+        jobs(&mut child, select, depth - 1, labels)
+            .await
+            .unwrap_or_default()
+    } else {
+        Vec::new()
+    };
+    (info, children)
 }

@@ -1,6 +1,10 @@
-//! The tree drawing of `pstree`: a `.` root (left out when details are
-//! shown), box-drawing branches, identical leaves combined as `n*[label]`,
-//! as flux-pstree(1) prints them.
+//! The tree drawing of `pstree`: top-level nodes flush left, their
+//! descendants on branches (in one of the connector styles), identical
+//! leaves combined as `n*[label]`, each line cut to the terminal's width,
+//! as flux-pstree(1) prints them (flux-core `flux.util.Tree`).
+
+use super::connectors::Style;
+use super::width::truncate;
 
 /// One job in the tree, with the jobs of the instance it runs.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -13,8 +17,8 @@ pub struct Node {
     pub children: Vec<Node>,
 }
 
-/// Siblings with leaves of the same label merged, in order of first
-/// appearance, labelled `n*[label]` when there is more than one.
+/// Siblings with leaves of the same details and label merged, in order of
+/// first appearance, labelled `n*[label]` when there is more than one.
 pub fn combine(nodes: Vec<Node>) -> Vec<Node> {
     let mut out: Vec<(Node, usize)> = Vec::new();
     for n in nodes {
@@ -23,9 +27,9 @@ pub fn combine(nodes: Vec<Node>) -> Vec<Node> {
             ..n
         };
         if n.children.is_empty()
-            && let Some(slot) = out
-                .iter_mut()
-                .find(|(o, _)| o.children.is_empty() && o.label == n.label)
+            && let Some(slot) = out.iter_mut().find(|(o, _)| {
+                o.children.is_empty() && o.label == n.label && o.details == n.details
+            })
         {
             slot.1 += 1;
             continue;
@@ -43,41 +47,49 @@ pub fn combine(nodes: Vec<Node>) -> Vec<Node> {
         .collect()
 }
 
-/// The tree, one line each: the header (when details are shown; a blank
-/// one, as `-n` gives, only sets the width of the root's columns), then
-/// the `root` line when there is one, the jobs below it on branches;
-/// without a root the top-level jobs have no branches.
-pub fn render(roots: &[Node], header: Option<&str>, root: Option<&str>) -> Vec<String> {
+/// How the tree is drawn.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Drawing {
+    /// The connectors.
+    pub style: Style,
+    /// Cut lines longer than this; `None` with `-l`.
+    pub width: Option<usize>,
+}
+
+/// The tree, one line each: every node of `top` flush left (the `.` of
+/// the enclosing instance, or the jobs when it is skipped), and below each
+/// its descendants on branches.
+pub fn render(top: &[Node], how: Drawing) -> Vec<String> {
     let mut out = Vec::new();
-    if let Some(h) = header.filter(|h| !h.trim().is_empty()) {
-        out.push(h.to_string());
+    for n in top {
+        line(n, "", "", how, &mut out);
+        branches(&n.children, "", how, &mut out);
     }
-    if let Some(r) = root {
-        // Details columns are blank for the enclosing instance.
-        out.push(match header {
-            Some(h) => format!("{:w$} {r}", "", w = h.chars().count()),
-            None => r.to_string(),
-        });
-    }
-    draw(roots, "", root.is_none(), &mut out);
     out
 }
 
-fn draw(nodes: &[Node], prefix: &str, top: bool, out: &mut Vec<String>) {
+/// The line of `n`: its details, the branches of the levels above
+/// (`prefix`), its own connector and its label.
+fn line(n: &Node, prefix: &str, connector: &str, how: Drawing, out: &mut Vec<String>) {
+    let tree = format!("{prefix}{connector}{}", n.label);
+    // flux puts no separating space after details that came out empty.
+    let full = match &n.details {
+        Some(d) if !d.is_empty() => format!("{d} {tree}"),
+        _ => tree,
+    };
+    out.push(truncate(&full, how.width));
+}
+
+fn branches(nodes: &[Node], prefix: &str, how: Drawing, out: &mut Vec<String>) {
+    let c = how.style.connectors();
     for (i, n) in nodes.iter().enumerate() {
-        let last = i + 1 == nodes.len();
-        // With details there is no root: the top level has no branches.
-        let (branch, below) = match (top, last) {
-            (true, _) => ("", ""),
-            (false, true) => ("└── ", "    "),
-            (false, false) => ("├── ", "│   "),
+        let (connector, below) = if i + 1 == nodes.len() {
+            (c.elbow, c.blank)
+        } else {
+            (c.tee, c.pipe)
         };
-        let tree = format!("{prefix}{branch}{}", n.label);
-        out.push(match &n.details {
-            Some(d) => format!("{d} {tree}"),
-            None => tree,
-        });
-        draw(&n.children, &format!("{prefix}{below}"), false, out);
+        line(n, prefix, connector, how, out);
+        branches(&n.children, &format!("{prefix}{below}"), how, out);
     }
 }
 
@@ -97,9 +109,17 @@ mod tests {
         node(l, vec![])
     }
 
-    #[test]
-    fn draws_as_flux_pstree() {
-        let roots = vec![
+    fn with(l: &str, d: &str, children: Vec<Node>) -> Node {
+        Node {
+            label: l.into(),
+            details: Some(d.into()),
+            children,
+        }
+    }
+
+    /// flux-pstree(1)'s example hierarchy under a `.` root.
+    fn example() -> Vec<Node> {
+        let jobs = vec![
             node(
                 "flux",
                 vec![
@@ -109,8 +129,17 @@ mod tests {
             ),
             leaf("hostname:CD"),
         ];
+        vec![node(".", combine(jobs))]
+    }
+
+    fn drawn(style: Style) -> Vec<String> {
+        render(&example(), Drawing { style, width: None })
+    }
+
+    #[test]
+    fn box_connectors_by_default() {
         assert_eq!(
-            render(&combine(roots), None, Some(".")),
+            drawn(Style::default()),
             [
                 ".",
                 "├── flux",
@@ -121,8 +150,72 @@ mod tests {
                 "└── hostname:CD",
             ]
         );
-        assert_eq!(render(&[], None, Some(".")), ["."]);
-        assert_eq!(render(&[leaf("a"), leaf("b")], None, None), ["a", "b"]);
+        assert_eq!(render(&[leaf(".")], Drawing::default()), ["."]);
+    }
+
+    #[test]
+    fn ascii_connectors() {
+        assert_eq!(
+            drawn(Style::Ascii),
+            [
+                ".",
+                "|-- flux",
+                "|   |-- flux",
+                "|   |   `-- 2*[sleep]",
+                "|   `-- flux",
+                "|       `-- sleep",
+                "`-- hostname:CD",
+            ]
+        );
+    }
+
+    #[test]
+    fn compact_connectors() {
+        assert_eq!(
+            drawn(Style::Compact),
+            [
+                ".",
+                "├─flux",
+                "│ ├─flux",
+                "│ │ └─2*[sleep]",
+                "│ └─flux",
+                "│   └─sleep",
+                "└─hostname:CD",
+            ]
+        );
+    }
+
+    #[test]
+    fn skipped_root_puts_every_job_flush_left() {
+        let top = vec![node("a", vec![leaf("x"), leaf("y")]), leaf("b")];
+        assert_eq!(
+            render(&top, Drawing::default()),
+            ["a", "├── x", "└── y", "b"]
+        );
+    }
+
+    #[test]
+    fn lines_are_cut_to_the_width_with_their_details() {
+        let top = vec![with(
+            "flux",
+            "  A",
+            vec![
+                with("sleep-a-long-while", "  B", vec![]),
+                with("x", "  C", vec![]),
+            ],
+        )];
+        let how = |width| Drawing {
+            style: Style::Box,
+            width,
+        };
+        assert_eq!(
+            render(&top, how(Some(12))),
+            ["  A flux", "  B ├── sle+", "  C └── x"]
+        );
+        assert_eq!(
+            render(&top, how(None)),
+            ["  A flux", "  B ├── sleep-a-long-while", "  C └── x"]
+        );
     }
 
     #[test]
@@ -138,27 +231,19 @@ mod tests {
     }
 
     #[test]
-    fn details_come_before_the_branches_without_a_root() {
-        let d = |s: &str| Some(s.to_string());
-        let roots = vec![Node {
-            label: "flux".into(),
-            details: d("  A"),
-            children: vec![
-                Node {
-                    label: "sleep".into(),
-                    details: d("  B"),
-                    children: vec![],
-                },
-                Node {
-                    label: "sleep".into(),
-                    details: d("  C"),
-                    children: vec![],
-                },
-            ],
-        }];
-        assert_eq!(
-            render(&roots, Some("HDR"), None),
-            ["HDR", "  A flux", "  B ├── sleep", "  C └── sleep"]
-        );
+    fn leaves_combine_only_with_the_same_details() {
+        let got = combine(vec![
+            with("sleep", "  1", vec![]),
+            with("sleep", "  2", vec![]),
+            with("sleep", "  1", vec![]),
+        ]);
+        let lines = render(&got, Drawing::default());
+        assert_eq!(lines, ["  1 2*[sleep]", "  2 sleep"]);
+    }
+
+    #[test]
+    fn empty_details_add_no_space() {
+        let top = vec![with("flux", "", vec![with("sleep", "", vec![])])];
+        assert_eq!(render(&top, Drawing::default()), ["flux", "└── sleep"]);
     }
 }

@@ -1,0 +1,67 @@
+//! What a job's child instance reports for the `instance.*` fields: every
+//! job of every user counted by state (flux's job-list stats) and its
+//! resources by state.
+
+use anyhow::Context;
+use fluxgate_proto::v1 as pb;
+use fluxgate_shared::job::StateMask;
+use fluxgate_shared::rset::ResourceSet;
+
+use crate::client::{self, Instance};
+use crate::jobfmt::instance::{InstanceInfo, JobCounts, Resources};
+
+/// The job counts and resources of the instance behind `inst`.
+pub async fn instance_info(inst: &mut Instance) -> anyhow::Result<InstanceInfo> {
+    Ok(InstanceInfo {
+        resources: resources(inst).await?,
+        stats: job_counts(inst).await?,
+    })
+}
+
+/// Every job of every user of the instance, counted by state and result.
+pub async fn job_counts(inst: &mut Instance) -> anyhow::Result<JobCounts> {
+    let request = pb::ListRequest {
+        states: StateMask::ALL.bits(),
+        userid: None,
+        ..Default::default()
+    };
+    let jobs = crate::cmd::jobs::list_all(inst, request).await?;
+    Ok(JobCounts::count(&jobs))
+}
+
+/// The instance's resources by state, from `Resource.List`.
+pub async fn resources(inst: &mut Instance) -> anyhow::Result<Resources> {
+    let r = inst
+        .resource
+        .list(pb::ResourceListRequest {})
+        .await
+        .map_err(client::status_error)?
+        .into_inner();
+    let rset = |s: &str| -> anyhow::Result<ResourceSet> {
+        if s.trim().is_empty() {
+            return Ok(ResourceSet::new());
+        }
+        ResourceSet::parse(s).context("the instance sent an unreadable R")
+    };
+    Ok(Resources::of(
+        &rset(&r.all)?,
+        &rset(&r.up)?,
+        &rset(&r.down)?,
+        &rset(&r.allocated)?,
+    ))
+}
+
+/// When the instance's job manager started (`starttime` in its status).
+pub async fn started(inst: &mut Instance) -> Option<f64> {
+    let status = inst
+        .resource
+        .status(pb::StatusRequest {})
+        .await
+        .ok()?
+        .into_inner()
+        .status;
+    serde_json::from_str::<serde_json::Value>(&status)
+        .ok()?
+        .get("starttime")?
+        .as_f64()
+}
