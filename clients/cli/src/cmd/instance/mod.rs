@@ -50,6 +50,7 @@ use crate::services::{
 mod access;
 pub mod directives;
 mod jobs;
+pub mod probe;
 mod task;
 
 use access::ChildKey;

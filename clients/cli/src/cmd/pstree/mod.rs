@@ -9,7 +9,6 @@
 
 pub mod connectors;
 pub mod formats;
-pub mod probe;
 pub mod root;
 pub mod tree;
 pub mod width;
@@ -359,7 +358,9 @@ async fn inside(
         return (None, Vec::new());
     };
     let info = if labels.instance_fields {
-        probe::instance_info(&mut child).await.ok()
+        crate::cmd::instance::probe::instance_info(&mut child)
+            .await
+            .ok()
     } else {
         None
     };

@@ -6,8 +6,8 @@
 
 use fluxgate_proto::v1 as pb;
 
-use super::probe;
 use crate::client::{self, Instance};
+use crate::cmd::instance::probe;
 use crate::jobfmt::instance::InstanceInfo;
 use crate::jobfmt::pyfmt::Value;
 use crate::jobfmt::{JobRecord, Record};

@@ -13,14 +13,14 @@
 
 use std::time::Duration;
 
-use anyhow::Context as _;
 use fluxgate_proto::v1 as pb;
+use fluxgate_shared::Event;
 use fluxgate_shared::job::JobState;
-use fluxgate_shared::{Event, ResourceSet};
 use tokio::sync::mpsc;
 
 use super::model::{Resources, Usage};
 use crate::client::{self, Instance};
+use crate::cmd::instance::probe;
 use crate::cmd::job::eventlog::Formatter;
 
 /// How often the nodes and cores are read besides after allocations:
@@ -56,7 +56,7 @@ pub enum Update {
 pub async fn follow_instance(mut inst: Instance, tx: mpsc::Sender<Update>) {
     // The uptime is shown when the instance tells its start; older job
     // managers do not, and top goes on without it.
-    if let Some(t) = started(&mut inst).await
+    if let Some(t) = probe::started(&mut inst).await
         && tx.send(Update::Started(t)).await.is_err()
     {
         return;
@@ -161,44 +161,17 @@ async fn list_all(inst: &mut Instance) -> anyhow::Result<Vec<pb::JobSummary>> {
     Ok(jobs)
 }
 
-/// When the instance's job manager started (`starttime` in its status).
-async fn started(inst: &mut Instance) -> Option<f64> {
-    let status = inst
-        .resource
-        .status(pb::StatusRequest {})
-        .await
-        .ok()?
-        .into_inner()
-        .status;
-    serde_json::from_str::<serde_json::Value>(&status)
-        .ok()?
-        .get("starttime")?
-        .as_f64()
-}
-
 /// Nodes and cores used and in all, from `Resource.List`.
 async fn resource_usage(inst: &mut Instance) -> anyhow::Result<Resources> {
-    let r = inst
-        .resource
-        .list(pb::ResourceListRequest {})
-        .await
-        .map_err(client::status_error)?
-        .into_inner();
-    let rset = |s: &str| -> anyhow::Result<ResourceSet> {
-        if s.trim().is_empty() {
-            return Ok(ResourceSet::new());
-        }
-        ResourceSet::parse(s).context("the instance sent an unreadable R")
-    };
-    let (all, used) = (rset(&r.all)?, rset(&r.allocated)?);
+    let r = probe::resource_sets(inst).await?;
     Ok(Resources {
         nodes: Usage {
-            used: used.nnodes() as u64,
-            total: all.nnodes() as u64,
+            used: r.allocated.nnodes() as u64,
+            total: r.all.nnodes() as u64,
         },
         cores: Usage {
-            used: used.ncores(),
-            total: all.ncores(),
+            used: r.allocated.ncores(),
+            total: r.all.ncores(),
         },
     })
 }

@@ -1,6 +1,7 @@
-//! What a job's child instance reports for the `instance.*` fields: every
-//! job of every user counted by state (flux's job-list stats) and its
-//! resources by state.
+//! What an instance reports about itself: for the `instance.*` fields of
+//! a job running one, every job of every user counted by state (flux's
+//! job-list stats) and its resources by state; for `top`, its start time
+//! and resources.
 
 use anyhow::Context;
 use fluxgate_proto::v1 as pb;
@@ -31,6 +32,24 @@ pub async fn job_counts(inst: &mut Instance) -> anyhow::Result<JobCounts> {
 
 /// The instance's resources by state, from `Resource.List`.
 pub async fn resources(inst: &mut Instance) -> anyhow::Result<Resources> {
+    let r = resource_sets(inst).await?;
+    Ok(Resources::of(&r.all, &r.up, &r.down, &r.allocated))
+}
+
+/// The instance's R of each resource state.
+pub struct ResourceSets {
+    /// Every resource it has.
+    pub all: ResourceSet,
+    /// Those up.
+    pub up: ResourceSet,
+    /// Those down.
+    pub down: ResourceSet,
+    /// Those allocated to jobs.
+    pub allocated: ResourceSet,
+}
+
+/// The instance's R of each resource state, from `Resource.List`.
+pub async fn resource_sets(inst: &mut Instance) -> anyhow::Result<ResourceSets> {
     let r = inst
         .resource
         .list(pb::ResourceListRequest {})
@@ -43,12 +62,12 @@ pub async fn resources(inst: &mut Instance) -> anyhow::Result<Resources> {
         }
         ResourceSet::parse(s).context("the instance sent an unreadable R")
     };
-    Ok(Resources::of(
-        &rset(&r.all)?,
-        &rset(&r.up)?,
-        &rset(&r.down)?,
-        &rset(&r.allocated)?,
-    ))
+    Ok(ResourceSets {
+        all: rset(&r.all)?,
+        up: rset(&r.up)?,
+        down: rset(&r.down)?,
+        allocated: rset(&r.allocated)?,
+    })
 }
 
 /// When the instance's job manager started (`starttime` in its status).
