@@ -66,6 +66,140 @@ fn dry_run_lines_match_the_man_page() {
     );
 }
 
+/// Run `fluxgate bulksubmit --dry-run ARGS` expecting it to fail before
+/// anything is submitted; its stderr (there is no instance to submit to).
+fn dry_run_fails(args: &[&str], path: Option<&std::path::Path>) -> String {
+    let mut cmd = Command::new(common::cli());
+    cmd.arg("bulksubmit")
+        .arg("--dry-run")
+        .args(args)
+        .env("FLUXGATE_URI", "http://127.0.0.1:1")
+        .stdin(Stdio::null());
+    if let Some(p) = path {
+        cmd.env("PATH", p);
+    }
+    let out = cmd.output().unwrap();
+    assert!(!out.status.success(), "{args:?}: {out:?}");
+    assert!(out.stdout.is_empty(), "{args:?}: {out:?}");
+    text(&out.stderr)
+}
+
+#[test]
+fn defined_attributes_as_the_man_page() {
+    // The man page's example: the count filled, shown as flux shows it.
+    assert_eq!(
+        dry_run(
+            &[
+                "--define=p2=2**int(x)",
+                "-n",
+                "{.p2}",
+                "hostname",
+                ":::",
+                "0",
+                "1",
+                "2",
+                "3",
+                "4"
+            ],
+            ""
+        ),
+        "bulksubmit: submit -n1 hostname\nbulksubmit: submit -n2 hostname\n\
+         bulksubmit: submit -n4 hostname\nbulksubmit: submit -n8 hostname\n\
+         bulksubmit: submit -n16 hostname\n"
+    );
+    assert_eq!(
+        dry_run(
+            &["--define=p2=2**int(x)", "-n", "{.p2}", "hostname"],
+            "1\n2\n3\n"
+        ),
+        "bulksubmit: submit -n2 hostname\nbulksubmit: submit -n4 hostname\n\
+         bulksubmit: submit -n8 hostname\n"
+    );
+    // Two definitions together, on two inputs, beside {.%}; code with `==`.
+    assert_eq!(
+        dry_run(
+            &[
+                "--define=up=x.upper()",
+                "--define=one=x == '1'",
+                "cp",
+                "{1}",
+                "{1.%}.{0.up}",
+                "{0.one}",
+                ":::",
+                "a",
+                "1",
+                ":::",
+                "d/f.txt",
+            ],
+            ""
+        ),
+        "bulksubmit: submit cp d/f.txt d/f.A False\n\
+         bulksubmit: submit cp d/f.txt d/f.1 True\n"
+    );
+    // A definition in an option beside {.%}; a later definition wins.
+    assert_eq!(
+        dry_run(
+            &[
+                "--define=n=1",
+                "--define=n=len(x)",
+                "--output={0.%}.{0.n}.log",
+                "prog",
+                ":::",
+                "run.sh",
+            ],
+            ""
+        ),
+        "bulksubmit: submit --output=run.6.log prog\n"
+    );
+    // A list result becomes several arguments; os is at hand, as in flux.
+    assert_eq!(
+        dry_run(
+            &[
+                "--define=parts=x.split(':')",
+                "--define=b=os.path.basename(x)",
+                "ls",
+                "{.parts}",
+                "{0.b}",
+                ":::",
+                "/a:/b/c"
+            ],
+            ""
+        ),
+        "bulksubmit: submit ls /a /b/c c\n"
+    );
+}
+
+#[test]
+fn define_errors_stop_before_submitting() {
+    let err = dry_run_fails(
+        &["--define=p2=2**int(x)", "echo", "{.p2}", ":::", "1", "z"],
+        None,
+    );
+    assert!(
+        err.contains(
+            "--define=p2=2**int(x): failed for input \"z\": ValueError: invalid literal for int()"
+        ),
+        "{err}"
+    );
+    let err = dry_run_fails(&["--define=p2=2**", "echo", "{}", ":::", "1"], None);
+    assert!(
+        err.contains("--define=p2=2**: not a Python expression: SyntaxError"),
+        "{err}"
+    );
+    let err = dry_run_fails(&["--define=p2", "echo", "{}", ":::", "1"], None);
+    assert!(err.contains("expected NAME=CODE"), "{err}");
+    let err = dry_run_fails(&["--define=2p=x", "echo", "{}", ":::", "1"], None);
+    assert!(err.contains("NAME \"2p\" is not an identifier"), "{err}");
+    let err = dry_run_fails(&["echo", "{.p2}", ":::", "1"], None);
+    assert!(err.contains("unknown replacement field {.p2}"), "{err}");
+    let empty = tempfile::tempdir().unwrap();
+    let err = dry_run_fails(
+        &["--define=p=x", "echo", "{.p}", ":::", "1"],
+        Some(empty.path()),
+    );
+    assert!(err.contains("--define needs python3 on PATH"), "{err}");
+}
+
 #[test]
 fn submits_every_combination_and_waits() {
     let out = in_instance(

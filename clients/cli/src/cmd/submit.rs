@@ -26,17 +26,17 @@ use crate::cmd::copies::{CopyOpts, progress_bar};
 #[derive(Debug, Clone, clap::Args)]
 pub struct JobOpts {
     /// Number of nodes to allocate.
-    #[arg(short = 'N', long = "nodes", value_name = "N")]
-    nodes: Option<u64>,
+    #[arg(short = 'N', long = "nodes", value_name = "N", value_parser = parse_count)]
+    nodes: Option<Count>,
     /// Number of tasks to start.
-    #[arg(short = 'n', long = "ntasks", value_name = "N")]
-    ntasks: Option<u64>,
+    #[arg(short = 'n', long = "ntasks", value_name = "N", value_parser = parse_count)]
+    ntasks: Option<Count>,
     /// Number of cores to allocate per task.
-    #[arg(short = 'c', long = "cores-per-task", value_name = "N")]
-    cores_per_task: Option<u64>,
+    #[arg(short = 'c', long = "cores-per-task", value_name = "N", value_parser = parse_count)]
+    cores_per_task: Option<Count>,
     /// Number of GPUs to allocate per task.
-    #[arg(short = 'g', long = "gpus-per-task", value_name = "N")]
-    gpus_per_task: Option<u64>,
+    #[arg(short = 'g', long = "gpus-per-task", value_name = "N", value_parser = parse_count)]
+    gpus_per_task: Option<Count>,
     /// With -N, allocate nodes exclusively.
     #[arg(short = 'x', long = "exclusive")]
     exclusive: bool,
@@ -119,6 +119,36 @@ pub struct RunArgs {
     command: Vec<String>,
 }
 
+/// A count option (-N, -n, -c, -g). Kept as text, as flux keeps it, so
+/// that bulksubmit can fill a replacement field in it (`-n {.p2}`); any
+/// other text must be a number, and the filled text is checked again when
+/// the jobspec is built.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Count(String);
+
+/// clap's value parser for [`Count`]: a number, or text with a `{`.
+fn parse_count(s: &str) -> Result<Count, String> {
+    if !s.contains('{') {
+        s.parse::<u64>().map_err(|e| e.to_string())?;
+    }
+    Ok(Count(s.to_string()))
+}
+
+impl Count {
+    /// The number, or an error naming `flag` (`--ntasks`).
+    fn value(&self, flag: &str) -> anyhow::Result<u64> {
+        self.0
+            .parse()
+            .map_err(|_| anyhow!("{flag}: invalid count {:?} (a number is needed)", self.0))
+    }
+}
+
+impl From<u64> for Count {
+    fn from(n: u64) -> Count {
+        Count(n.to_string())
+    }
+}
+
 /// Urgency names flux accepts.
 pub fn parse_urgency(s: &str) -> anyhow::Result<u32> {
     match s {
@@ -157,26 +187,59 @@ fn time_limit_fsd(t: &str) -> String {
 }
 
 impl JobOpts {
-    /// A copy with `f` applied to the options that name files, the job and
-    /// its directory (what bulksubmit fills from its inputs, as flux does).
+    /// The options bulksubmit fills from its inputs (as flux does: the
+    /// counts, the files, the job name and its directory), each with the
+    /// prefix flux's `bulksubmit --dry-run` shows it with, in its order.
+    fn fillable(&mut self) -> [(&'static str, Option<&mut String>); 9] {
+        [
+            ("-n", self.ntasks.as_mut().map(|c| &mut c.0)),
+            ("-N", self.nodes.as_mut().map(|c| &mut c.0)),
+            ("-c", self.cores_per_task.as_mut().map(|c| &mut c.0)),
+            ("-g", self.gpus_per_task.as_mut().map(|c| &mut c.0)),
+            ("--job-name=", self.job_name.as_mut()),
+            ("--input=", self.input.as_mut()),
+            ("--output=", self.output.as_mut()),
+            ("--error=", self.error.as_mut()),
+            ("--cwd=", self.cwd.as_mut()),
+        ]
+    }
+
+    /// A copy with `f` applied to the options bulksubmit fills.
     pub(crate) fn map_text<E>(
         &self,
         mut f: impl FnMut(&str) -> Result<String, E>,
     ) -> Result<JobOpts, E> {
         let mut o = self.clone();
-        for v in [
-            &mut o.output,
-            &mut o.error,
-            &mut o.input,
-            &mut o.job_name,
-            &mut o.cwd,
-        ]
-        .into_iter()
-        .flatten()
-        {
-            *v = f(v)?;
+        for (_, v) in o.fillable() {
+            if let Some(v) = v {
+                *v = f(v)?;
+            }
         }
         Ok(o)
+    }
+
+    /// The text of the options bulksubmit fills (those given).
+    pub(crate) fn fillable_texts(&self) -> Vec<String> {
+        let mut o = self.clone();
+        o.fillable()
+            .into_iter()
+            .filter_map(|(_, v)| v.cloned())
+            .collect()
+    }
+
+    /// The filled options whose text differs from `orig`'s (this being
+    /// `orig.map_text(..)`), as flux's `bulksubmit --dry-run` shows them:
+    /// `-n4`, `--output=a.out`; empty ones are left out, as flux does.
+    pub(crate) fn changed_from(&self, orig: &JobOpts) -> Vec<String> {
+        let (mut new, mut old) = (self.clone(), orig.clone());
+        new.fillable()
+            .into_iter()
+            .zip(old.fillable())
+            .filter_map(|((flag, new), (_, old))| {
+                let new = new.filter(|v| !v.is_empty())?;
+                (Some(&*new) != old.as_deref()).then(|| format!("{flag}{new}"))
+            })
+            .collect()
     }
 
     /// The jobspec JSON text for `command`, with `{cc}` replaced by `cc`.
@@ -187,17 +250,17 @@ impl JobOpts {
         };
         let command: Vec<String> = command.iter().map(|a| subst(a)).collect();
         let mut b = JobspecBuilder::new(command);
-        if let Some(n) = self.nodes {
-            b = b.nodes(n);
+        if let Some(n) = &self.nodes {
+            b = b.nodes(n.value("--nodes")?);
         }
-        if let Some(n) = self.ntasks {
-            b = b.ntasks(n);
+        if let Some(n) = &self.ntasks {
+            b = b.ntasks(n.value("--ntasks")?);
         }
-        if let Some(n) = self.cores_per_task {
-            b = b.cores_per_task(n);
+        if let Some(n) = &self.cores_per_task {
+            b = b.cores_per_task(n.value("--cores-per-task")?);
         }
-        if let Some(n) = self.gpus_per_task {
-            b = b.gpus_per_task(n);
+        if let Some(n) = &self.gpus_per_task {
+            b = b.gpus_per_task(n.value("--gpus-per-task")?);
         }
         if self.exclusive {
             b = b.exclusive(true);
@@ -285,9 +348,9 @@ impl JobOpts {
         let mut opts = self.clone();
         // Without -N: one slot (-n, -c) on one node, not a whole node.
         if opts.nodes.is_none() && opts.ntasks.is_none() {
-            opts.ntasks = Some(1);
+            opts.ntasks = Some(1.into());
         }
-        let nodes = *opts.nodes.get_or_insert(1);
+        let nodes = opts.nodes.get_or_insert(1.into()).value("--nodes")?;
         opts.env.push(format!("{}={uri}", client::URI_ENV));
         if opts.job_name.is_none() {
             opts.job_name = Some(name.to_string());
@@ -658,6 +721,21 @@ mod tests {
         assert_eq!(
             v["attributes"]["system"]["constraints"],
             json!({"properties": ["ssd"]})
+        );
+    }
+
+    #[test]
+    fn counts_are_numbers_or_templates() {
+        assert_eq!(parse_count("4"), Ok(Count("4".into())));
+        assert_eq!(parse_count("{.p2}"), Ok(Count("{.p2}".into())));
+        assert!(parse_count("x").is_err());
+        assert!(parse_count("-1").is_err());
+        // A template left unfilled (submit, not bulksubmit) is named.
+        let o = <Opts as clap::Parser>::try_parse_from(["submit", "-n", "{x}"]).unwrap();
+        let err = o.opts.request(&["prog".into()], None).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            r#"--ntasks: invalid count "{x}" (a number is needed)"#
         );
     }
 

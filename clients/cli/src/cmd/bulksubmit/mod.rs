@@ -4,9 +4,13 @@
 //! stdin), or from stdin when neither is given; several lists combine as a
 //! cross product, and a list after `:::+` or `::::+` is linked to the one
 //! before it instead (one of its items per item there, cycled).
+//! `--define=NAME=CODE` adds the attribute `{.NAME}`, a Python expression
+//! of the input (see [`define`]).
 
+pub mod define;
 pub mod template;
 
+use std::collections::BTreeSet;
 use std::process::ExitCode;
 
 use anyhow::{Context, bail};
@@ -34,6 +38,12 @@ pub struct Args {
     /// Submit the jobs in a random order.
     #[arg(long)]
     shuffle: bool,
+    /// Define a named method for transforming any input, used as `{.NAME}`
+    /// or `{0.NAME}`: CODE is a Python expression in which `x` is the input
+    /// string, evaluated with python3, e.g. --define=p2='2**int(x)' -n {.p2}.
+    /// May be given several times. A list result becomes several arguments.
+    #[arg(long = "define", value_name = "NAME=CODE", value_parser = define::parse)]
+    define: Vec<define::Define>,
     /// Command template, then `::: INPUTS...` or `:::: FILES...` lists.
     #[arg(required = true, trailing_var_arg = true, value_name = "COMMAND")]
     command: Vec<String>,
@@ -154,22 +164,52 @@ struct Job {
     opts: JobOpts,
 }
 
+/// What splits one filled command argument into several: flux's marker
+/// between the items of a `--define` result that is a list.
+const LIST_MARK: &str = "::list::";
+
 /// Each job: the template filled with one combination (with no replacement
-/// field for inputs, the inputs are appended, as xargs), and the options
-/// that take text filled the same way, each on its own as flux formats them.
-fn jobs(split: &Split, opts: &JobOpts) -> anyhow::Result<Vec<Job>> {
-    let append = !template::has_input_fields(&split.template);
+/// field for inputs in it or in the options, the inputs are appended, as
+/// xargs), and the options that take text filled the same way, each on its
+/// own as flux formats them; a filled argument holding [`LIST_MARK`] becomes
+/// several.
+/// With `--define`, a first pass records which definitions apply to which
+/// inputs, python3 evaluates those, and a second pass fills them in.
+fn jobs(split: &Split, opts: &JobOpts, defines: &[define::Define]) -> anyhow::Result<Vec<Job>> {
+    if defines.is_empty() {
+        return fill_jobs(split, opts, &mut |_, _| None);
+    }
+    let defs = define::by_name(defines);
+    let mut wanted = BTreeSet::new();
+    fill_jobs(split, opts, &mut |name, input| {
+        defs.contains_key(name).then(|| {
+            wanted.insert((name.to_string(), input.to_string()));
+            String::new()
+        })
+    })?;
+    let values = define::evaluate(&defs, &wanted)?;
+    fill_jobs(split, opts, &mut |name, input| values.get(name, input))
+}
+
+/// [`jobs`], with `defined` giving the `--define` attributes.
+fn fill_jobs(
+    split: &Split,
+    opts: &JobOpts,
+    defined: &mut template::Defined,
+) -> anyhow::Result<Vec<Job>> {
+    let append = !template::has_input_fields(&split.template)
+        && !template::has_input_fields(&opts.fillable_texts());
     template::combinations(&split.lists)
         .into_iter()
         .enumerate()
         .map(|(seq, inputs)| {
             let mut next = 0;
-            let mut command = split
-                .template
-                .iter()
-                .map(|a| template::fill(a, &inputs, seq, &mut next))
-                .collect::<Result<Vec<_>, _>>()?;
-            let opts = opts.map_text(|s| template::fill(s, &inputs, seq, &mut 0))?;
+            let mut command = Vec::with_capacity(split.template.len());
+            for a in &split.template {
+                let filled = template::fill(a, &inputs, seq, &mut next, defined)?;
+                command.extend(filled.split(LIST_MARK).map(str::to_string));
+            }
+            let opts = opts.map_text(|s| template::fill(s, &inputs, seq, &mut 0, defined))?;
             if append {
                 command.extend(inputs);
             }
@@ -188,7 +228,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             linked: Vec::new(),
         });
     }
-    let mut jobs = jobs(&split, &args.opts)?;
+    let mut jobs = jobs(&split, &args.opts, &args.define)?;
     if args.shuffle {
         shuffle(&mut jobs);
     }
@@ -201,11 +241,15 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         let cmd = &job.command;
         for cc in &copies {
             if args.dry_run {
-                let shown: Vec<String> = cmd
-                    .iter()
+                // As flux: the options the inputs changed, then the command.
+                let shown: Vec<String> = job
+                    .opts
+                    .changed_from(&args.opts)
+                    .into_iter()
+                    .chain(cmd.iter().cloned())
                     .map(|a| match cc {
                         Some((id, _)) => a.replace("{cc}", &id.to_string()),
-                        None => a.clone(),
+                        None => a,
                     })
                     .collect();
                 println!("bulksubmit: submit {}", shown.join(" "));
@@ -298,7 +342,7 @@ mod tests {
     }
 
     fn commands(s: &Split) -> anyhow::Result<Vec<Vec<String>>> {
-        Ok(jobs(s, &opts(&[]))?
+        Ok(jobs(s, &opts(&[]), &[])?
             .into_iter()
             .map(|j| j.command)
             .collect())
@@ -320,7 +364,7 @@ mod tests {
     fn options_are_filled_too() {
         let s = split_of(&["echo", ":::", "a", "b"]);
         let o = opts(&["--output={}.out", "--job-name=j{seq1}"]);
-        let got = jobs(&s, &o).unwrap();
+        let got = jobs(&s, &o, &[]).unwrap();
         let spec = |j: &Job| -> serde_json::Value {
             serde_json::from_str(&j.opts.request(&j.command, None).unwrap().jobspec).unwrap()
         };
@@ -353,6 +397,48 @@ mod tests {
         assert_eq!(
             commands(&s).unwrap(),
             vec![v(&["echo", "0", "a"]), v(&["echo", "1", "b"])]
+        );
+    }
+
+    fn def(name: &str, code: &str) -> define::Define {
+        define::Define {
+            name: name.into(),
+            code: code.into(),
+        }
+    }
+
+    #[test]
+    fn definitions_fill_commands_and_options() {
+        let s = split_of(&["echo", "{0.p2}", "{0.sq}", ":::", "1", "3"]);
+        let o = opts(&["-n", "{.p2}", "--output={.%}.out"]);
+        let defs = [def("p2", "2**int(x)"), def("sq", "int(x)*int(x)")];
+        let got = jobs(&s, &o, &defs).unwrap();
+        let cmds: Vec<_> = got.iter().map(|j| j.command.clone()).collect();
+        assert_eq!(cmds, vec![v(&["echo", "2", "1"]), v(&["echo", "8", "9"])]);
+        assert_eq!(got[1].opts.changed_from(&o), v(&["-n8", "--output=3.out"]));
+    }
+
+    #[test]
+    fn list_results_become_several_arguments() {
+        let s = split_of(&["echo", "<{.parts}>", "end", ":::", "a,b"]);
+        let got = jobs(&s, &opts(&[]), &[def("parts", "x.split(',')")]).unwrap();
+        assert_eq!(got[0].command, v(&["echo", "<a", "b>", "end"]));
+    }
+
+    #[test]
+    fn definitions_are_evaluated_only_where_used() {
+        // {0} is not a number, but p2 only applies to input 1.
+        let s = split_of(&["echo", "{0}", "{1.p2}", ":::", "x", ":::", "4"]);
+        let got = jobs(&s, &opts(&[]), &[def("p2", "2**int(x)")]).unwrap();
+        assert_eq!(got[0].command, v(&["echo", "x", "16"]));
+        // An unused definition is still compiled, as flux does.
+        let err = jobs(&s, &opts(&[]), &[def("p2", "2**int(x)"), def("bad", "2**")])
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(
+            err.contains("--define=bad=2**: not a Python expression"),
+            "{err}"
         );
     }
 

@@ -1,7 +1,8 @@
 //! The command template of `bulksubmit`: Python `str.format` replacement
 //! fields as flux-bulksubmit(1) uses them (`{}`, `{0}`, `{seq}`, `{seq1}`,
 //! `{cc}`, and the attributes `{.%}`, `{./}`, `{./%}`, `{.//}`, also with
-//! an index: `{1.%}`), and the combinations of the input lists.
+//! an index: `{1.%}`, and those of `--define`: `{.NAME}`), and the
+//! combinations of the input lists.
 
 use thiserror::Error;
 
@@ -44,15 +45,21 @@ fn fields(s: &str) -> Vec<String> {
     out
 }
 
-/// Fill `s` from `inputs` (the `seq`-th combination). `{cc}` is left for
-/// the submit step, which knows the copy. Auto-numbered `{}` count across
-/// the whole command, as Python's format does across one call; `next` is
-/// that counter.
+/// The attributes `--define` adds: `defined(NAME, input)` is NAME's value
+/// for that input, or `None` when no NAME is defined.
+pub type Defined<'a> = dyn FnMut(&str, &str) -> Option<String> + 'a;
+
+/// Fill `s` from `inputs` (the `seq`-th combination), with `defined` for
+/// attributes other than the built-in ones. `{cc}` is left for the submit
+/// step, which knows the copy. Auto-numbered `{}` count across the whole
+/// command, as Python's format does across one call; `next` is that
+/// counter.
 pub fn fill(
     s: &str,
     inputs: &[String],
     seq: usize,
     next: &mut usize,
+    defined: &mut Defined,
 ) -> Result<String, TemplateError> {
     let mut out = String::with_capacity(s.len());
     let mut chars = s.chars().peekable();
@@ -80,7 +87,7 @@ pub fn fill(
                 if !closed {
                     return Err(TemplateError::Unmatched(s.to_string()));
                 }
-                out.push_str(&field(&name, inputs, seq, next)?);
+                out.push_str(&field(&name, inputs, seq, next, defined)?);
             }
             c => out.push(c),
         }
@@ -93,6 +100,7 @@ fn field(
     inputs: &[String],
     seq: usize,
     next: &mut usize,
+    defined: &mut Defined,
 ) -> Result<String, TemplateError> {
     match name {
         "seq" => return Ok(seq.to_string()),
@@ -123,7 +131,7 @@ fn field(
         Some("/") => Ok(basename(input).to_string()),
         Some("/%") => Ok(strip_extension(basename(input)).to_string()),
         Some("//") => Ok(dirname(input).to_string()),
-        Some(_) => Err(TemplateError::Unknown(name.to_string())),
+        Some(attr) => defined(attr, input).ok_or_else(|| TemplateError::Unknown(name.to_string())),
     }
 }
 
@@ -228,7 +236,7 @@ mod tests {
         let inputs = v(inputs);
         let mut next = 0;
         args.iter()
-            .map(|a| fill(a, &inputs, seq, &mut next))
+            .map(|a| fill(a, &inputs, seq, &mut next, &mut |_, _| None))
             .collect()
     }
 
@@ -285,6 +293,27 @@ mod tests {
             fill_all(&["}"], &[], 0),
             Err(TemplateError::Unmatched(_))
         ));
+    }
+
+    #[test]
+    fn defined_attributes_apply_to_their_input() {
+        let inputs = v(&["a.txt", "b"]);
+        let mut defined = |name: &str, input: &str| match name {
+            "up" => Some(input.to_uppercase()),
+            "len" => Some(input.len().to_string()),
+            _ => None,
+        };
+        let mut next = 0;
+        let mut fill1 = |s: &str| fill(s, &inputs, 0, &mut next, &mut defined);
+        // `{.NAME}` takes the next auto-numbered input, as `{}` does.
+        assert_eq!(fill1("{.up}-{.len}").unwrap(), "A.TXT-1");
+        assert_eq!(fill1("{1.up}{0.len}{0.%}").unwrap(), "B5a");
+        assert_eq!(
+            fill1("{0.nope}"),
+            Err(TemplateError::Unknown("0.nope".into()))
+        );
+        assert_eq!(fill1("{0.}"), Err(TemplateError::Unknown("0.".into())));
+        assert!(has_input_fields(&v(&["{.up}"])));
     }
 
     #[test]
