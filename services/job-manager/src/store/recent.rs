@@ -9,8 +9,12 @@ use std::sync::{Arc, Mutex};
 
 use super::Write;
 
-/// Bytes of jobspec text kept at most; the oldest go first.
+/// Bytes kept at most, text and bookkeeping; the oldest go first.
 pub const RECENT_BYTES: usize = 32 << 20;
+
+/// What an entry costs beside its text: the map slot, the queue slot and
+/// the text's allocation header, rounded up.
+const ENTRY_BYTES: usize = 64;
 
 /// The recent jobspecs, shared by the writer (which adds what it
 /// committed) and the readers.
@@ -30,15 +34,22 @@ impl Recent {
     /// Remember the committed jobspec of job `id`.
     pub fn add(&self, id: u64, jobspec: &str) {
         let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        inner.bytes += jobspec.len();
+        inner.bytes += jobspec.len() + ENTRY_BYTES;
         inner.specs.insert(id, Arc::from(jobspec));
         inner.order.push_back(id);
+        // Most entries are taken by their start long before they would be
+        // the oldest: drop their places now and then, so that the order
+        // does not grow with every job ever made.
+        if inner.order.len() > 2 * inner.specs.len() + 1024 {
+            let Inner { specs, order, .. } = &mut *inner;
+            order.retain(|id| specs.contains_key(id));
+        }
         while inner.bytes > RECENT_BYTES {
             let Some(old) = inner.order.pop_front() else {
                 break;
             };
             if let Some(spec) = inner.specs.remove(&old) {
-                inner.bytes -= spec.len();
+                inner.bytes -= spec.len() + ENTRY_BYTES;
             }
         }
     }
@@ -47,7 +58,7 @@ impl Recent {
     pub fn forget(&self, id: u64) {
         let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(spec) = inner.specs.remove(&id) {
-            inner.bytes -= spec.len();
+            inner.bytes -= spec.len() + ENTRY_BYTES;
         }
     }
 
@@ -73,7 +84,7 @@ impl Recent {
     pub fn take(&self, id: u64) -> Option<String> {
         let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         let spec = inner.specs.remove(&id)?;
-        inner.bytes -= spec.len();
+        inner.bytes -= spec.len() + ENTRY_BYTES;
         Some(spec.to_string())
     }
 
@@ -101,5 +112,18 @@ mod tests {
         recent.add(3, "spec");
         assert_eq!(recent.take(3).as_deref(), Some("spec"));
         assert!(recent.take(3).is_none());
+    }
+
+    #[test]
+    fn taken_entries_leave_no_trace() {
+        let recent = Recent::default();
+        for id in 0..100_000 {
+            recent.add(id, "spec");
+            recent.take(id);
+        }
+        let inner = recent.inner.lock().unwrap();
+        assert!(inner.specs.is_empty());
+        assert_eq!(inner.bytes, 0);
+        assert!(inner.order.len() <= 1025, "{}", inner.order.len());
     }
 }
