@@ -14,6 +14,7 @@ fn recursive_listing_under_id_paths() {
            for i in $(seq 1 200); do $F pstree | grep -q inner && break; sleep 0.1; done
            echo "== R"; $F jobs -R -o '{name} {state}'
            echo "== L0"; $F jobs -R -L0 -o '{name}'
+           echo "== I"; $F jobs -a -o '{name} {instance.stats.total} {instance.resources.all.nnodes} {instance.resources.allocated.ncores}'
            $F cancel $b; rm -r $d"#,
     );
     let stdout = text(&out.stdout);
@@ -38,4 +39,16 @@ fn recursive_listing_under_id_paths() {
         "{stdout} {stderr}"
     );
     assert_eq!(section("L0"), ["NAME", "outer"], "{stdout} {stderr}");
+    // The instance inside `outer` runs one job on one core of its one node;
+    // a job that runs no instance shows the fields empty.
+    let rows = section("I");
+    assert_eq!(
+        rows.first().map(String::as_str),
+        Some("NAME NJOBS NODES USED"),
+        "{stdout}"
+    );
+    assert!(
+        rows.contains(&"outer 1 1 1".to_string()),
+        "{stdout} {stderr}"
+    );
 }

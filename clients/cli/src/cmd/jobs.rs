@@ -5,6 +5,7 @@
 //! Pending jobs come first (highest priority first), then running, then
 //! inactive, most recent first.
 
+use std::collections::HashMap;
 use std::process::ExitCode;
 
 use anyhow::{anyhow, bail};
@@ -15,6 +16,9 @@ use fluxgate_shared::{JobId, JobState};
 use serde_json::{Value, json};
 
 use crate::client;
+use crate::cmd::instance::probe;
+use crate::jobfmt::instance::InstanceInfo;
+use crate::jobfmt::{Template, record};
 
 /// Arguments of `fluxgate jobs`.
 #[derive(Debug, clap::Args)]
@@ -262,23 +266,15 @@ async fn list_level(
     path: String,
     depth: usize,
 ) -> anyhow::Result<()> {
-    let jobs = list_all(inst, request.clone()).await?;
-    let jobs = show(args, fmt, jobs, ids, now)?;
+    let jobs = select(args, list_all(inst, request.clone()).await?, ids);
+    let inside = instances(inst, fmt, &jobs).await;
+    show(args, fmt, &jobs, now, &inside)?;
     if depth == 0 {
         return Ok(());
     }
     for j in jobs.iter().filter(|j| j.state == "RUN") {
         let id = JobId::from(j.id);
-        let Ok((Some(uri), owner)) = crate::cmd::instance::memo_uri(inst, id).await else {
-            continue;
-        };
-        let token =
-            crate::cmd::instance::read_owner_token(&uri, &crate::cmd::instance::lookup_uids(owner));
-        let creds = match &token {
-            Some(t) => client::Credentials::default().with_token(t)?,
-            None => client::Credentials::default(),
-        };
-        let Ok(mut child) = client::connect_with(&uri, &creds).await else {
+        let Ok(Some((mut child, _))) = crate::cmd::instance::connect_inside(inst, id).await else {
             continue;
         };
         let sub = format!("{path}{}", client::f58(id));
@@ -298,14 +294,36 @@ async fn list_level(
     Ok(())
 }
 
-/// Filter, sort and print one instance's listing; the jobs shown.
-fn show(
-    args: &Args,
+/// What the instances running inside `jobs` report, by job id, when `fmt`
+/// shows `instance.*` fields; a job that runs none, or one that cannot be
+/// reached, has no entry and shows those fields empty, as in flux.
+async fn instances(
+    inst: &mut client::Instance,
     fmt: &str,
-    mut jobs: Vec<pb::JobSummary>,
-    ids: &[u64],
-    now: f64,
-) -> anyhow::Result<Vec<pb::JobSummary>> {
+    jobs: &[pb::JobSummary],
+) -> HashMap<u64, InstanceInfo> {
+    let mut out = HashMap::new();
+    let wanted = Template::parse(fmt, record::heading)
+        .is_ok_and(|t| t.field_names().any(|f| f.starts_with("instance.")));
+    if !wanted {
+        return out;
+    }
+    for j in jobs.iter().filter(|j| j.state == "RUN") {
+        let Ok(Some((mut child, _))) =
+            crate::cmd::instance::connect_inside(inst, JobId::from(j.id)).await
+        else {
+            continue;
+        };
+        if let Ok(info) = probe::instance_info(&mut child).await {
+            out.insert(j.id, info);
+        }
+    }
+    out
+}
+
+/// One instance's listing filtered and in flux's order: pending by
+/// priority, running latest first, inactive latest first.
+fn select(args: &Args, mut jobs: Vec<pb::JobSummary>, ids: &[u64]) -> Vec<pb::JobSummary> {
     if !ids.is_empty() {
         jobs.retain(|j| ids.contains(&j.id));
     }
@@ -324,6 +342,17 @@ fn show(
             _ => b.t_inactive.total_cmp(&a.t_inactive),
         })
     });
+    jobs
+}
+
+/// Print one instance's listing, with what the instances inside its jobs report.
+fn show(
+    args: &Args,
+    fmt: &str,
+    jobs: &[pb::JobSummary],
+    now: f64,
+    inside: &HashMap<u64, InstanceInfo>,
+) -> anyhow::Result<()> {
     let users = jobs
         .iter()
         .map(|j| j.userid)
@@ -332,12 +361,12 @@ fn show(
         .map(|u| (u, username(u)))
         .collect();
     if args.json {
-        println!("{}", jobs_json(&jobs));
+        println!("{}", jobs_json(jobs));
     } else {
         args.fmt
-            .print(fmt, jobs.clone(), &users, now, args.no_header)?;
+            .print(fmt, jobs.to_vec(), &users, now, args.no_header, inside)?;
     }
-    Ok(jobs)
+    Ok(())
 }
 
 /// Every job `request` matches, following the listing's pages (each reply

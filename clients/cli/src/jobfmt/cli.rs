@@ -11,6 +11,7 @@ use fluxgate_proto::v1 as pb;
 use fluxgate_shared::JobId;
 use jiff::tz::TimeZone;
 
+use super::instance::InstanceInfo;
 use super::named::{Choice, DEFAULT_ENV, Formats, search_dirs};
 use super::stats::Stats;
 use super::{Ctx, JobRecord, Layout, render};
@@ -106,6 +107,7 @@ impl FormatArgs {
         users: &HashMap<u32, String>,
         now: f64,
         no_header: bool,
+        inside: &HashMap<u64, InstanceInfo>,
     ) -> anyhow::Result<()> {
         let mut records: Vec<JobRecord> = jobs
             .into_iter()
@@ -115,7 +117,12 @@ impl FormatArgs {
                     .cloned()
                     .unwrap_or_else(|| j.userid.to_string());
                 let f58 = client::f58(JobId::from(j.id));
-                JobRecord::new(j, user, f58, now)
+                let info = inside.get(&j.id).cloned();
+                let record = JobRecord::new(j, user, f58, now);
+                match info {
+                    Some(info) => record.with_instance(info),
+                    None => record,
+                }
             })
             .collect();
         let layout = Layout {

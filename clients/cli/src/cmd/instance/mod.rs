@@ -55,8 +55,7 @@ mod task;
 
 use access::ChildKey;
 
-pub use access::{lookup_uids, read_owner_token};
-pub use jobs::{connect_inside, memo_uri, run_alloc, run_batch, run_proxy, run_uri};
+pub use jobs::{connect_inside, run_alloc, run_batch, run_proxy, run_uri};
 pub use task::run_instance;
 
 /// The job id the exec service gives every task.
