@@ -1,6 +1,6 @@
 """Python client of Fluxgate's gRPC API; the stubs live in fluxgate.v1."""
 
-from fluxgate.client import Client, Event, FluxgateError, WaitResult, f58
+from fluxgate.client import Client, Event, FluxgateError, JournalEntry, WaitResult, f58
 from fluxgate.executor import Executor, JobException, JobFuture
 from fluxgate.jobspec import JobspecV1, jobspec
 
@@ -12,6 +12,7 @@ __all__ = [
     "JobException",
     "JobFuture",
     "JobspecV1",
+    "JournalEntry",
     "WaitResult",
     "f58",
     "jobspec",

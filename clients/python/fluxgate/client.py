@@ -65,6 +65,31 @@ class Event:
 
 
 @dataclasses.dataclass(frozen=True)
+class JournalEntry:
+    """One entry of the instance's job journal (`Client.journal`).
+
+    `kind` is "snapshot" (a job active when the journal was opened: `job`
+    is its listing row), "sentinel" (the snapshot is complete; live events
+    follow), "event" (one main eventlog event of job `id`; `job` is set too
+    for `submit` and `alloc`) or "resync" (the reader fell behind and events
+    were lost: forget the active jobs, a new snapshot and sentinel follow).
+    """
+
+    kind: str
+    id: int
+    event: Optional[Event]
+    job: Optional[object]
+
+
+_JOURNAL_KINDS = {
+    pb.JOB_JOURNAL_KIND_SNAPSHOT: "snapshot",
+    pb.JOB_JOURNAL_KIND_SENTINEL: "sentinel",
+    pb.JOB_JOURNAL_KIND_EVENT: "event",
+    pb.JOB_JOURNAL_KIND_RESYNC: "resync",
+}
+
+
+@dataclasses.dataclass(frozen=True)
 class WaitResult:
     """How a waitable job ended."""
 
@@ -266,6 +291,28 @@ class Client:
                     raise _error(err) from None
                 time.sleep(0.1)
                 self._connect(prefer=_leader.leader_named(err))
+
+    def journal(self, *, timeout: Optional[float] = None) -> Iterator[JournalEntry]:
+        """Follow every job of the instance, as flux's job journal does.
+
+        Yields the active jobs (kind "snapshot"), a "sentinel", then each
+        main eventlog event as it is committed (kind "event"), until the
+        stream is closed or `timeout` passes. A guest sees other users'
+        jobs only as the job listing shows them.
+        """
+        try:
+            for msg in self.jobs.Journal(pb.JobJournalRequest(), timeout=timeout):
+                kind = _JOURNAL_KINDS.get(msg.kind)
+                if kind is None:
+                    continue
+                yield JournalEntry(
+                    kind=kind,
+                    id=msg.id,
+                    event=Event.parse(msg.event) if msg.event else None,
+                    job=msg.job if msg.HasField("job") else None,
+                )
+        except grpc.RpcError as err:
+            raise _error(err) from None
 
     def wait(self, jobid: int, *, timeout: Optional[float] = None) -> WaitResult:
         """Wait for a job submitted with waitable=True to end; a WaitResult."""

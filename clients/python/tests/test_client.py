@@ -145,3 +145,29 @@ def test_tokens_for_an_instance_that_requires_them(tmp_path):
             assert err.value.code == grpc.StatusCode.PERMISSION_DENIED
     finally:
         inst.stop()
+
+
+def test_the_journal_gives_the_active_jobs_then_every_event(client):
+    held = client.submit(fluxgate.jobspec(["true"]), urgency=0)
+    entries = client.journal(timeout=60)
+    snapshot = []
+    for entry in entries:
+        if entry.kind == "sentinel":
+            break
+        assert entry.kind == "snapshot", entry
+        snapshot.append(entry.job.id)
+    # The held job is active: its row comes before the sentinel.
+    assert held in snapshot
+    jobid = client.submit(fluxgate.jobspec(["true"]))
+    names = []
+    for entry in entries:
+        assert entry.kind == "event", entry
+        if entry.id != jobid:
+            continue
+        names.append(entry.event.name)
+        if entry.event.name in ("submit", "alloc"):
+            assert entry.job is not None and entry.job.id == jobid
+        if entry.event.name == "clean":
+            break
+    assert names == LIFECYCLE
+    client.cancel(held)
