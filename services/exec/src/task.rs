@@ -156,24 +156,34 @@ pub async fn spawn_as(
             status: WaitStatus::exited(127),
         })?;
     let rank = spec.rank;
-    let out = child.stdout.take().map(|s| {
-        tokio::spawn(forward(s, rank, Stream::Stdout, None, events.clone()).in_current_span())
-    });
-    let err = child.stderr.take().map(|s| {
-        tokio::spawn(forward(s, rank, Stream::Stderr, warning, events.clone()).in_current_span())
-    });
+    let (out, err) = (child.stdout.take(), child.stderr.take());
+    // One tokio task per task, not one per stream and one for the wait:
+    // the three go on side by side within it, and `Exited` follows both
+    // streams' ends.
+    let stdout_events = events.clone();
+    let stderr_events = events.clone();
     tokio::spawn(
         async move {
-            let status = match child.wait().await {
-                Ok(s) => crate::status::from_exit(s),
-                Err(e) => {
-                    tracing::error!(pid, error = %e, "cannot wait for task");
-                    WaitStatus::exited(1)
+            let stdout = async {
+                if let Some(s) = out {
+                    forward(s, rank, Stream::Stdout, None, stdout_events).await;
                 }
             };
-            for reader in [out, err].into_iter().flatten() {
-                let _ = reader.await;
-            }
+            let stderr = async {
+                if let Some(s) = err {
+                    forward(s, rank, Stream::Stderr, warning, stderr_events).await;
+                }
+            };
+            let wait = async {
+                match child.wait().await {
+                    Ok(s) => crate::status::from_exit(s),
+                    Err(e) => {
+                        tracing::error!(pid, error = %e, "cannot wait for task");
+                        WaitStatus::exited(1)
+                    }
+                }
+            };
+            let ((), (), status) = tokio::join!(stdout, stderr, wait);
             let _ = events.send(TaskEvent::Exited { rank, status }).await;
         }
         .in_current_span(),
