@@ -43,14 +43,16 @@ fn jobs_and_nested_instances_as_a_tree() {
     let section = |name: &str| common::section(&stdout, name);
     assert_eq!(
         section("default"),
-        [".", "├── outer", "│   └── inner", "└── single"],
+        [".", "├── single", "└── outer", "    └── inner"],
         "{stdout} {stderr}"
     );
-    // A job that runs an instance takes the parent label ({name}, even
-    // with -a), also when -L0 keeps its jobs out.
+    // In the job list's order, as flux: running jobs latest started first
+    // (single was started after outer), then inactive ones. A job that runs
+    // an instance takes the parent label ({name}, even with -a), also when
+    // -L0 keeps its jobs out.
     assert_eq!(
         section("all"),
-        [".", "├── outer", "├── single:R", "└── done:CD"],
+        [".", "├── single:R", "├── outer", "└── done:CD"],
         "{stdout} {stderr}"
     );
     let x = section("x");
@@ -60,33 +62,36 @@ fn jobs_and_nested_instances_as_a_tree() {
         x[1].ends_with("  R      1      1") || x[1].contains("  R      1      1 "),
         "{x:?}"
     );
-    assert!(x[1].ends_with(" outer"), "{x:?}");
-    assert!(x[2].ends_with(" └── inner"), "{x:?}");
-    assert!(x[3].ends_with(" single"), "{x:?}");
+    assert!(x[1].ends_with(" single"), "{x:?}");
+    assert!(x[2].ends_with(" outer"), "{x:?}");
+    assert!(x[3].ends_with(" └── inner"), "{x:?}");
     // -o labels leaves and, unless --parent-label says otherwise, parents,
     // the enclosing instance `.` among them.
     assert_eq!(
         section("label"),
-        ["[.]", "├── [outer]", "│   └── inner!", "└── single!"],
+        ["[.]", "├── single!", "└── [outer]", "    └── inner!"],
         "{stdout} {stderr}"
     );
     // -p puts the id before parents' labels; --skip-root=yes drops the `.`.
     let pids = section("pids");
     assert_eq!(pids.len(), 3, "{pids:?}");
+    assert_eq!(pids[0], "single");
     assert!(
-        pids[0].starts_with('ƒ') && pids[0].ends_with(" outer"),
+        pids[1].starts_with('ƒ') && pids[1].ends_with(" outer"),
         "{pids:?}"
     );
-    assert_eq!(pids[1], "└── inner");
-    assert_eq!(pids[2], "single");
+    assert_eq!(pids[2], "└── inner");
     assert_eq!(section("filter"), [".", "└── done"], "{stdout} {stderr}");
     assert_eq!(section("one"), ["single"], "{stdout} {stderr}");
     assert_eq!(
         section("format"),
-        ["       . .", "   outer ├── outer", "  single └── single"],
+        ["       . .", "  single ├── single", "   outer └── outer"],
         "{stdout} {stderr}"
     );
-    assert_eq!(section("count"), ["done:CD"], "{stdout} {stderr}");
+    // With the root skipped its level lists running jobs only, whatever the
+    // filter (flux-pstree applies -a/-f below the root then); -c 1 keeps the
+    // latest started.
+    assert_eq!(section("count"), ["single:R"], "{stdout} {stderr}");
     let bad = section("bad");
     assert!(
         bad.iter()
@@ -96,24 +101,24 @@ fn jobs_and_nested_instances_as_a_tree() {
     assert!(bad.iter().any(|l| l == "exit 1"), "{bad:?}");
     assert_eq!(
         section("ascii"),
-        [".", "|-- outer", "|   `-- inner", "`-- single"],
+        [".", "|-- single", "`-- outer", "    `-- inner"],
         "{stdout} {stderr}"
     );
     assert_eq!(
         section("compact"),
-        [".", "├─outer", "│ └─inner", "└─single"],
+        [".", "├─single", "└─outer", "  └─inner"],
         "{stdout} {stderr}"
     );
     assert_eq!(section("both"), ["exit 2"], "{stdout} {stderr}");
     // Lines longer than $COLUMNS end in `+`; -l keeps them whole.
     assert_eq!(
         section("narrow"),
-        [".", "├── outer", "│   └── +", "└── sing+"],
+        [".", "├── sing+", "└── outer", "    └── +"],
         "{stdout} {stderr}"
     );
     assert_eq!(
         section("long"),
-        [".", "├── outer", "│   └── inner", "└── single"],
+        [".", "├── single", "└── outer", "    └── inner"],
         "{stdout} {stderr}"
     );
     // The batch job's instance has one node and one core, and runs inner;
@@ -123,9 +128,9 @@ fn jobs_and_nested_instances_as_a_tree() {
         masked(&section("progress"), runtime.clone()),
         [
             "       JOBID NTASKS  NJOBS  PROG CORE%  GPU%    RUNTIME",
+            "          ID      1                             0:00:SS single",
             "          ID      1      1    0%  100%          0:00:SS outer",
             "          ID      1                             0:00:SS └── inner",
-            "          ID      1                             0:00:SS single",
         ],
         "{stdout} {stderr}"
     );
@@ -133,9 +138,9 @@ fn jobs_and_nested_instances_as_a_tree() {
         masked(&section("stats"), 39..49),
         [
             "       JOBID           STATS              RUNTIME",
+            "          ID                              0:00:SS single",
             "          ID     PD:0 R:1 CD:0 F:0        0:00:SS outer",
             "          ID                              0:00:SS └── inner",
-            "          ID                              0:00:SS single",
         ],
         "{stdout} {stderr}"
     );
@@ -143,9 +148,9 @@ fn jobs_and_nested_instances_as_a_tree() {
         masked(&section("resources"), 0..0),
         [
             "       JOBID NODES  USED CORES  USED  GPUS  USED",
+            "          ID                                     single",
             "          ID     1     1     1     1     0     0 outer",
             "          ID                                     └── inner",
-            "          ID                                     single",
         ],
         "{stdout} {stderr}"
     );
@@ -161,8 +166,8 @@ fn jobs_and_nested_instances_as_a_tree() {
     assert_eq!(
         masked(&root[2..], runtime),
         [
-            "          ID      1      1    0%  100%          0:00:SS ├── outer",
-            "          ID      1                             0:00:SS └── single",
+            "          ID      1                             0:00:SS ├── single",
+            "          ID      1      1    0%  100%          0:00:SS └── outer",
         ],
         "{stdout} {stderr}"
     );

@@ -321,8 +321,7 @@ async fn instances(
     out
 }
 
-/// One instance's listing filtered and in flux's order: pending by
-/// priority, running latest first, inactive latest first.
+/// One instance's listing filtered and in flux's order ([`flux_order`]).
 fn select(args: &Args, mut jobs: Vec<pb::JobSummary>, ids: &[u64]) -> Vec<pb::JobSummary> {
     if !ids.is_empty() {
         jobs.retain(|j| ids.contains(&j.id));
@@ -330,6 +329,13 @@ fn select(args: &Args, mut jobs: Vec<pb::JobSummary>, ids: &[u64]) -> Vec<pb::Jo
     if let Some(q) = &args.queue {
         jobs.retain(|j| &j.queue == q);
     }
+    flux_order(&mut jobs);
+    jobs
+}
+
+/// Sort jobs as flux's job-list gives them: pending by priority (then
+/// submit order), running latest started first, inactive latest ended first.
+pub fn flux_order(jobs: &mut [pb::JobSummary]) {
     let rank = |j: &pb::JobSummary| match state_of(j) {
         Some(s) if s.is_pending() => 0,
         Some(s) if s.is_running() => 1,
@@ -342,7 +348,6 @@ fn select(args: &Args, mut jobs: Vec<pb::JobSummary>, ids: &[u64]) -> Vec<pb::Jo
             _ => b.t_inactive.total_cmp(&a.t_inactive),
         })
     });
-    jobs
 }
 
 /// Print one instance's listing, with what the instances inside its jobs report.

@@ -18,8 +18,8 @@ use std::io::Write as _;
 use std::process::ExitCode;
 
 use fluxgate_proto::v1 as pb;
-use fluxgate_shared::JobId;
 use fluxgate_shared::job::StateMask;
+use fluxgate_shared::{JobId, JobState};
 use jiff::tz::TimeZone;
 
 use crate::client::{self, Instance};
@@ -253,7 +253,19 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     };
     client::block_on(async {
         let mut inst = client::connect().await?;
-        let mut jobs = jobs(&mut inst, &select, depth, &mut labels).await?;
+        // As flux-pstree: with the root skipped, its own level lists only
+        // running jobs whatever the filter says; the filter applies below.
+        let mut jobs = if skip_root && select.ids.is_empty() {
+            let running = Select {
+                states: JobState::Run.into(),
+                results: Vec::new(),
+                count: select.count,
+                ids: Vec::new(),
+            };
+            jobs(&mut inst, &running, &select, depth, &mut labels).await?
+        } else {
+            jobs(&mut inst, &select, &select, depth, &mut labels).await?
+        };
         if !args.no_combine {
             jobs = tree::combine(jobs);
         }
@@ -296,6 +308,7 @@ fn runs_instance(j: &pb::JobSummary, rec: &JobRecord) -> bool {
 async fn jobs(
     inst: &mut Instance,
     select: &Select,
+    below: &Select,
     depth: usize,
     labels: &mut Labels,
 ) -> anyhow::Result<Vec<Node>> {
@@ -317,12 +330,13 @@ async fn jobs(
         all.retain(|j| select.ids.contains(&j.id));
         all
     };
-    // Oldest first reads as the jobs were started.
-    list.reverse();
+    // In the job list's order, as flux-pstree draws them: the latest
+    // started running job first.
+    crate::cmd::jobs::flux_order(&mut list);
     let below = Select {
-        states: select.states,
-        results: select.results.clone(),
-        count: select.count,
+        states: below.states,
+        results: below.results.clone(),
+        count: below.count,
         ids: Vec::new(),
     };
     let mut out = Vec::with_capacity(list.len());
@@ -365,7 +379,7 @@ async fn inside(
         None
     };
     let children = if depth > 0 {
-        jobs(&mut child, select, depth - 1, labels)
+        jobs(&mut child, select, select, depth - 1, labels)
             .await
             .unwrap_or_default()
     } else {
