@@ -24,6 +24,7 @@ fn jobs_and_nested_instances_as_a_tree() {
            echo "== pids"; $F pstree -p --skip-root=yes
            echo "== filter"; $F pstree -f completed -L0
            echo "== one"; $F pstree $s
+           echo "== one filtered"; $F pstree -a $s 2>&1
            echo "== format"; $F pstree --detail-format '{name:>8}' -n -L0 --skip-root=no
            echo "== count"; $F pstree -a -c 1 -L0 --skip-root=yes
            echo "== bad"; $F pstree -d nosuch 2>&1 || echo "exit $?"
@@ -83,6 +84,14 @@ fn jobs_and_nested_instances_as_a_tree() {
     assert_eq!(pids[2], "└── inner");
     assert_eq!(section("filter"), [".", "└── done"], "{stdout} {stderr}");
     assert_eq!(section("one"), ["single"], "{stdout} {stderr}");
+    assert_eq!(
+        section("one filtered"),
+        [
+            "fluxgate-pstree: WARNING: filtering options ignored with jobid list",
+            "single:R"
+        ],
+        "{stdout} {stderr}"
+    );
     assert_eq!(
         section("format"),
         ["       . .", "  single ├── single", "   outer └── outer"],

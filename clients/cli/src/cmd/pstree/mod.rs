@@ -224,10 +224,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     } else if states.is_empty() {
         states = StateMask::RUNNING;
     }
-    let ids = client::parse_jobids(&args.jobids)?
+    let ids: Vec<u64> = client::parse_jobids(&args.jobids)?
         .into_iter()
         .map(JobId::as_u64)
         .collect();
+    if !ids.is_empty() && (args.all || !args.filter.is_empty()) {
+        // As flux-pstree, whose logger prints "NAME: LEVEL: message".
+        eprintln!("fluxgate-pstree: WARNING: filtering options ignored with jobid list");
+    }
     let select = Select {
         states,
         results,
