@@ -213,3 +213,29 @@ fn submits_every_combination_and_waits() {
     let lines: Vec<&str> = stdout.lines().collect();
     assert_eq!(lines, ["rc=5", "3"], "{stdout} {stderr}");
 }
+
+#[test]
+fn every_option_flux_fills_is_filled_and_mustache_tags_are_kept() {
+    // As flux's Xcmd: the queue, the time limit, list options (shown as
+    // Python shows a list), and a mustache tag left for the job shell.
+    assert_eq!(
+        dry_run(
+            &[
+                "-q",
+                "{}",
+                "-t",
+                "{0}m",
+                "--env=X={}",
+                "--setattr=user.tag={}",
+                "--output=out.{{id}}.{}",
+                "echo",
+                "{{id}}",
+                ":::",
+                "1",
+            ],
+            ""
+        ),
+        "bulksubmit: submit -q1 -t1m --env=['X=1'] --setattr=['user.tag=1'] \
+         --output=out.{{id}}.1 echo {{id}}\n"
+    );
+}

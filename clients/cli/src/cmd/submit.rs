@@ -149,6 +149,53 @@ impl From<u64> for Count {
     }
 }
 
+/// One option bulksubmit fills: a single value (if given), or a list.
+enum Fillable<'a> {
+    One(Option<&'a mut String>),
+    Many(&'a mut Vec<String>),
+}
+
+impl<'a> Fillable<'a> {
+    /// A count option's text.
+    fn count(c: &'a mut Option<Count>) -> Self {
+        Fillable::One(c.as_mut().map(|c| &mut c.0))
+    }
+
+    /// Every text of the option.
+    fn texts(self) -> Vec<&'a mut String> {
+        match self {
+            Fillable::One(v) => v.into_iter().collect(),
+            Fillable::Many(v) => v.iter_mut().collect(),
+        }
+    }
+}
+
+/// A list of strings as Python's `repr` prints it, as flux's dry-run shows
+/// a list option.
+fn python_list(items: &[String]) -> String {
+    let quoted: Vec<String> = items
+        .iter()
+        .map(|s| {
+            let q = if s.contains('\'') && !s.contains('"') {
+                '"'
+            } else {
+                '\''
+            };
+            let mut out = String::with_capacity(s.len() + 2);
+            out.push(q);
+            for c in s.chars() {
+                if c == '\\' || c == q {
+                    out.push('\\');
+                }
+                out.push(c);
+            }
+            out.push(q);
+            out
+        })
+        .collect();
+    format!("[{}]", quoted.join(", "))
+}
+
 /// Urgency names flux accepts.
 pub fn parse_urgency(s: &str) -> anyhow::Result<u32> {
     match s {
@@ -187,20 +234,31 @@ fn time_limit_fsd(t: &str) -> String {
 }
 
 impl JobOpts {
-    /// The options bulksubmit fills from its inputs (as flux does: the
-    /// counts, the files, the job name and its directory), each with the
-    /// prefix flux's `bulksubmit --dry-run` shows it with, in its order.
-    fn fillable(&mut self) -> [(&'static str, Option<&mut String>); 9] {
-        [
-            ("-n", self.ntasks.as_mut().map(|c| &mut c.0)),
-            ("-N", self.nodes.as_mut().map(|c| &mut c.0)),
-            ("-c", self.cores_per_task.as_mut().map(|c| &mut c.0)),
-            ("-g", self.gpus_per_task.as_mut().map(|c| &mut c.0)),
-            ("--job-name=", self.job_name.as_mut()),
-            ("--input=", self.input.as_mut()),
-            ("--output=", self.output.as_mut()),
-            ("--error=", self.error.as_mut()),
-            ("--cwd=", self.cwd.as_mut()),
+    /// The options bulksubmit fills from its inputs, as flux does (its
+    /// `Xcmd.mutable_args` that Fluxgate has), each with the prefix flux's
+    /// `bulksubmit --dry-run` shows it with, in flux's order.
+    fn fillable(&mut self) -> Vec<(&'static str, Fillable<'_>)> {
+        vec![
+            ("-q", Fillable::One(self.queue.as_mut())),
+            ("-B", Fillable::One(self.bank.as_mut())),
+            ("-n", Fillable::count(&mut self.ntasks)),
+            ("-N", Fillable::count(&mut self.nodes)),
+            ("-c", Fillable::count(&mut self.cores_per_task)),
+            ("-g", Fillable::count(&mut self.gpus_per_task)),
+            ("-t", Fillable::One(self.time_limit.as_mut())),
+            ("--env=", Fillable::Many(&mut self.env)),
+            ("--env-remove=", Fillable::Many(&mut self.env_remove)),
+            ("--urgency=", Fillable::One(self.urgency.as_mut())),
+            ("-o ", Fillable::Many(&mut self.setopt)),
+            ("--setattr=", Fillable::Many(&mut self.setattr)),
+            ("--job-name=", Fillable::One(self.job_name.as_mut())),
+            ("--input=", Fillable::One(self.input.as_mut())),
+            ("--output=", Fillable::One(self.output.as_mut())),
+            ("--error=", Fillable::One(self.error.as_mut())),
+            ("--dependency=", Fillable::Many(&mut self.dependency)),
+            ("--requires=", Fillable::Many(&mut self.requires)),
+            ("--cwd=", Fillable::One(self.cwd.as_mut())),
+            ("--flags=", Fillable::Many(&mut self.flags)),
         ]
     }
 
@@ -211,7 +269,7 @@ impl JobOpts {
     ) -> Result<JobOpts, E> {
         let mut o = self.clone();
         for (_, v) in o.fillable() {
-            if let Some(v) = v {
+            for v in v.texts() {
                 *v = f(v)?;
             }
         }
@@ -223,21 +281,28 @@ impl JobOpts {
         let mut o = self.clone();
         o.fillable()
             .into_iter()
-            .filter_map(|(_, v)| v.cloned())
+            .flat_map(|(_, v)| v.texts().into_iter().map(|t| t.clone()))
             .collect()
     }
 
     /// The filled options whose text differs from `orig`'s (this being
     /// `orig.map_text(..)`), as flux's `bulksubmit --dry-run` shows them:
-    /// `-n4`, `--output=a.out`; empty ones are left out, as flux does.
+    /// `-n4`, `--output=a.out`, a list option as Python prints a list
+    /// (`--env=['A=1']`); empty ones are left out, as flux does.
     pub(crate) fn changed_from(&self, orig: &JobOpts) -> Vec<String> {
         let (mut new, mut old) = (self.clone(), orig.clone());
         new.fillable()
             .into_iter()
             .zip(old.fillable())
-            .filter_map(|((flag, new), (_, old))| {
-                let new = new.filter(|v| !v.is_empty())?;
-                (Some(&*new) != old.as_deref()).then(|| format!("{flag}{new}"))
+            .filter_map(|((flag, new), (_, old))| match (new, old) {
+                (Fillable::One(new), Fillable::One(old)) => {
+                    let new = new.filter(|v| !v.is_empty())?;
+                    (Some(&*new) != old.as_deref()).then(|| format!("{flag}{new}"))
+                }
+                (Fillable::Many(new), Fillable::Many(old)) => {
+                    (!new.is_empty() && new != old).then(|| format!("{flag}{}", python_list(new)))
+                }
+                _ => None,
             })
             .collect()
     }

@@ -65,13 +65,15 @@ pub fn fill(
     let mut chars = s.chars().peekable();
     while let Some(c) = chars.next() {
         match c {
+            // A mustache tag ({{id}}, for the job shell's output paths) is
+            // kept as written, as flux-bulksubmit keeps it.
             '{' if chars.peek() == Some(&'{') => {
                 chars.next();
-                out.push('{');
+                out.push_str("{{");
             }
             '}' if chars.peek() == Some(&'}') => {
                 chars.next();
-                out.push('}');
+                out.push_str("}}");
             }
             '}' => return Err(TemplateError::Unmatched(s.to_string())),
             '{' => {
@@ -251,7 +253,7 @@ mod tests {
             (&["echo", "{}", "{}"], &["a", "b"], 0, &["echo", "a", "b"]),
             (&["x{seq}-{seq1}"], &[], 4, &["x4-5"]),
             (&["{cc}:{}"], &["a"], 0, &["{cc}:a"]),
-            (&["{{}}", "{0}.out"], &["f"], 0, &["{}", "f.out"]),
+            (&["{{}}", "{0}.out"], &["f"], 0, &["{{}}", "f.out"]),
             (
                 &["{.%}", "{./}", "{./%}", "{.//}"],
                 &["d/e/x.tar.gz", "a/b.c", "p/q.r", "/s/t"],
