@@ -463,6 +463,13 @@ async fn the_resource_eventlog_is_replaced_whole() {
 /// Turn a store written by this build back into what format `to` wrote.
 fn downgrade(path: &std::path::Path, to: u32) {
     let conn = rusqlite::Connection::open(path).unwrap();
+    conn.execute_batch("ALTER TABLE events DROP COLUMN n;")
+        .unwrap();
+    if to == 4 {
+        conn.execute("UPDATE meta SET value = '4' WHERE key = 'format_version'", [])
+            .unwrap();
+        return;
+    }
     conn.execute_batch(
         "DROP TRIGGER jobs_inactive_set; DROP TRIGGER jobs_inactive_gone; DROP TABLE counters; \
          DROP INDEX jobs_by_age; DROP INDEX jobs_waitable; DROP INDEX jobs_active; \
@@ -495,7 +502,7 @@ async fn a_format_1_store_is_upgraded_and_keeps_its_jobs() {
     }
     downgrade(&path, 1);
     let store = SqliteStore::open(&path).unwrap();
-    assert_eq!(store.meta("format_version").unwrap().as_deref(), Some("4"));
+    assert_eq!(store.meta("format_version").unwrap().as_deref(), Some("5"));
     let jobs = store.load_jobs().unwrap();
     assert_eq!(jobs.len(), 1);
     assert_eq!(jobs[0].eventlog, vec![line("submit")]);
@@ -538,7 +545,7 @@ async fn a_format_2_store_is_upgraded_and_its_summaries_indexed() {
     }
     downgrade(&path, 2);
     let store = SqliteStore::open(&path).unwrap();
-    assert_eq!(store.meta("format_version").unwrap().as_deref(), Some("4"));
+    assert_eq!(store.meta("format_version").unwrap().as_deref(), Some("5"));
     assert_eq!(store.inactive_count().unwrap(), 1);
     assert_eq!(store.waitable_ids().unwrap(), vec![1]);
     // The unreadable summary leaves its job to be rebuilt at start.
@@ -628,4 +635,127 @@ async fn a_log_is_read_a_page_at_a_time_from_any_line() {
             .0
             .is_empty()
     );
+}
+
+/// Rows of the events table (each holds one batch's lines of one job log).
+fn event_rows(path: &std::path::Path) -> i64 {
+    let conn = rusqlite::Connection::open(path).unwrap();
+    conn.query_row("SELECT count(*) FROM events", [], |r| r.get(0))
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_batch_stores_one_row_per_job_log_and_pages_cross_rows_from_any_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.db");
+    let store = SqliteStore::open(&path).unwrap();
+    store.commit(vec![new_job(1), new_job(2)]).await.unwrap();
+    let mut expected = Vec::new();
+    let mut rows = 0;
+    for (b, k) in [1, 5, 3, 7, 1, 10, 2].into_iter().enumerate() {
+        let mut batch = Vec::new();
+        for i in 0..k {
+            let name = format!("b{b}l{i}");
+            batch.push(append(1, Log::Exec, &name));
+            batch.push(append(2, Log::Exec, &name));
+            expected.push(line(&name));
+        }
+        store.commit(batch).await.unwrap();
+        rows += 2;
+    }
+    assert_eq!(event_rows(&path), rows);
+    assert_eq!(store.log_len(1, Log::Exec).unwrap(), expected.len() as u64);
+    assert_eq!(store.read_log(1, Log::Exec).unwrap().unwrap(), expected);
+
+    // Walked a page at a time, whatever the page size.
+    for limit in 1..=9 {
+        let mut pos = LogPos::line(0);
+        let mut got = Vec::new();
+        loop {
+            let (page, next) = store.read_log_page(1, Log::Exec, pos, limit).unwrap();
+            assert!(page.len() <= limit);
+            assert_eq!(next.line, pos.line + page.len() as u64);
+            got.extend(page.iter().cloned());
+            pos = next;
+            if page.is_empty() {
+                break;
+            }
+        }
+        assert_eq!(got, expected, "pages of {limit}");
+        // Lines appended later are found from where the walk stopped.
+        if limit == 4 {
+            store.commit(vec![append(1, Log::Exec, "late")]).await.unwrap();
+            let (page, _) = store.read_log_page(1, Log::Exec, pos, limit).unwrap();
+            assert_eq!(page, vec![line("late")]);
+            expected.push(line("late"));
+        }
+    }
+    // From any line number alone.
+    for from in 0..=expected.len() {
+        let (page, next) = store
+            .read_log_page(1, Log::Exec, LogPos::line(from as u64), 3)
+            .unwrap();
+        let want: Vec<String> = expected.iter().skip(from).take(3).cloned().collect();
+        assert_eq!(page, want, "from line {from}");
+        let (rest, _) = store.read_log_page(1, Log::Exec, next, usize::MAX).unwrap();
+        assert_eq!(rest.len(), expected.len() - from - want.len());
+    }
+}
+
+#[tokio::test]
+async fn a_format_4_store_of_one_line_rows_is_upgraded_and_read_alike() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.db");
+    {
+        let store = SqliteStore::open(&path).unwrap();
+        store.commit(vec![new_job(3)]).await.unwrap();
+        for name in ["submit", "validate", "depend"] {
+            store.commit(vec![append(3, Log::Main, name)]).await.unwrap();
+        }
+        store.close();
+    }
+    downgrade(&path, 4);
+    let store = SqliteStore::open(&path).unwrap();
+    assert_eq!(store.meta("format_version").unwrap().as_deref(), Some("5"));
+    store
+        .commit(vec![append(3, Log::Main, "priority"), append(3, Log::Main, "alloc")])
+        .await
+        .unwrap();
+    let want: Vec<String> = ["submit", "validate", "depend", "priority", "alloc"]
+        .into_iter()
+        .map(line)
+        .collect();
+    assert_eq!(store.read_log(3, Log::Main).unwrap().unwrap(), want);
+    assert_eq!(store.log_len(3, Log::Main).unwrap(), 5);
+    assert_eq!(store.load_jobs().unwrap()[0].eventlog, want);
+    let (page, next) = store.read_log_page(3, Log::Main, LogPos::line(2), 2).unwrap();
+    assert_eq!(page, want[2..4]);
+    let (page, _) = store.read_log_page(3, Log::Main, next, 9).unwrap();
+    assert_eq!(page, want[4..]);
+    assert_eq!(event_rows(&path), 4);
+}
+
+#[tokio::test]
+async fn a_line_holding_a_newline_keeps_a_row_of_its_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.db");
+    let store = SqliteStore::open(&path).unwrap();
+    let odd = "{\"name\":\"odd\"}\n{\"still\":\"one line\"}".to_string();
+    store
+        .commit(vec![
+            new_job(1),
+            append(1, Log::Output, "a"),
+            Write::Append {
+                id: 1,
+                log: Log::Output,
+                line: odd.clone(),
+            },
+            append(1, Log::Output, "b"),
+        ])
+        .await
+        .unwrap();
+    let want = vec![line("a"), odd, line("b")];
+    assert_eq!(store.read_log(1, Log::Output).unwrap().unwrap(), want);
+    assert_eq!(store.log_len(1, Log::Output).unwrap(), 3);
+    assert_eq!(event_rows(&path), 3);
 }

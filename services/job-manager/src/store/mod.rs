@@ -117,14 +117,20 @@ impl Write {
 pub struct LogPos {
     /// Lines before this position.
     pub line: u64,
-    /// Storage key of the line before this position, when known.
+    /// Storage key of the row the last line read came from, when known.
     after: Option<i64>,
+    /// Lines of that row already read, when it holds more (0: all of it).
+    taken: u32,
 }
 
 impl LogPos {
     /// The position before line `line` (0-based).
     pub fn line(line: u64) -> LogPos {
-        LogPos { line, after: None }
+        LogPos {
+            line,
+            after: None,
+            taken: 0,
+        }
     }
 }
 

@@ -10,13 +10,17 @@
 //!   start reads only what is active.
 //! - 4: jobs.idem_key, the key a submitter gave its job (a retried submit
 //!   answers the job it made), indexed by owner and key.
+//! - 5: events.n: a row holds the `n` lines (joined by newlines) that one
+//!   batch appended to one job's log, so a job costs a few rows, index
+//!   entries and WAL frames, not one of each per eventlog line. Rows of
+//!   older formats hold one line each, which is `n = 1`.
 //!
 //! The PostgreSQL store (`postgres/schema.rs`) shares these numbers.
 
 use rusqlite::{Connection, OptionalExtension};
 
 /// Version of the on-disk format this build writes.
-pub const FORMAT_VERSION: i64 = 4;
+pub const FORMAT_VERSION: i64 = 5;
 
 const APPLICATION_ID: i64 = 0x464c_5847; // "FLXG"
 
@@ -60,7 +64,8 @@ CREATE TABLE IF NOT EXISTS events (
     seq    INTEGER PRIMARY KEY,
     job_id INTEGER NOT NULL,
     log    INTEGER NOT NULL,
-    line   TEXT NOT NULL
+    line   TEXT NOT NULL,
+    n      INTEGER NOT NULL DEFAULT 1
 );
 CREATE INDEX IF NOT EXISTS events_by_job ON events (job_id, log, seq);
 CREATE TABLE IF NOT EXISTS resource_events (
@@ -187,6 +192,7 @@ fn migrate(conn: &Connection, from: i64) -> Result<(), String> {
                  WHERE summary IS NOT NULL AND json_valid(summary);",
         ),
         (3, "ALTER TABLE jobs ADD COLUMN idem_key TEXT;"),
+        (4, "ALTER TABLE events ADD COLUMN n INTEGER NOT NULL DEFAULT 1;"),
     ];
     let mut sql = String::from("BEGIN IMMEDIATE;");
     for (version, step) in steps {

@@ -235,43 +235,50 @@ impl Store for SqliteStore {
         from: LogPos,
         limit: usize,
     ) -> Result<(Vec<String>, LogPos), StoreError> {
-        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        let rows = self.read(|c| {
-            let mut rows: Vec<(i64, String)> = Vec::new();
-            let mut push = |r: &rusqlite::Row<'_>| -> rusqlite::Result<()> {
-                rows.push((r.get(0)?, r.get(1)?));
-                Ok(())
-            };
-            match from.after {
-                Some(after) => {
-                    let mut stmt = c.prepare_cached(
-                        "SELECT seq, line FROM events WHERE job_id = ?1 AND log = ?2 \
-                         AND seq > ?3 ORDER BY seq LIMIT ?4",
-                    )?;
-                    let mut q = stmt.query(params![to_sql_id(id), log.code(), after, limit])?;
-                    while let Some(r) = q.next()? {
-                        push(r)?;
-                    }
-                }
-                None => {
-                    let offset = i64::try_from(from.line).unwrap_or(i64::MAX);
-                    let mut stmt = c.prepare_cached(
-                        "SELECT seq, line FROM events WHERE job_id = ?1 AND log = ?2 \
-                         ORDER BY seq LIMIT ?3 OFFSET ?4",
-                    )?;
-                    let mut q = stmt.query(params![to_sql_id(id), log.code(), limit, offset])?;
-                    while let Some(r) = q.next()? {
-                        push(r)?;
-                    }
-                }
-            }
-            Ok(rows)
-        })?;
-        let next = LogPos {
-            line: from.line + rows.len() as u64,
-            after: rows.last().map(|(seq, _)| *seq).or(from.after),
+        // Where to begin: the row the last page stopped in (skipping what it
+        // gave), or the row after it; with no row known, count lines from the
+        // start. Rows are read one at a time, so only what the page needs is.
+        let (first_seq, mut skip) = match from.after {
+            Some(after) if from.taken > 0 => (after, u64::from(from.taken)),
+            Some(after) => (after.saturating_add(1), 0),
+            None => (i64::MIN, from.line),
         };
-        Ok((rows.into_iter().map(|(_, line)| line).collect(), next))
+        let (lines, last) = self.read(|c| {
+            let mut lines = Vec::new();
+            let mut last: Option<(i64, u32)> = None;
+            let mut stmt = c.prepare_cached(
+                "SELECT seq, n, line FROM events WHERE job_id = ?1 AND log = ?2 \
+                 AND seq >= ?3 ORDER BY seq",
+            )?;
+            let mut q = stmt.query(params![to_sql_id(id), log.code(), first_seq])?;
+            while lines.len() < limit {
+                let Some(r) = q.next()? else { break };
+                let n = r.get::<_, i64>(1)?.max(1) as u64;
+                if skip >= n {
+                    skip -= n;
+                    continue;
+                }
+                let seq: i64 = r.get(0)?;
+                let text: String = r.get(2)?;
+                let want = limit - lines.len();
+                let before = lines.len();
+                lines.extend(row_lines(text, n).skip(skip as usize).take(want));
+                let taken = skip + (lines.len() - before) as u64;
+                skip = 0;
+                let whole = taken >= n;
+                last = Some((seq, if whole { 0 } else { taken as u32 }));
+            }
+            Ok((lines, last))
+        })?;
+        let next = match last {
+            Some((seq, taken)) => LogPos {
+                line: from.line + lines.len() as u64,
+                after: Some(seq),
+                taken,
+            },
+            None => from,
+        };
+        Ok((lines, next))
     }
 
     fn read_log(&self, id: u64, log: Log) -> Result<Option<Vec<String>>, StoreError> {
@@ -284,11 +291,13 @@ impl Store for SqliteStore {
                 return Ok(None);
             }
             let mut stmt = c.prepare_cached(
-                "SELECT line FROM events WHERE job_id = ?1 AND log = ?2 ORDER BY seq",
+                "SELECT n, line FROM events WHERE job_id = ?1 AND log = ?2 ORDER BY seq",
             )?;
-            let lines = stmt
-                .query_map(params![to_sql_id(id), log.code()], |r| r.get(0))?
-                .collect::<rusqlite::Result<Vec<String>>>()?;
+            let mut q = stmt.query(params![to_sql_id(id), log.code()])?;
+            let mut lines = Vec::new();
+            while let Some(r) = q.next()? {
+                lines.extend(row_lines(r.get(1)?, r.get::<_, i64>(0)?.max(1) as u64));
+            }
             // A log that was never written does not exist (RFC 18: no empty logs).
             Ok((!lines.is_empty()).then_some(lines))
         })
@@ -296,9 +305,11 @@ impl Store for SqliteStore {
 
     fn log_len(&self, id: u64, log: Log) -> Result<u64, StoreError> {
         self.read_point(|c| {
-            c.prepare_cached("SELECT count(*) FROM events WHERE job_id = ?1 AND log = ?2")?
-                .query_row(params![to_sql_id(id), log.code()], |r| r.get::<_, i64>(0))
-                .map(|n| n as u64)
+            c.prepare_cached(
+                "SELECT coalesce(sum(n), 0) FROM events WHERE job_id = ?1 AND log = ?2",
+            )?
+            .query_row(params![to_sql_id(id), log.code()], |r| r.get::<_, i64>(0))
+            .map(|n| n as u64)
         })
     }
 
@@ -362,7 +373,7 @@ impl Store for SqliteStore {
                 // CROSS JOIN keeps jobs (by the index of active ones) as the
                 // outer loop: each job's lines come from the events index, so
                 // the cost is what is active, not every event ever stored.
-                "SELECT e.job_id, e.line FROM jobs j CROSS JOIN events e \
+                "SELECT e.job_id, e.n, e.line FROM jobs j CROSS JOIN events e \
                  ON e.job_id = j.id AND e.log = 0 \
                  WHERE j.t_inactive IS NULL ORDER BY j.id, e.seq",
             )?;
@@ -375,7 +386,8 @@ impl Store for SqliteStore {
                     i += 1;
                 }
                 if let Some(job) = jobs.get_mut(i).filter(|j| j.id == id) {
-                    job.eventlog.push(row.get(1)?);
+                    job.eventlog
+                        .extend(row_lines(row.get(2)?, row.get::<_, i64>(1)?.max(1) as u64));
                 }
             }
             Ok(jobs)
@@ -501,5 +513,16 @@ impl Store for SqliteStore {
 
     fn stats(&self) -> CommitStats {
         self.counters.snapshot()
+    }
+}
+
+/// The lines an events row holds: `n` lines joined by newlines (a row of
+/// one line is taken whole, so a line is never split however it reads).
+fn row_lines(text: String, n: u64) -> std::vec::IntoIter<String> {
+    if n <= 1 {
+        vec![text].into_iter()
+    } else {
+        let lines: Vec<String> = text.split('\n').map(str::to_owned).collect();
+        lines.into_iter()
     }
 }

@@ -12,7 +12,7 @@
 //! takes them into its own commit. Under load a job's lines ride the commit
 //! of another job's allocation instead of paying for one of their own.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -232,7 +232,7 @@ fn commit_group(
     let mut known = Known::default();
     for req in group {
         let mut sp = tx.savepoint().map_err(write_err)?;
-        let outcome = req.batch.iter().try_for_each(|w| apply(&sp, w, &mut known));
+        let outcome = apply_batch(&sp, &req.batch, &mut known);
         if outcome.is_ok() {
             sp.commit().map_err(write_err)?;
             known.keep();
@@ -278,6 +278,78 @@ impl Known {
     }
 }
 
+/// Apply one batch. The lines it appends to each job's log are gathered
+/// into one row (format 5), written where that log's first line of the
+/// batch stood among its other writes: any other write first stores what
+/// was gathered, so a purge or a new job is never reordered with lines.
+fn apply_batch(conn: &Connection, batch: &[Write], known: &mut Known) -> Result<(), StoreError> {
+    let mut rows = Gathered::default();
+    for write in batch {
+        match write {
+            // A line holding a newline (none does: an RFC 18 line is one
+            // line) would read back as two if joined; it gets a row alone.
+            Write::Append { id, log, line } if !line.contains('\n') => rows.add(*id, *log, line),
+            other => {
+                rows.store(conn, known)?;
+                apply(conn, other, known)?;
+            }
+        }
+    }
+    rows.store(conn, known)
+}
+
+/// Lines of one batch, one entry per job log, in the order first seen.
+#[derive(Default)]
+struct Gathered {
+    rows: Vec<(u64, Log, String, i64)>,
+    at: HashMap<(u64, Log), usize>,
+}
+
+impl Gathered {
+    fn add(&mut self, id: u64, log: Log, line: &str) {
+        match self.at.get(&(id, log)) {
+            Some(&i) => {
+                let row = &mut self.rows[i];
+                row.2.push('\n');
+                row.2.push_str(line);
+                row.3 += 1;
+            }
+            None => {
+                self.at.insert((id, log), self.rows.len());
+                self.rows.push((id, log, line.to_owned(), 1));
+            }
+        }
+    }
+
+    /// Insert a row for each job log gathered, and start empty.
+    fn store(&mut self, conn: &Connection, known: &mut Known) -> Result<(), StoreError> {
+        let err = |e: rusqlite::Error| StoreError::Write(e.to_string());
+        for (id, log, text, n) in self.rows.drain(..) {
+            check_job(conn, id, known)?;
+            conn.prepare_cached("INSERT INTO events (job_id, log, line, n) VALUES (?1, ?2, ?3, ?4)")
+                .and_then(|mut s| s.execute(params![to_sql_id(id), log.code(), text, n]))
+                .map_err(err)?;
+        }
+        self.at.clear();
+        Ok(())
+    }
+}
+
+/// Fail unless job `id` is stored (made earlier, or in this group).
+fn check_job(conn: &Connection, id: u64, known: &mut Known) -> Result<(), StoreError> {
+    if !known.ids.contains(&id) {
+        let exists = conn
+            .prepare_cached("SELECT 1 FROM jobs WHERE id = ?1")
+            .and_then(|mut s| s.exists([to_sql_id(id)]))
+            .map_err(|e| StoreError::Write(e.to_string()))?;
+        if !exists {
+            return Err(StoreError::UnknownJob(id));
+        }
+        known.learn(id);
+    }
+    Ok(())
+}
+
 fn apply(conn: &Connection, write: &Write, known: &mut Known) -> Result<(), StoreError> {
     let err = |e: rusqlite::Error| StoreError::Write(e.to_string());
     match write {
@@ -299,16 +371,7 @@ fn apply(conn: &Connection, write: &Write, known: &mut Known) -> Result<(), Stor
             known.learn(*id);
         }
         Write::Append { id, log, line } => {
-            if !known.ids.contains(id) {
-                let exists = conn
-                    .prepare_cached("SELECT 1 FROM jobs WHERE id = ?1")
-                    .and_then(|mut s| s.exists([to_sql_id(*id)]))
-                    .map_err(err)?;
-                if !exists {
-                    return Err(StoreError::UnknownJob(*id));
-                }
-                known.learn(*id);
-            }
+            check_job(conn, *id, known)?;
             conn.prepare_cached("INSERT INTO events (job_id, log, line) VALUES (?1, ?2, ?3)")
                 .and_then(|mut s| s.execute(params![to_sql_id(*id), log.code(), line]))
                 .map_err(err)?;

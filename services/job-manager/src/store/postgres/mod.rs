@@ -252,6 +252,8 @@ impl Store for PgStore {
         let next = LogPos {
             line: from.line + rows.len() as u64,
             after: rows.last().map(|(seq, _)| *seq).or(from.after),
+            // A row holds one line here.
+            taken: 0,
         };
         Ok((rows.into_iter().map(|(_, line)| line).collect(), next))
     }

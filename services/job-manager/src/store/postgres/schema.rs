@@ -5,6 +5,8 @@
 //! - 4: jobs (with summary, t_inactive, waitable, idem_key), events,
 //!   resource_events, meta, and `leader`: the elected job manager, its
 //!   epoch (every commit checks it) and its lease.
+//! - 5: nothing changes here. (SQLite rows began to hold several lines; a
+//!   PostgreSQL row still holds one, as its group is one statement already.)
 
 use postgres::Client;
 
