@@ -247,18 +247,18 @@ async fn a_reader_that_falls_behind_is_told_to_resync_and_gets_a_fresh_snapshot(
     // each, past the hub's 16384 while the reader does not read.
     const JOBS: usize = 5000;
     let mut submitter = inst.jobs().await;
+    let mut last = JobId::from(0u64);
     for _ in 0..JOBS / 1000 {
         let many = pb::SubmitManyRequest {
             jobs: (0..1000).map(|_| held(&["true"])).collect(),
         };
         let r = submitter.submit_many(many).await.expect("submit many");
-        assert!(
-            r.into_inner()
-                .results
-                .iter()
-                .all(|r| matches!(r.result, Some(pb::submit_result::Result::Id(_)))),
-            "every job submitted"
-        );
+        for r in r.into_inner().results {
+            match r.result {
+                Some(pb::submit_result::Result::Id(id)) => last = last.max(JobId::from(id)),
+                other => panic!("a job was not submitted: {other:?}"),
+            }
+        }
     }
     // Wait until the last of them is held in SCHED, as List shows.
     let deadline = tokio::time::Instant::now() + READ_LIMIT;
@@ -271,6 +271,17 @@ async fn a_reader_that_falls_behind_is_told_to_resync_and_gets_a_fresh_snapshot(
         < JOBS
     {
         assert!(tokio::time::Instant::now() < deadline, "jobs never held");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // List shows a state before its lines are durable, and lines are
+    // published only then: wait until the last job's last line is stored.
+    while !inst
+        .log(last, "eventlog")
+        .await
+        .iter()
+        .any(|e| e.name.as_str() == "priority")
+    {
+        assert!(tokio::time::Instant::now() < deadline, "lines never stored");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 

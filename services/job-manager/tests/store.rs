@@ -466,8 +466,11 @@ fn downgrade(path: &std::path::Path, to: u32) {
     conn.execute_batch("ALTER TABLE events DROP COLUMN n;")
         .unwrap();
     if to == 4 {
-        conn.execute("UPDATE meta SET value = '4' WHERE key = 'format_version'", [])
-            .unwrap();
+        conn.execute(
+            "UPDATE meta SET value = '4' WHERE key = 'format_version'",
+            [],
+        )
+        .unwrap();
         return;
     }
     conn.execute_batch(
@@ -684,7 +687,10 @@ async fn a_batch_stores_one_row_per_job_log_and_pages_cross_rows_from_any_line()
         assert_eq!(got, expected, "pages of {limit}");
         // Lines appended later are found from where the walk stopped.
         if limit == 4 {
-            store.commit(vec![append(1, Log::Exec, "late")]).await.unwrap();
+            store
+                .commit(vec![append(1, Log::Exec, "late")])
+                .await
+                .unwrap();
             let (page, _) = store.read_log_page(1, Log::Exec, pos, limit).unwrap();
             assert_eq!(page, vec![line("late")]);
             expected.push(line("late"));
@@ -710,7 +716,10 @@ async fn a_format_4_store_of_one_line_rows_is_upgraded_and_read_alike() {
         let store = SqliteStore::open(&path).unwrap();
         store.commit(vec![new_job(3)]).await.unwrap();
         for name in ["submit", "validate", "depend"] {
-            store.commit(vec![append(3, Log::Main, name)]).await.unwrap();
+            store
+                .commit(vec![append(3, Log::Main, name)])
+                .await
+                .unwrap();
         }
         store.close();
     }
@@ -718,7 +727,10 @@ async fn a_format_4_store_of_one_line_rows_is_upgraded_and_read_alike() {
     let store = SqliteStore::open(&path).unwrap();
     assert_eq!(store.meta("format_version").unwrap().as_deref(), Some("5"));
     store
-        .commit(vec![append(3, Log::Main, "priority"), append(3, Log::Main, "alloc")])
+        .commit(vec![
+            append(3, Log::Main, "priority"),
+            append(3, Log::Main, "alloc"),
+        ])
         .await
         .unwrap();
     let want: Vec<String> = ["submit", "validate", "depend", "priority", "alloc"]
@@ -728,7 +740,9 @@ async fn a_format_4_store_of_one_line_rows_is_upgraded_and_read_alike() {
     assert_eq!(store.read_log(3, Log::Main).unwrap().unwrap(), want);
     assert_eq!(store.log_len(3, Log::Main).unwrap(), 5);
     assert_eq!(store.load_jobs().unwrap()[0].eventlog, want);
-    let (page, next) = store.read_log_page(3, Log::Main, LogPos::line(2), 2).unwrap();
+    let (page, next) = store
+        .read_log_page(3, Log::Main, LogPos::line(2), 2)
+        .unwrap();
     assert_eq!(page, want[2..4]);
     let (page, _) = store.read_log_page(3, Log::Main, next, 9).unwrap();
     assert_eq!(page, want[4..]);

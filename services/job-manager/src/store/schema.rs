@@ -192,7 +192,10 @@ fn migrate(conn: &Connection, from: i64) -> Result<(), String> {
                  WHERE summary IS NOT NULL AND json_valid(summary);",
         ),
         (3, "ALTER TABLE jobs ADD COLUMN idem_key TEXT;"),
-        (4, "ALTER TABLE events ADD COLUMN n INTEGER NOT NULL DEFAULT 1;"),
+        (
+            4,
+            "ALTER TABLE events ADD COLUMN n INTEGER NOT NULL DEFAULT 1;",
+        ),
     ];
     let mut sql = String::from("BEGIN IMMEDIATE;");
     for (version, step) in steps {

@@ -326,9 +326,11 @@ impl Gathered {
         let err = |e: rusqlite::Error| StoreError::Write(e.to_string());
         for (id, log, text, n) in self.rows.drain(..) {
             check_job(conn, id, known)?;
-            conn.prepare_cached("INSERT INTO events (job_id, log, line, n) VALUES (?1, ?2, ?3, ?4)")
-                .and_then(|mut s| s.execute(params![to_sql_id(id), log.code(), text, n]))
-                .map_err(err)?;
+            conn.prepare_cached(
+                "INSERT INTO events (job_id, log, line, n) VALUES (?1, ?2, ?3, ?4)",
+            )
+            .and_then(|mut s| s.execute(params![to_sql_id(id), log.code(), text, n]))
+            .map_err(err)?;
         }
         self.at.clear();
         Ok(())
