@@ -5,6 +5,7 @@ mod cmd;
 mod follow;
 mod jobfmt;
 mod output;
+mod parse;
 mod services;
 
 use std::process::ExitCode;
@@ -128,8 +129,14 @@ fn with_directives(cli: Cli) -> anyhow::Result<Cli> {
     Ok(Cli::from_arg_matches(&matches)?)
 }
 
+/// The command line, parsed.
+fn parse_args() -> Cli {
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    parse::quick(&argv).unwrap_or_else(|| Cli::parse_from(argv))
+}
+
 fn main() -> ExitCode {
-    let cli = match with_directives(Cli::parse()) {
+    let cli = match with_directives(parse_args()) {
         Ok(cli) => cli,
         Err(err) => {
             eprintln!("fluxgate-batch: {}", output::printable(&format!("{err:#}")));
@@ -189,6 +196,53 @@ fn main() -> ExitCode {
                 output::printable(&format!("{err:#}"))
             );
             ExitCode::FAILURE
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What parsing `argv` gives, by the quick path and by the whole tree.
+    fn both(argv: &[&str]) -> (Option<String>, Option<String>) {
+        let argv: Vec<std::ffi::OsString> = argv.iter().map(Into::into).collect();
+        let quick = parse::quick::<Cli>(&argv).map(|c| format!("{c:?}"));
+        let full = Cli::try_parse_from(&argv).ok().map(|c| format!("{c:?}"));
+        (quick, full)
+    }
+
+    #[test]
+    fn the_quick_parse_gives_what_the_whole_tree_gives() {
+        for argv in [
+            &["fluxgate", "run", "true"][..],
+            &["fluxgate", "run", "-N2", "-n", "4", "--", "hostname", "-s"],
+            &["fluxgate", "submit", "--cc", "1-3", "--wait", "sleep", "1"],
+            &["fluxgate", "submit", "--dry-run", "-t", "5m", "true"],
+            &["fluxgate", "job", "status", "f1", "f2"],
+            &["fluxgate", "job", "eventlog", "-p", "exec", "f1"],
+            &["fluxgate", "jobs", "-a", "-o", "{id.f58} {result}"],
+            &["fluxgate", "cancel", "--all", "-u", "alice"],
+        ] {
+            let (quick, full) = both(argv);
+            assert!(full.is_some(), "{argv:?} parses");
+            assert_eq!(quick, full, "{argv:?}");
+        }
+    }
+
+    #[test]
+    fn help_mistakes_and_other_commands_go_to_the_whole_tree() {
+        for argv in [
+            &["fluxgate"][..],
+            &["fluxgate", "--help"],
+            &["fluxgate", "--version"],
+            &["fluxgate", "run", "--help"],
+            &["fluxgate", "run", "--no-such-option", "true"],
+            &["fluxgate", "job"],
+            &["fluxgate", "idset", "--count", "1-3"],
+            &["fluxgate", "nosuch"],
+        ] {
+            assert_eq!(both(argv).0, None, "{argv:?}");
         }
     }
 }
