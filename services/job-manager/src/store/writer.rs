@@ -298,11 +298,19 @@ fn apply_batch(conn: &Connection, batch: &[Write], known: &mut Known) -> Result<
     rows.store(conn, known)
 }
 
-/// Lines of one batch, one entry per job log, in the order first seen.
+/// Lines of one batch, one row per job log, in the order first seen.
 #[derive(Default)]
 struct Gathered {
-    rows: Vec<(u64, Log, String, i64)>,
+    rows: Vec<Row>,
     at: HashMap<(u64, Log), usize>,
+}
+
+/// One job log's lines of a batch: `n` lines joined by newlines.
+struct Row {
+    id: u64,
+    log: Log,
+    text: String,
+    n: i64,
 }
 
 impl Gathered {
@@ -310,13 +318,18 @@ impl Gathered {
         match self.at.get(&(id, log)) {
             Some(&i) => {
                 let row = &mut self.rows[i];
-                row.2.push('\n');
-                row.2.push_str(line);
-                row.3 += 1;
+                row.text.push('\n');
+                row.text.push_str(line);
+                row.n += 1;
             }
             None => {
                 self.at.insert((id, log), self.rows.len());
-                self.rows.push((id, log, line.to_owned(), 1));
+                self.rows.push(Row {
+                    id,
+                    log,
+                    text: line.to_owned(),
+                    n: 1,
+                });
             }
         }
     }
@@ -324,7 +337,7 @@ impl Gathered {
     /// Insert a row for each job log gathered, and start empty.
     fn store(&mut self, conn: &Connection, known: &mut Known) -> Result<(), StoreError> {
         let err = |e: rusqlite::Error| StoreError::Write(e.to_string());
-        for (id, log, text, n) in self.rows.drain(..) {
+        for Row { id, log, text, n } in self.rows.drain(..) {
             check_job(conn, id, known)?;
             conn.prepare_cached(
                 "INSERT INTO events (job_id, log, line, n) VALUES (?1, ?2, ?3, ?4)",
