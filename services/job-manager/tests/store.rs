@@ -773,3 +773,45 @@ async fn a_line_holding_a_newline_keeps_a_row_of_its_own() {
     assert_eq!(store.log_len(1, Log::Output).unwrap(), 3);
     assert_eq!(event_rows(&path), 3);
 }
+
+#[tokio::test]
+async fn a_long_batch_of_one_log_is_cut_into_rows_of_bounded_size() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.db");
+    let store = SqliteStore::open(&path).unwrap();
+    store.commit(vec![new_job(1)]).await.unwrap();
+    // About 100 bytes a line: 3,000 lines are about 300 KB in one batch.
+    let lines: Vec<String> = (0..3000)
+        .map(|i| line(&format!("data{i:05}{}", "x".repeat(50))))
+        .collect();
+    let batch = lines
+        .iter()
+        .map(|l| Write::Append {
+            id: 1,
+            log: Log::Output,
+            line: l.clone(),
+        })
+        .collect();
+    store.commit(batch).await.unwrap();
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let (rows, longest): (i64, i64) = conn
+        .query_row("SELECT count(*), max(length(line)) FROM events", [], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })
+        .unwrap();
+    assert!(rows > 1, "{rows} rows");
+    assert!(longest < 17 << 10, "a row of {longest} bytes");
+    assert_eq!(store.read_log(1, Log::Output).unwrap().unwrap(), lines);
+    assert_eq!(store.log_len(1, Log::Output).unwrap(), 3000);
+    let mut pos = LogPos::line(0);
+    let mut got = Vec::new();
+    loop {
+        let (page, next) = store.read_log_page(1, Log::Output, pos, 256).unwrap();
+        if page.is_empty() {
+            break;
+        }
+        got.extend(page);
+        pos = next;
+    }
+    assert_eq!(got, lines);
+}

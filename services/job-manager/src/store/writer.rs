@@ -298,7 +298,13 @@ fn apply_batch(conn: &Connection, batch: &[Write], known: &mut Known) -> Result<
     rows.store(conn, known)
 }
 
-/// Lines of one batch, one row per job log, in the order first seen.
+/// Bytes past which a job log's lines in a batch go on in a new row. A
+/// reader pages through a log a few hundred lines at a time and reads each
+/// row whole: a row of a chatty job's output must not be megabytes.
+const ROW_BYTES: usize = 16 << 10;
+
+/// Lines of one batch, one row per job log (or more, for long ones), in
+/// the order first seen.
 #[derive(Default)]
 struct Gathered {
     rows: Vec<Row>,
@@ -316,13 +322,13 @@ struct Row {
 impl Gathered {
     fn add(&mut self, id: u64, log: Log, line: &str) {
         match self.at.get(&(id, log)) {
-            Some(&i) => {
+            Some(&i) if self.rows[i].text.len() < ROW_BYTES => {
                 let row = &mut self.rows[i];
                 row.text.push('\n');
                 row.text.push_str(line);
                 row.n += 1;
             }
-            None => {
+            _ => {
                 self.at.insert((id, log), self.rows.len());
                 self.rows.push(Row {
                     id,
