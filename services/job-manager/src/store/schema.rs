@@ -11,9 +11,9 @@
 //! - 4: jobs.idem_key, the key a submitter gave its job (a retried submit
 //!   answers the job it made), indexed by owner and key.
 //! - 5: events.n: a row holds the `n` lines (joined by newlines) that one
-//!   batch appended to one job's log, so a job costs a few rows, index
-//!   entries and WAL frames, not one of each per eventlog line. Rows of
-//!   older formats hold one line each, which is `n = 1`.
+//!   batch appended to one job's log, up to about 16 KiB a row, so a job
+//!   costs a few rows, index entries and WAL frames, not one of each per
+//!   eventlog line. Rows of older formats hold one line each, `n = 1`.
 //!
 //! The PostgreSQL store (`postgres/schema.rs`) shares these numbers.
 
