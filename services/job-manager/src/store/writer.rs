@@ -279,9 +279,10 @@ impl Known {
 }
 
 /// Apply one batch. The lines it appends to each job's log are gathered
-/// into one row (format 5), written where that log's first line of the
-/// batch stood among its other writes: any other write first stores what
-/// was gathered, so a purge or a new job is never reordered with lines.
+/// into one row (format 5; more past [`ROW_BYTES`]), written where that
+/// log's first line of the batch stood among its other writes: any other
+/// write first stores what was gathered, so a purge or a new job is never
+/// reordered with lines.
 fn apply_batch(conn: &Connection, batch: &[Write], known: &mut Known) -> Result<(), StoreError> {
     let mut rows = Gathered::default();
     for write in batch {
