@@ -253,7 +253,7 @@ impl Store for SqliteStore {
             let mut q = stmt.query(params![to_sql_id(id), log.code(), first_seq])?;
             while lines.len() < limit {
                 let Some(r) = q.next()? else { break };
-                let n = r.get::<_, i64>(1)?.max(1) as u64;
+                let n = line_count(r.get(1)?);
                 if skip >= n {
                     skip -= n;
                     continue;
@@ -296,7 +296,7 @@ impl Store for SqliteStore {
             let mut q = stmt.query(params![to_sql_id(id), log.code()])?;
             let mut lines = Vec::new();
             while let Some(r) = q.next()? {
-                lines.extend(row_lines(r.get(1)?, r.get::<_, i64>(0)?.max(1) as u64));
+                lines.extend(row_lines(r.get(1)?, line_count(r.get(0)?)));
             }
             // A log that was never written does not exist (RFC 18: no empty logs).
             Ok((!lines.is_empty()).then_some(lines))
@@ -387,7 +387,7 @@ impl Store for SqliteStore {
                 }
                 if let Some(job) = jobs.get_mut(i).filter(|j| j.id == id) {
                     job.eventlog
-                        .extend(row_lines(row.get(2)?, row.get::<_, i64>(1)?.max(1) as u64));
+                        .extend(row_lines(row.get(2)?, line_count(row.get(1)?)));
                 }
             }
             Ok(jobs)
@@ -514,6 +514,11 @@ impl Store for SqliteStore {
     fn stats(&self) -> CommitStats {
         self.counters.snapshot()
     }
+}
+
+/// How many lines an events row holds, from its `n` column (at least one).
+fn line_count(n: i64) -> u64 {
+    n.max(1) as u64
 }
 
 /// The lines an events row holds: `n` lines joined by newlines (a row of

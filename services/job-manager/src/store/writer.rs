@@ -343,18 +343,28 @@ impl Gathered {
 
     /// Insert a row for each job log gathered, and start empty.
     fn store(&mut self, conn: &Connection, known: &mut Known) -> Result<(), StoreError> {
-        let err = |e: rusqlite::Error| StoreError::Write(e.to_string());
         for Row { id, log, text, n } in self.rows.drain(..) {
-            check_job(conn, id, known)?;
-            conn.prepare_cached(
-                "INSERT INTO events (job_id, log, line, n) VALUES (?1, ?2, ?3, ?4)",
-            )
-            .and_then(|mut s| s.execute(params![to_sql_id(id), log.code(), text, n]))
-            .map_err(err)?;
+            insert_lines(conn, known, id, log, &text, n)?;
         }
         self.at.clear();
         Ok(())
     }
+}
+
+/// Store `n` lines of job `id`'s `log`, joined by newlines, as one row.
+fn insert_lines(
+    conn: &Connection,
+    known: &mut Known,
+    id: u64,
+    log: Log,
+    text: &str,
+    n: i64,
+) -> Result<(), StoreError> {
+    check_job(conn, id, known)?;
+    conn.prepare_cached("INSERT INTO events (job_id, log, line, n) VALUES (?1, ?2, ?3, ?4)")
+        .and_then(|mut s| s.execute(params![to_sql_id(id), log.code(), text, n]))
+        .map(|_| ())
+        .map_err(|e| StoreError::Write(e.to_string()))
 }
 
 /// Fail unless job `id` is stored (made earlier, or in this group).
@@ -392,12 +402,7 @@ fn apply(conn: &Connection, write: &Write, known: &mut Known) -> Result<(), Stor
             }
             known.learn(*id);
         }
-        Write::Append { id, log, line } => {
-            check_job(conn, *id, known)?;
-            conn.prepare_cached("INSERT INTO events (job_id, log, line) VALUES (?1, ?2, ?3)")
-                .and_then(|mut s| s.execute(params![to_sql_id(*id), log.code(), line]))
-                .map_err(err)?;
-        }
+        Write::Append { id, log, line } => insert_lines(conn, known, *id, *log, line, 1)?,
         Write::SetR { id, r } => {
             let n = conn
                 .prepare_cached("UPDATE jobs SET r = ?2 WHERE id = ?1")
