@@ -31,6 +31,7 @@ const KEYS: &[&str] = &[
     "events_per_commit",
     "elapsed_s",
     "loadavg",
+    "cpu_ms_per_job",
 ];
 
 fn spawn(args: &[&str]) -> Group {
@@ -164,6 +165,12 @@ fn real_runs_true_jobs() {
         "events_per_commit",
     ] {
         positive(row, k);
+    }
+    // Ten jobs may cost less than a clock tick: measured, not positive.
+    let cpu = &row["cpu_ms_per_job"];
+    for k in ["job_manager", "exec", "tasks"] {
+        let ms = cpu[k].as_f64().unwrap_or_else(|| panic!("{k} in {row}"));
+        assert!(ms >= 0.0, "{k} is {ms} in {row}");
     }
 }
 

@@ -48,6 +48,11 @@ impl Services {
         Ok(&mut self.children[last])
     }
 
+    /// The process ids of the services in the group.
+    pub fn pids(&self) -> Vec<u32> {
+        self.children.iter().map(Child::id).collect()
+    }
+
     /// The exit status of a service that has stopped, if any has.
     pub fn exited(&mut self) -> Option<ExitStatus> {
         self.children

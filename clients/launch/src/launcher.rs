@@ -98,6 +98,11 @@ impl Launcher {
         &mut self.services
     }
 
+    /// The process ids of the services started so far.
+    pub fn pids(&self) -> Vec<u32> {
+        self.services.pids()
+    }
+
     /// Run `cmd` in the group (after the others, e.g. a watchdog first).
     pub fn spawn(&mut self, name: &str, cmd: Command) -> Result<u32, LaunchError> {
         let child = self

@@ -25,9 +25,16 @@ pub fn program(program: &str, path: Option<&str>, cwd: Option<&Path>) -> io::Res
         return Err(io::Error::from_raw_os_error(nix::libc::ENOENT));
     }
     let mut denied = false;
+    let mut tried: Vec<&str> = Vec::new();
     for dir in path.unwrap_or(DEFAULT_PATH).split(':') {
         // An empty entry is the current directory, as in execvp.
         let dir = if dir.is_empty() { "." } else { dir };
+        // A directory named twice (profiles often prepend theirs again)
+        // answers the same the second time: one stat a directory.
+        if tried.contains(&dir) {
+            continue;
+        }
+        tried.push(dir);
         let mut candidate = PathBuf::from(dir);
         if candidate.is_relative()
             && let Some(cwd) = cwd
@@ -81,6 +88,9 @@ mod tests {
             program("tool", Some("b"), Some(dir.path())).unwrap(),
             dir.path().join("b").join("tool")
         );
+        // A directory named twice is still searched in order.
+        let twice = format!("{}:{}:{}", a.display(), a.display(), b.display());
+        assert_eq!(program("tool", Some(&twice), None).unwrap(), plain);
         assert_eq!(program("./x", None, None).unwrap(), PathBuf::from("./x"));
         assert_eq!(
             program("true", None, None).unwrap().file_name().unwrap(),

@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 
 use crate::output::Render;
 
+use super::cpu::{CpuPerJob, CpuTimes};
 use super::metrics::Counters;
 
 /// The figures of one run.
@@ -57,6 +58,8 @@ pub struct Figures {
     pub restart_sigkill_ms: Option<f64>,
     /// Median SIGTERM -> exit (restart).
     pub stop_ms: Option<f64>,
+    /// CPU a job cost the local instance's processes (sim, real, latency).
+    pub cpu: Option<CpuPerJob>,
 }
 
 impl Figures {
@@ -101,8 +104,24 @@ impl Figures {
         }
     }
 
+    /// Set [`Figures::cpu`] from the instance's CPU times around the run.
+    pub fn set_cpu(&mut self, before: Option<CpuTimes>, after: Option<CpuTimes>) {
+        if let (Some(b), Some(a)) = (before, after) {
+            self.cpu = a.per_job_since(b, self.jobs);
+        }
+    }
+
     fn extra(&self) -> String {
         let mut parts = Vec::new();
+        if let Some(c) = &self.cpu {
+            parts.push(format!(
+                "CPU/job {:.3}ms (job manager {:.3}, exec {:.3}, tasks {:.3})",
+                c.total(),
+                c.job_manager,
+                c.exec,
+                c.tasks
+            ));
+        }
         if let Some(b) = self.rss_per_job_bytes {
             parts.push(format!("{b:.0} B/job"));
         }
@@ -222,6 +241,11 @@ impl Render for Figures {
             "restart_ms": self.restart_ms,
             "restart_sigkill_ms": self.restart_sigkill_ms,
             "stop_ms": self.stop_ms,
+            "cpu_ms_per_job": self.cpu.map(|c| json!({
+                "job_manager": c.job_manager,
+                "exec": c.exec,
+                "tasks": c.tasks,
+            })),
         })
     }
 }

@@ -19,6 +19,7 @@ use super::target::Target;
 pub async fn run(run: &Run<'_>, target: &mut Target, fig: &mut Figures) -> anyhow::Result<()> {
     let exe = std::env::current_exe().context("cannot find this executable")?;
     let before = target.counters().await;
+    let cpu_before = target.cpu();
     let mut times = Vec::with_capacity(usize::try_from(run.jobs).unwrap_or(0));
     let started = Instant::now();
     for _ in 0..run.jobs {
@@ -44,6 +45,7 @@ pub async fn run(run: &Run<'_>, target: &mut Target, fig: &mut Figures) -> anyho
         }
     }
     let total = started.elapsed().as_secs_f64();
+    fig.set_cpu(cpu_before, target.cpu());
     fig.elapsed_s = Some(total);
     fig.jobs_per_sec = super::figures::rate(run.jobs, total);
     times.sort_by(f64::total_cmp);

@@ -8,6 +8,7 @@
 //! The workloads and their figures are described in [`HELP`].
 
 mod compare;
+mod cpu;
 mod failover;
 mod figures;
 mod held;
@@ -84,6 +85,11 @@ FIGURES (one row per run; null when not measurable)
   restart_ms         (restart) exec of a new job manager -> health SERVING
                      after SIGTERM; restart_sigkill_ms after SIGKILL;
                      stop_ms: SIGTERM -> exit
+  cpu_ms_per_job     (sim, real, latency; local instance) CPU milliseconds
+                     per job over the run, from /proc: job_manager, exec
+                     (the exec services' own) and tasks (what they reaped).
+                     It moves far less with the machine's other load than
+                     a rate does, so it is what compares two builds
   loadavg            /proc/loadavg (1, 5, 15 minutes) when the run started
 
 INSTANCE

@@ -20,6 +20,7 @@ use crate::client::{self, Instance};
 use crate::cmd::health;
 use crate::services::{self, Cores, Exec, JobManager, Launcher};
 
+use super::cpu::CpuTimes;
 use super::metrics::{self, Counters};
 
 /// Seconds to wait for an instance to come up.
@@ -205,6 +206,23 @@ impl Target {
     pub fn jm_pid(&self) -> Option<u32> {
         match self {
             Target::Local(l) => Some(l.jm_pid),
+            Target::Remote { .. } => None,
+        }
+    }
+
+    /// CPU time so far of a local instance's job manager, exec services
+    /// and their tasks.
+    pub fn cpu(&self) -> Option<CpuTimes> {
+        match self {
+            Target::Local(l) => {
+                let execs: Vec<u32> = l
+                    .services
+                    .pids()
+                    .into_iter()
+                    .filter(|p| *p != l.jm_pid)
+                    .collect();
+                CpuTimes::read(l.jm_pid, &execs)
+            }
             Target::Remote { .. } => None,
         }
     }

@@ -26,6 +26,7 @@ pub async fn run(run: &Run<'_>, target: &mut Target, fig: &mut Figures) -> anyho
     };
     let mut inst = target.connect().await?;
     let before = target.counters().await;
+    let cpu_before = target.cpu();
     let started = Instant::now();
     let sent = submit::submit(
         &inst,
@@ -39,6 +40,7 @@ pub async fn run(run: &Run<'_>, target: &mut Target, fig: &mut Figures) -> anyho
     let last = *sent.ids.last().context("no job was submitted")?;
     let jobs = settle::wait_inactive(&mut inst, &run.name, last, sent.ids.len()).await?;
     fig.elapsed_s = Some(started.elapsed().as_secs_f64());
+    fig.set_cpu(cpu_before, target.cpu());
     fig.set_counters(before, target.counters().await);
     fig.submit_per_sec = rate(run.jobs, sent.elapsed.as_secs_f64());
     from_summaries(&jobs, fig);
