@@ -14,12 +14,13 @@ use fluxgate_proto::v1 as pb;
 use fluxgate_proto::v1::session_request::Request;
 use fluxgate_proto::v1::start_response::Response;
 use fluxgate_shared::JobId;
+use fluxgate_shared::auth::token::TokenError;
 use fluxgate_shared::job::apply_jobspec_updates;
 use serde_json::Value;
 use tonic::metadata::AsciiMetadataValue;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
 
-use self::session::{Outgoing, Sessions};
+use self::session::{Outgoing, Prepared, Sessions};
 use crate::exec_link::{ExecLink, ExecMsg, ExecSink, StartJob};
 use crate::store::Store;
 use crate::telemetry;
@@ -120,8 +121,14 @@ impl<S: Store, K: ExecSink> ExecLink for GrpcExec<S, K> {
         let reattach = if job.reattach { "true" } else { "false" };
         metrics::counter!(telemetry::EXEC_STARTS, "reattach" => reattach).increment(1);
         let (id, leader) = (job.id, job.leader.clone());
-        // Prepared at once, sent in the order asked (see `session.rs`).
-        let request = tokio::spawn(start_request(job, Arc::clone(&self.store)));
+        // Sent in the order asked (see `session.rs`): at once when all it
+        // needs is at hand, else once a task of its own has prepared it.
+        let request = match ready_request(job, &*self.store) {
+            Ok(ready) => Prepared::Ready(ready),
+            Err(job) => {
+                Prepared::Pending(tokio::spawn(start_request(*job, Arc::clone(&self.store))))
+            }
+        };
         self.sessions.send(&leader, Outgoing::Start { id, request });
     }
 
@@ -152,32 +159,54 @@ impl<S: Store, K: ExecSink> ExecLink for GrpcExec<S, K> {
     }
 }
 
+/// Seconds since the epoch, for a credential's issue time.
+fn now_secs() -> u64 {
+    crate::clock::now().max(0.0) as u64
+}
+
+/// The start request of `job` when everything it needs is at hand, as for
+/// most jobs, which start soon after their submit: the jobspec still in
+/// memory, the owner's login name already looked up. `Err(job)` when
+/// getting either would block (a store read, an account lookup).
+fn ready_request<S: Store>(
+    job: StartJob,
+    store: &S,
+) -> Result<Result<pb::StartRequest, String>, Box<StartJob>> {
+    let Some(minted) = job
+        .credentials
+        .try_mint(job.id, job.userid, job.expiration, now_secs())
+    else {
+        return Err(Box::new(job));
+    };
+    let Some(text) = store.take_recent_jobspec(job.id.into()) else {
+        return Err(Box::new(job));
+    };
+    Ok(request_from(job, text, minted))
+}
+
 /// What a start request carries besides R: the jobspec as stored (durable
-/// since submit, which was committed before any start) with its updates
-/// applied, and the credential the job's tasks get as `FLUXGATE_TOKEN`
-/// (empty when the instance runs open). Both need blocking work (a store
-/// read; naming the owner reads the account database), done in one trip
-/// off the runtime.
-async fn start_inputs<S: Store>(store: Arc<S>, job: &StartJob) -> Result<(String, String), String> {
+/// since submit, which was committed before any start) and the credential
+/// the job's tasks get as `FLUXGATE_TOKEN`, made off the runtime when that
+/// needs blocking work (a store read; naming the owner reads the account
+/// database), in one trip.
+async fn start_inputs<S: Store>(
+    store: Arc<S>,
+    job: &StartJob,
+) -> Result<(String, Result<String, TokenError>), String> {
     let (credentials, id, uid, expiration) =
         (job.credentials.clone(), job.id, job.userid, job.expiration);
-    let now = crate::clock::now().max(0.0) as u64;
-    // Most jobs start soon after their submit: their jobspec is in memory,
-    // and the start request leaves without a hop to a blocking thread.
+    let now = now_secs();
     let blocking = |e: tokio::task::JoinError| format!("reading the jobspec: {e}");
     let (text, minted) = match store.take_recent_jobspec(id.into()) {
-        Some(text) => match credentials.try_mint(id, uid, expiration, now) {
-            Some(minted) => (Ok(Some(text)), minted),
-            // The owner's name is looked up off the runtime: it may be a
-            // directory service's round trip.
-            None => {
-                let minted =
-                    tokio::task::spawn_blocking(move || credentials.mint(id, uid, expiration, now))
-                        .await
-                        .map_err(blocking)?;
-                (Ok(Some(text)), minted)
-            }
-        },
+        // The owner's name is looked up off the runtime: it may be a
+        // directory service's round trip.
+        Some(text) => {
+            let minted =
+                tokio::task::spawn_blocking(move || credentials.mint(id, uid, expiration, now))
+                    .await
+                    .map_err(blocking)?;
+            (Ok(Some(text)), minted)
+        }
         None => tokio::task::spawn_blocking(move || {
             (
                 store.jobspec(id.into()),
@@ -190,22 +219,35 @@ async fn start_inputs<S: Store>(store: Arc<S>, job: &StartJob) -> Result<(String
     let text = text
         .map_err(|e| e.to_string())?
         .ok_or_else(|| format!("job {id} has no stored jobspec"))?;
-    let credential = minted.unwrap_or_else(|e| {
-        tracing::error!(job = %id, error = %e, "cannot sign the job's credential");
-        String::new()
-    });
-    if job.jobspec_updates.is_empty() {
-        return Ok((text, credential));
-    }
-    let mut value: Value =
-        serde_json::from_str(&text).map_err(|e| format!("stored jobspec: {e}"))?;
-    apply_jobspec_updates(&job.jobspec_updates, &mut value);
-    Ok((value.to_string(), credential))
+    Ok((text, minted))
 }
 
-/// The start request for `job`, to its leader (all of R).
+/// The start request for `job`, to its leader (all of R), once its inputs
+/// are read.
 async fn start_request<S: Store>(job: StartJob, store: Arc<S>) -> Result<pb::StartRequest, String> {
-    let (jobspec, credential) = start_inputs(store, &job).await?;
+    let (text, minted) = start_inputs(store, &job).await?;
+    request_from(job, text, minted)
+}
+
+/// The start request for `job` from its stored jobspec `text` (updates
+/// applied here) and its minted credential.
+fn request_from(
+    job: StartJob,
+    text: String,
+    minted: Result<String, TokenError>,
+) -> Result<pb::StartRequest, String> {
+    let credential = minted.unwrap_or_else(|e| {
+        tracing::error!(job = %job.id, error = %e, "cannot sign the job's credential");
+        String::new()
+    });
+    let jobspec = if job.jobspec_updates.is_empty() {
+        text
+    } else {
+        let mut value: Value =
+            serde_json::from_str(&text).map_err(|e| format!("stored jobspec: {e}"))?;
+        apply_jobspec_updates(&job.jobspec_updates, &mut value);
+        value.to_string()
+    };
     Ok(pb::StartRequest {
         id: job.id.into(),
         userid: job.userid,

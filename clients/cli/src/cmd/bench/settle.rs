@@ -57,8 +57,24 @@ pub async fn wait_inactive(
     last: u64,
     count: usize,
 ) -> anyhow::Result<Vec<pb::JobSummary>> {
+    wait_ended(inst, name, last).await?;
+    summaries(inst, name, count).await
+}
+
+/// Wait until every job named `name` is inactive (`last` is the last one
+/// submitted).
+pub async fn wait_ended(inst: &mut Instance, name: &str, last: u64) -> anyhow::Result<()> {
     attach::outcome(inst, JobId::from(last)).await?;
-    wait_none_in(inst, name, ACTIVE).await?;
+    wait_none_in(inst, name, ACTIVE).await
+}
+
+/// The summaries of the inactive jobs named `name`, of which there must be
+/// `count`.
+pub async fn summaries(
+    inst: &mut Instance,
+    name: &str,
+    count: usize,
+) -> anyhow::Result<Vec<pb::JobSummary>> {
     let request = pb::ListRequest {
         states: INACTIVE,
         name: Some(name.to_string()),
