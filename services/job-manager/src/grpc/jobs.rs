@@ -534,12 +534,9 @@ impl<S: Store> JobManager for JobManagerService<S> {
         // core's memory, which may be ahead of what is durable: a job the core
         // already retired may still have its last events in the writer's queue.
         let store = Arc::clone(&self.store);
-        // Finality first, lines second: when the log was already final, the
-        // lines read after hold all of it; when it was not, the subscription
-        // above delivers whatever comes after the read.
-        let finished = is_final(&store, id).await?;
         // A watcher resuming (after a failover) starts after what it saw.
-        let (first, pos) = read_page(&store, id, log, LogPos::line(req.from_line)).await?;
+        let (finished, first, pos) =
+            final_and_first_page(&store, id, log, LogPos::line(req.from_line)).await?;
         // The job exists (checked above): no line means no log (RFC 18),
         // unless the watcher saw lines before.
         if first.is_empty() && req.from_line == 0 && (finished || !req.wait_create) {
@@ -867,18 +864,31 @@ async fn send_pages<S: Store>(
     }
 }
 
-/// Is the job's stored eventlog final (it ends with `clean`)?
-async fn is_final<S: Store>(store: &Arc<S>, id: JobId) -> Result<bool, Status> {
+/// Whether the job's stored eventlog is final (it ends with `clean`), and
+/// the first page of `log` from `from`, in one trip off the runtime.
+/// Finality first, lines second: when the log was already final, the lines
+/// read after hold all of it; when it was not, a subscription made before
+/// this call delivers whatever comes after the read.
+async fn final_and_first_page<S: Store>(
+    store: &Arc<S>,
+    id: JobId,
+    log: Log,
+    from: LogPos,
+) -> Result<(bool, Vec<String>, LogPos), Status> {
     let store = Arc::clone(store);
-    let main = tokio::task::spawn_blocking(move || store.read_log(id.into(), Log::Main))
-        .await
-        .map_err(|e| Status::internal(e.to_string()))?
-        .map_err(Error::from)?
-        .unwrap_or_default();
-    Ok(main
-        .last()
-        .and_then(|l| fluxgate_shared::Event::parse_json(l).ok())
-        .is_some_and(|e| e.name == "clean"))
+    let read = tokio::task::spawn_blocking(move || {
+        let main = store.read_log(id.into(), Log::Main)?.unwrap_or_default();
+        let finished = main
+            .last()
+            .and_then(|l| fluxgate_shared::Event::parse_json(l).ok())
+            .is_some_and(|e| e.name == "clean");
+        let (lines, next) = store.read_log_page(id.into(), log, from, PAGE_LINES)?;
+        Ok::<_, crate::store::StoreError>((finished, lines, next))
+    })
+    .await
+    .map_err(|e| Status::internal(e.to_string()))?
+    .map_err(Error::from)?;
+    Ok(read)
 }
 
 /// Stream published lines from position `next` until the job is inactive.
