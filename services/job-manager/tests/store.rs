@@ -641,6 +641,24 @@ async fn a_log_is_read_a_page_at_a_time_from_any_line() {
 }
 
 /// Rows of the events table (each holds one batch's lines of one job log).
+/// Every line of job `id`'s `log`, read `limit` lines a page from the
+/// start (each page at most `limit` lines, each position just past its
+/// page), and the position where the walk stopped.
+fn walk_pages(store: &SqliteStore, id: u64, log: Log, limit: usize) -> (Vec<String>, LogPos) {
+    let mut pos = LogPos::line(0);
+    let mut got = Vec::new();
+    loop {
+        let (page, next) = store.read_log_page(id, log, pos, limit).unwrap();
+        assert!(page.len() <= limit);
+        assert_eq!(next.line, pos.line + page.len() as u64);
+        pos = next;
+        if page.is_empty() {
+            return (got, pos);
+        }
+        got.extend(page);
+    }
+}
+
 fn event_rows(path: &std::path::Path) -> i64 {
     let conn = rusqlite::Connection::open(path).unwrap();
     conn.query_row("SELECT count(*) FROM events", [], |r| r.get(0))
@@ -672,18 +690,7 @@ async fn a_batch_stores_one_row_per_job_log_and_pages_cross_rows_from_any_line()
 
     // Walked a page at a time, whatever the page size.
     for limit in 1..=9 {
-        let mut pos = LogPos::line(0);
-        let mut got = Vec::new();
-        loop {
-            let (page, next) = store.read_log_page(1, Log::Exec, pos, limit).unwrap();
-            assert!(page.len() <= limit);
-            assert_eq!(next.line, pos.line + page.len() as u64);
-            got.extend(page.iter().cloned());
-            pos = next;
-            if page.is_empty() {
-                break;
-            }
-        }
+        let (got, pos) = walk_pages(&store, 1, Log::Exec, limit);
         assert_eq!(got, expected, "pages of {limit}");
         // Lines appended later are found from where the walk stopped.
         if limit == 4 {
@@ -803,15 +810,5 @@ async fn a_long_batch_of_one_log_is_cut_into_rows_of_bounded_size() {
     assert!(longest < 17 << 10, "a row of {longest} bytes");
     assert_eq!(store.read_log(1, Log::Output).unwrap().unwrap(), lines);
     assert_eq!(store.log_len(1, Log::Output).unwrap(), 3000);
-    let mut pos = LogPos::line(0);
-    let mut got = Vec::new();
-    loop {
-        let (page, next) = store.read_log_page(1, Log::Output, pos, 256).unwrap();
-        if page.is_empty() {
-            break;
-        }
-        got.extend(page);
-        pos = next;
-    }
-    assert_eq!(got, lines);
+    assert_eq!(walk_pages(&store, 1, Log::Output, 256).0, lines);
 }
