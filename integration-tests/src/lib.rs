@@ -247,20 +247,43 @@ impl Instance {
         &self,
         identity: Option<(&[u8], &[u8])>,
     ) -> Result<Channel, tonic::transport::Error> {
-        let mut endpoint = Endpoint::from_shared(self.uri.clone()).expect("URI");
-        if let Some(ca) = &self.setup.tls_ca {
-            let mut tls = ClientTlsConfig::new().ca_certificate(Certificate::from_pem(ca));
-            if let Some((cert, key)) = identity {
-                tls = tls.identity(Identity::from_pem(cert, key));
-            }
-            endpoint = endpoint.tls_config(tls)?;
+        self.endpoint(identity)?.connect().await
+    }
+
+    /// The job manager's address, with TLS when it serves TLS, presenting
+    /// client certificate `identity` (cert, key PEM).
+    fn endpoint(
+        &self,
+        identity: Option<(&[u8], &[u8])>,
+    ) -> Result<Endpoint, tonic::transport::Error> {
+        let endpoint = Endpoint::from_shared(self.uri.clone()).expect("URI");
+        let Some(ca) = &self.setup.tls_ca else {
+            return Ok(endpoint);
+        };
+        let mut tls = ClientTlsConfig::new().ca_certificate(Certificate::from_pem(ca));
+        if let Some((cert, key)) = identity {
+            tls = tls.identity(Identity::from_pem(cert, key));
         }
-        endpoint.connect().await
+        endpoint.tls_config(tls)
     }
 
     /// A client of the JobManager service, as the owner.
     pub async fn jobs(&self) -> JobManagerClient<Authed> {
         self.jobs_as(self.owner_token.as_deref()).await
+    }
+
+    /// A client of the JobManager service, as the owner, on a connection
+    /// whose HTTP/2 streams each buffer at most `bytes` for a reader that
+    /// does not read (hyper's default is 2 MiB).
+    pub async fn jobs_with_stream_window(&self, bytes: u32) -> JobManagerClient<Authed> {
+        let channel = self
+            .endpoint(None)
+            .expect("endpoint")
+            .initial_stream_window_size(bytes)
+            .connect()
+            .await
+            .expect("connect to job manager");
+        JobManagerClient::with_interceptor(channel, Bearer::new(self.owner_token.as_deref()))
     }
 
     /// A client of the JobManager service presenting `token`.

@@ -238,16 +238,7 @@ async fn a_reader_that_falls_behind_is_told_to_resync_and_gets_a_fresh_snapshot(
     // The reader's HTTP/2 stream window bounds what the transport holds for
     // it while it does not read (hyper's default, 2 MiB, holds thousands of
     // entries): with 64 KiB the job manager must fall behind the hub.
-    let channel = tonic::transport::Endpoint::from_shared(inst.uri.clone())
-        .expect("URI")
-        .initial_stream_window_size(64 << 10)
-        .connect()
-        .await
-        .expect("connect to job manager");
-    let mut jobs = pb::job_manager_client::JobManagerClient::with_interceptor(
-        channel,
-        fluxgate_integration_tests::Bearer::new(None),
-    );
+    let mut jobs = inst.jobs_with_stream_window(64 << 10).await;
     let mut stream = jobs
         .journal(pb::JobJournalRequest {})
         .await
