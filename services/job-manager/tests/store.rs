@@ -103,6 +103,14 @@ async fn a_failing_batch_leaves_nothing_and_spares_its_neighbours() {
     assert!(store.read_job(2).unwrap().is_none());
     let ids: Vec<u64> = store.load_jobs().unwrap().iter().map(|j| j.id).collect();
     assert_eq!(ids, vec![1, 3]);
+
+    // The writer is left with no transaction or savepoint open: the next commit lands.
+    store
+        .commit(vec![new_job(4), append(4, Log::Main, "submit")])
+        .await
+        .unwrap();
+    let ids: Vec<u64> = store.load_jobs().unwrap().iter().map(|j| j.id).collect();
+    assert_eq!(ids, vec![1, 3, 4]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
