@@ -3,8 +3,7 @@
 //! Each entry is `{hosts, cores?, gpus?, properties?}`. Hosts get ranks in
 //! order of first appearance; an entry naming a host again adds to it.
 
-use std::collections::hash_map::Entry;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::hash::BuildHasher;
 
 use serde_json::Value;
@@ -25,6 +24,18 @@ impl ResourceSet {
             .ok_or_else(|| cfg("resource config must be an array"))?;
         let mut hosts = Hosts::default();
         let read = read_entries(entries, &mut hosts);
+        assign_ranks(&mut hosts.nodes);
+        // Before the merge moves nodes: the ranks of each property's nodes.
+        let properties: Vec<(String, Vec<u32>)> = std::mem::take(&mut hosts.properties)
+            .into_iter()
+            .map(|(name, spans)| {
+                let ranks = spans
+                    .into_iter()
+                    .flat_map(|span| hosts.nodes[span].iter().map(Node::rank))
+                    .collect();
+                (name, ranks)
+            })
+            .collect();
         // An overlap found here was met before any malformed later entry,
         // so it is the error adding one node at a time would have reported.
         let nodes = merge_nodes(hosts.nodes)
@@ -34,7 +45,7 @@ impl ResourceSet {
             nodes,
             ..ResourceSet::default()
         };
-        for (name, ranks) in hosts.properties {
+        for (name, ranks) in properties {
             // Every rank was given a node above; names were validated.
             rs.properties.insert(name, IdSet::from_ids(ranks));
         }
@@ -58,60 +69,55 @@ impl ResourceSet {
 /// What the config entries add up to, before nodes of one host are merged.
 #[derive(Default)]
 struct Hosts {
-    /// One node per (entry, host), in config order.
+    /// One node per (entry, host), in config order; ranks given by [`assign_ranks`].
     nodes: Vec<Node>,
     /// The config entry each node came from.
     entry_of: Vec<usize>,
-    /// Ranks of the hosts seen, given in order of first appearance.
-    ranks: Ranks,
-    /// Property name -> ranks holding it (any order, repeats allowed).
-    properties: BTreeMap<String, Vec<u32>>,
+    /// Property name -> the nodes (by position in `nodes`) holding it.
+    properties: BTreeMap<String, Vec<std::ops::Range<usize>>>,
 }
 
-/// Host name -> rank, keyed by the name's hash so that a lookup of a new
-/// name touches a flat table and no other name's text, and no name is
-/// copied for a key: at 64k hosts a map of owned names cost a cache miss
-/// per probe and an allocation per host, and this builder grew faster than
-/// its input. Names come from the site's own configuration, so a fast hash
-/// that does not resist chosen collisions is enough; a name whose hash
-/// another name has is kept by name.
-#[derive(Default)]
-struct Ranks {
-    by_hash: HashMap<u64, u32, foldhash::fast::FixedState>,
-    collided: HashMap<String, u32>,
-    /// Index in `nodes` of each rank's first node, whose name is the rank's.
-    first: Vec<usize>,
-    hasher: foldhash::fast::FixedState,
-}
-
-impl Ranks {
-    /// The rank of `host`, which would be node `at` of `nodes`: a new one
-    /// when the name was not seen.
-    fn rank(&mut self, host: &str, nodes: &[Node], at: usize) -> u32 {
-        let hash = self.hasher.hash_one(host);
-        let next = self.first.len() as u32;
-        match self.by_hash.entry(hash) {
-            Entry::Vacant(v) => {
-                v.insert(next);
-            }
-            Entry::Occupied(o) => {
-                let rank = *o.get();
-                if nodes[self.first[rank as usize]].hostname() == Some(host) {
-                    return rank;
-                }
-                if let Some(&rank) = self.collided.get(host) {
-                    return rank;
-                }
-                self.collided.insert(host.to_owned(), next);
+/// Give each node the rank of its host: hosts are numbered in order of first
+/// appearance, and a host named again gets the rank it already has.
+///
+/// Names are matched by sorting (hash, position) pairs rather than through a
+/// map: a map's probes land anywhere in a table as large as the config, and
+/// at 64k hosts each one missed the cache, so the builder grew faster than
+/// its input. Only nodes whose hash another node shares are compared by name
+/// (the same host named again, or a collision). Names come from the site's
+/// own configuration, so a fast hash that does not resist chosen collisions
+/// is enough.
+fn assign_ranks(nodes: &mut [Node]) {
+    let hasher = foldhash::fast::FixedState::default();
+    let mut keys: Vec<(u64, u32)> = nodes
+        .iter()
+        .zip(0u32..)
+        .map(|(n, pos)| (hasher.hash_one(n.hostname().unwrap_or_default()), pos))
+        .collect();
+    keys.sort_unstable();
+    // The position of each node's first namesake, itself when it is the first.
+    let mut first: Vec<u32> = (0..nodes.len() as u32).collect();
+    for group in keys.chunk_by(|a, b| a.0 == b.0).filter(|g| g.len() > 1) {
+        // In position order: the earliest member with a name is its first.
+        for (k, &(_, pos)) in group.iter().enumerate() {
+            let name = nodes[pos as usize].hostname();
+            if let Some(&(_, f)) = group[..k]
+                .iter()
+                .find(|&&(_, q)| nodes[q as usize].hostname() == name)
+            {
+                first[pos as usize] = f;
             }
         }
-        self.first.push(at);
-        next
     }
-
-    fn reserve(&mut self, n: usize) {
-        self.by_hash.reserve(n);
-        self.first.reserve(n);
+    let mut next = 0;
+    for pos in 0..nodes.len() {
+        let f = first[pos] as usize;
+        nodes[pos].rank = if f == pos {
+            next += 1;
+            next - 1
+        } else {
+            nodes[f].rank
+        };
     }
 }
 
@@ -159,14 +165,12 @@ fn read_entries(entries: &[Value], out: &mut Hosts) -> Result<(), RsetError> {
             }
         }
         let first = out.nodes.len();
-        out.ranks.reserve(hl.len());
         out.nodes.reserve(hl.len());
         out.entry_of.reserve(hl.len());
         for host in hl.iter() {
-            let rank = out.ranks.rank(&host, &out.nodes, out.nodes.len());
             // The name from iter() becomes the node's: one copy less per host.
             out.nodes.push(Node {
-                rank,
+                rank: 0,
                 hostname: Some(host),
                 cores: cores.clone(),
                 gpus: gpus.clone(),
@@ -174,8 +178,8 @@ fn read_entries(entries: &[Value], out: &mut Hosts) -> Result<(), RsetError> {
             out.entry_of.push(i);
         }
         for p in props {
-            let ranks = out.nodes[first..].iter().map(Node::rank);
-            out.properties.entry(p).or_default().extend(ranks);
+            let nodes = first..out.nodes.len();
+            out.properties.entry(p).or_default().push(nodes);
         }
     }
     Ok(())
