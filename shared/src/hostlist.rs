@@ -1035,7 +1035,10 @@ fn sort_runs(runs: &mut Vec<Run>) {
             .binary_search_by(|d| d.as_bytes().cmp(p.as_bytes()))
             .unwrap_or(0) as u32
     };
-    let mut keyed: Vec<(u32, usize, u64, u32)> = Vec::with_capacity(runs.len());
+    // One integer a run: place, printed width, number, position (which
+    // keeps the sort stable). 16 bytes instead of a 24-byte tuple keep
+    // 100k keys within a core's cache, and a comparison is one compare.
+    let mut keyed: Vec<u128> = Vec::with_capacity(runs.len());
     let mut cached: Option<(Arc<str>, u32)> = None;
     for (i, r) in runs.iter().enumerate() {
         let (Run::Range {
@@ -1055,14 +1058,22 @@ fn sort_runs(runs: &mut Vec<Run>) {
                 rank
             }
         };
-        keyed.push((rank, (*width).max(digits(*lo)), *lo, i as u32));
+        let Ok(printed) = u8::try_from((*width).max(digits(*lo))) else {
+            // Hundreds of leading zeros: not worth a key of their own.
+            return runs.sort_by(Run::sort_cmp);
+        };
+        let key = u128::from(rank) << 104
+            | u128::from(printed) << 96
+            | u128::from(*lo) << 32
+            | u128::from(i as u32);
+        keyed.push(key);
     }
     keyed.sort_unstable();
     let mut slots: Vec<Option<Run>> = std::mem::take(runs).into_iter().map(Some).collect();
     runs.extend(
         keyed
             .into_iter()
-            .filter_map(|(.., i)| slots.get_mut(i as usize).and_then(Option::take)),
+            .filter_map(|key| slots.get_mut(key as u32 as usize).and_then(Option::take)),
     );
 }
 
@@ -1278,6 +1289,22 @@ mod tests {
 
     fn hl(s: &str) -> Hostlist {
         Hostlist::parse(s).unwrap()
+    }
+
+    #[test]
+    fn hundreds_of_leading_zeros_sort_as_the_comparison_does() {
+        let long = format!("node{}7", "0".repeat(300));
+        let mut list = hl("node3,node10");
+        list.push(&long).unwrap();
+        list.push("node2").unwrap();
+        let mut reference = list.clone();
+        let mut runs = reference.flux_ranges();
+        runs.sort_by(Run::sort_cmp);
+        coalesce(&mut runs);
+        reference.runs = runs;
+        list.sort();
+        assert_eq!(list.encode(), reference.encode());
+        assert_eq!(list.last(), Some(long));
     }
 
     #[test]
