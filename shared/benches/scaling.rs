@@ -4,8 +4,8 @@
 //! as long per doubling; a quadratic path takes four times as long.
 //!
 //! After the criterion measurements, a check times each builder again
-//! (median of [`CHECK_RUNS`] runs per size), prints the ratio per doubling
-//! and fails if any ratio is above [`MAX_RATIO`].
+//! (median of [`CHECK_RUNS`] runs per size, the sizes taking turns), prints
+//! the ratio per doubling and fails if any ratio is above [`MAX_RATIO`].
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -21,7 +21,7 @@ use serde_json::json;
 const MAX_RATIO: f64 = 2.2;
 
 /// Timed runs per size in the ratio check; the median is compared.
-const CHECK_RUNS: usize = 7;
+const CHECK_RUNS: usize = 9;
 
 /// xorshift64*: a fixed, dependency-free pseudo-random sequence, so every
 /// run measures the same inputs.
@@ -214,30 +214,40 @@ fn scaling(c: &mut Criterion) {
     }
 }
 
-fn median_time(work: &mut dyn FnMut()) -> Duration {
-    work(); // warm up caches and the allocator
-    let mut times: Vec<Duration> = (0..CHECK_RUNS)
-        .map(|_| {
+/// Median time of each work, timed in interleaved rounds (one run of each
+/// per round), so that the machine's own drift, on a shared host, falls on
+/// every size alike rather than on whichever size ran during it.
+fn median_times(works: &mut [Box<dyn FnMut()>]) -> Vec<Duration> {
+    for work in works.iter_mut() {
+        work(); // warm up caches and the allocator
+    }
+    let mut times: Vec<Vec<Duration>> = vec![Vec::with_capacity(CHECK_RUNS); works.len()];
+    for _ in 0..CHECK_RUNS {
+        for (work, times) in works.iter_mut().zip(&mut times) {
             let t = Instant::now();
             work();
-            t.elapsed()
+            times.push(t.elapsed());
+        }
+    }
+    times
+        .into_iter()
+        .map(|mut t| {
+            t.sort_unstable();
+            t[CHECK_RUNS / 2]
         })
-        .collect();
-    times.sort_unstable();
-    times[CHECK_RUNS / 2]
+        .collect()
 }
 
 /// Time each builder at its three sizes, print the ratios per doubling and
 /// fail when one is above [`MAX_RATIO`].
 fn check_ratios() {
     let mut failed = Vec::new();
-    println!("\nratio per doubling (median of {CHECK_RUNS} runs, limit {MAX_RATIO}x):");
+    println!("\nratio per doubling (median of {CHECK_RUNS} interleaved runs, limit {MAX_RATIO}x):");
     for case in cases() {
-        let times: Vec<Duration> = case
-            .sizes
-            .iter()
-            .map(|&n| median_time(&mut *(case.prepare)(n)))
-            .collect();
+        let mut works: Vec<Box<dyn FnMut()>> =
+            case.sizes.iter().map(|&n| (case.prepare)(n)).collect();
+        let times = median_times(&mut works);
+        drop(works);
         let mut line = format!("  {:<40}", case.name);
         for (i, (n, t)) in case.sizes.iter().zip(&times).enumerate() {
             line += &format!(" {n:>9}: {:>9.3} ms", t.as_secs_f64() * 1e3);
