@@ -11,6 +11,8 @@
 use std::fmt;
 use std::str::FromStr;
 
+use smallvec::{SmallVec, smallvec};
+
 /// Largest id flux-core accepts (universe size limit 2^31).
 pub const MAX_ID: u32 = i32::MAX as u32;
 
@@ -75,12 +77,16 @@ impl EncodeFlags {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct IdSet {
     // Invariant: sorted by lo, lo <= hi, and each lo > previous hi + 1.
-    ranges: Vec<(u32, u32)>,
+    ranges: Ranges,
 }
+
+/// The ranges of a set: inline up to two, as most sets are (a node's
+/// cores, a job's ranks), so that a set costs no allocation of its own.
+type Ranges = SmallVec<[(u32, u32); 2]>;
 
 /// Append a range to an ascending range list, coalescing with the last range
 /// when they touch or overlap. `lo` must be >= the last range's `lo`.
-fn push_merge(out: &mut Vec<(u32, u32)>, lo: u32, hi: u32) {
+fn push_merge(out: &mut Ranges, lo: u32, hi: u32) {
     if let Some(last) = out.last_mut()
         && u64::from(lo) <= u64::from(last.1) + 1
     {
@@ -138,7 +144,7 @@ impl IdSet {
             return Self::new();
         }
         IdSet {
-            ranges: vec![(lo, hi)],
+            ranges: smallvec![(lo, hi)],
         }
     }
 
@@ -147,7 +153,7 @@ impl IdSet {
     pub fn from_ranges(ranges: impl IntoIterator<Item = (u32, u32)>) -> Self {
         let mut v: Vec<(u32, u32)> = ranges.into_iter().filter(|(lo, hi)| lo <= hi).collect();
         v.sort_unstable();
-        let mut out = Vec::with_capacity(v.len());
+        let mut out = Ranges::with_capacity(v.len());
         for (lo, hi) in v {
             push_merge(&mut out, lo, hi);
         }
@@ -165,7 +171,7 @@ impl IdSet {
 
     /// Build from ids already ascending (duplicates allowed) in one pass.
     pub(crate) fn from_sorted_ids(ids: impl IntoIterator<Item = u32>) -> Self {
-        let mut out = Vec::new();
+        let mut out = Ranges::new();
         for id in ids {
             push_merge(&mut out, id, id);
         }
@@ -192,7 +198,7 @@ impl IdSet {
             }
             (None, false) => (s, 0),
         };
-        let mut ranges: Vec<(u32, u32)> = Vec::new();
+        let mut ranges = Ranges::new();
         let mut pos = offset;
         for elem in body.split(',') {
             let start = pos;
@@ -339,7 +345,8 @@ impl IdSet {
             self.ranges.insert(i, (lo, hi));
         } else {
             let merged = (lo.min(self.ranges[i].0), hi.max(self.ranges[j - 1].1));
-            self.ranges.splice(i..j, std::iter::once(merged));
+            self.ranges[i] = merged;
+            self.ranges.drain(i + 1..j);
         }
     }
 
@@ -358,7 +365,7 @@ impl IdSet {
         if i >= j {
             return;
         }
-        let mut keep = Vec::with_capacity(2);
+        let mut keep = Ranges::new();
         let (first_lo, _) = self.ranges[i];
         let (_, last_hi) = self.ranges[j - 1];
         if first_lo < lo {
@@ -367,13 +374,14 @@ impl IdSet {
         if last_hi > hi {
             keep.push((hi + 1, last_hi));
         }
-        self.ranges.splice(i..j, keep);
+        self.ranges.drain(i..j);
+        self.ranges.insert_many(i, keep);
     }
 
     /// Ids in either set.
     pub fn union(&self, other: &IdSet) -> IdSet {
         let (a, b) = (&self.ranges, &other.ranges);
-        let mut out = Vec::with_capacity(a.len() + b.len());
+        let mut out = Ranges::with_capacity(a.len() + b.len());
         let (mut i, mut j) = (0, 0);
         while i < a.len() || j < b.len() {
             let take_a = j >= b.len() || (i < a.len() && a[i].0 <= b[j].0);
@@ -392,7 +400,7 @@ impl IdSet {
     /// Ids in `self` but not in `other`.
     pub fn difference(&self, other: &IdSet) -> IdSet {
         let b = &other.ranges;
-        let mut out = Vec::with_capacity(self.ranges.len());
+        let mut out = Ranges::with_capacity(self.ranges.len());
         let mut j = 0;
         for &(lo, hi) in &self.ranges {
             // Skip subtrahend ranges wholly below this one.
@@ -420,7 +428,7 @@ impl IdSet {
     /// Ids in both sets.
     pub fn intersection(&self, other: &IdSet) -> IdSet {
         let (a, b) = (&self.ranges, &other.ranges);
-        let mut out = Vec::new();
+        let mut out = Ranges::new();
         let (mut i, mut j) = (0, 0);
         while i < a.len() && j < b.len() {
             let lo = a[i].0.max(b[j].0);
