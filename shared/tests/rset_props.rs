@@ -179,3 +179,44 @@ proptest! {
         prop_assert_eq!(pool.avail_cores(), inv.ncores());
     }
 }
+
+/// Distinct ranks, hostnames sometimes missing or differing between sets,
+/// and a property on some ranks (possibly on ranks the set lacks).
+fn rset_loose_names() -> impl Strategy<Value = ResourceSet> {
+    proptest::collection::btree_map(
+        0u32..8,
+        (idset(6), idset(3), proptest::option::of(0u32..2)),
+        0..6,
+    )
+    .prop_flat_map(|m| {
+        let nodes: Vec<Node> = m
+            .into_iter()
+            .map(|(rank, (c, g, host))| {
+                Node::new(rank, host.map(|h| format!("h{h}")).as_deref(), c, g)
+            })
+            .collect();
+        (Just(nodes), idset(8), 0u32..2)
+    })
+    .prop_map(|(nodes, marked, t)| {
+        let mut rs = ResourceSet::from_nodes(nodes).expect("distinct ranks");
+        let marked = marked.intersection(&rs.ranks());
+        if !marked.is_empty() {
+            rs.set_property("ssd", &marked).unwrap();
+        }
+        if t > 0 {
+            rs.set_starttime(Some(1_700_000_000.25));
+        }
+        rs
+    })
+}
+
+proptest! {
+    #[test]
+    fn union_is_diff_then_append(a in rset_loose_names(), b in rset_loose_names()) {
+        let mut expected = a.diff(&b);
+        expected.append(&b).expect("a - b and b are disjoint");
+        let got = a.union(&b);
+        prop_assert_eq!(&got, &expected);
+        prop_assert_eq!(got.to_json_string(), expected.to_json_string());
+    }
+}

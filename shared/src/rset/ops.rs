@@ -50,9 +50,50 @@ impl ResourceSet {
     /// Resources in either set. Where a rank survives `self - other` it keeps
     /// `self`'s hostname; otherwise it takes `other`'s (as flux-core's
     /// diff-then-append does).
+    ///
+    /// One merge of the two node lists: the same result as `self - other`
+    /// followed by appending `other`, without the first list built in between.
     pub fn union(&self, other: &ResourceSet) -> ResourceSet {
-        let mut out = self.diff(other);
-        out.merge_disjoint(other);
+        let mut nodes = Vec::with_capacity(self.nodes.len() + other.nodes.len());
+        // Ranks of `self` that keep something of their own: its properties
+        // stay on these only, as they would through `diff`.
+        let mut surviving = IdSet::new();
+        let mut b = other.nodes.iter().peekable();
+        for a in &self.nodes {
+            while let Some(y) = b.next_if(|y| y.rank < a.rank) {
+                nodes.push(y.clone());
+            }
+            let Some(y) = b.next_if(|y| y.rank == a.rank) else {
+                surviving.push_ascending(a.rank);
+                nodes.push(a.clone());
+                continue;
+            };
+            let covered = a.cores.is_subset(&y.cores) && a.gpus.is_subset(&y.gpus);
+            if !covered {
+                surviving.push_ascending(a.rank);
+            }
+            nodes.push(Node {
+                rank: a.rank,
+                hostname: match &a.hostname {
+                    Some(name) if !covered => Some(name.clone()),
+                    _ => y.hostname.clone(),
+                },
+                cores: a.cores.union(&y.cores),
+                gpus: a.gpus.union(&y.gpus),
+            });
+        }
+        nodes.extend(b.cloned());
+        let mut out = ResourceSet {
+            nodes,
+            properties: self.properties.clone(),
+            ..ResourceSet::default()
+        };
+        out.restrict_properties(&surviving);
+        for (name, ids) in &other.properties {
+            let e = out.properties.entry(name.clone()).or_default();
+            *e = e.union(ids);
+        }
+        out.scheduling = self.scheduling.clone().or_else(|| other.scheduling.clone());
         out
     }
 
