@@ -1291,17 +1291,24 @@ mod tests {
         Hostlist::parse(s).unwrap()
     }
 
+    /// `list` sorted by the plain comparison of runs: what the keyed sort
+    /// must give.
+    fn sorted_by_comparison(list: &Hostlist) -> Hostlist {
+        let mut reference = list.clone();
+        let mut runs = reference.flux_ranges();
+        runs.sort_by(Run::sort_cmp);
+        coalesce(&mut runs);
+        reference.runs = runs;
+        reference
+    }
+
     #[test]
     fn hundreds_of_leading_zeros_sort_as_the_comparison_does() {
         let long = format!("node{}7", "0".repeat(300));
         let mut list = hl("node3,node10");
         list.push(&long).unwrap();
         list.push("node2").unwrap();
-        let mut reference = list.clone();
-        let mut runs = reference.flux_ranges();
-        runs.sort_by(Run::sort_cmp);
-        coalesce(&mut runs);
-        reference.runs = runs;
+        let reference = sorted_by_comparison(&list);
         list.sort();
         assert_eq!(list.encode(), reference.encode());
         assert_eq!(list.last(), Some(long));
@@ -1333,11 +1340,7 @@ mod tests {
             list.append(&other);
             other = Hostlist::new();
         }
-        let mut reference = list.clone();
-        let mut runs = reference.flux_ranges();
-        runs.sort_by(Run::sort_cmp);
-        coalesce(&mut runs);
-        reference.runs = runs;
+        let reference = sorted_by_comparison(&list);
         let mut sorted = list.clone();
         sorted.sort();
         assert_eq!(sorted.encode(), reference.encode());
@@ -1346,11 +1349,7 @@ mod tests {
         for (i, p) in many.iter().enumerate() {
             list.push(&format!("{p}{}", 100 - i)).unwrap();
         }
-        let mut reference = list.clone();
-        let mut runs = reference.flux_ranges();
-        runs.sort_by(Run::sort_cmp);
-        coalesce(&mut runs);
-        reference.runs = runs;
+        let reference = sorted_by_comparison(&list);
         list.sort();
         assert_eq!(list.encode(), reference.encode());
     }
