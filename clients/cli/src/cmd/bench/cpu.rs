@@ -71,6 +71,11 @@ fn clock_tick() -> Option<f64> {
     (hz > 0).then(|| 1.0 / hz as f64)
 }
 
+/// CPU seconds (user + system) process `pid` has used itself.
+pub fn own_seconds(pid: u32) -> Option<f64> {
+    stat_of(pid, clock_tick()?).map(|(own, _)| own)
+}
+
 fn stat_of(pid: u32, tick: f64) -> Option<(f64, f64)> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     parse_stat(&text, tick)

@@ -156,10 +156,10 @@ pub async fn run(target: &Target, nodes: u32, idle: Duration) -> anyhow::Result<
 
     // Idle: heartbeats only.
     if let Some(pid) = target.jm_pid() {
-        let before = cpu_seconds(pid);
+        let before = super::cpu::own_seconds(pid);
         let t = Instant::now();
         tokio::time::sleep(idle).await;
-        let after = cpu_seconds(pid);
+        let after = super::cpu::own_seconds(pid);
         if let (Some(b), Some(a)) = (before, after) {
             fig.idle_cpu_percent = Some((a - b) / t.elapsed().as_secs_f64() * 100.0);
         }
@@ -331,21 +331,6 @@ async fn whole_machine_job(target: &Target, nodes: u32) -> anyhow::Result<(f64, 
         (Some(s), Some(a), Some(t)) => Ok((s, a, t)),
         _ => bail!("the whole-machine job ended without starting"),
     }
-}
-
-/// CPU seconds (user + system) process `pid` has used (Linux /proc).
-fn cpu_seconds(pid: u32) -> Option<f64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // Fields after the command name, which is in parentheses.
-    let rest = stat.rsplit_once(')')?.1;
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let utime: f64 = fields.get(11)?.parse().ok()?;
-    let stime: f64 = fields.get(12)?.parse().ok()?;
-    let ticks = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
-        .ok()
-        .flatten()
-        .filter(|t| *t > 0)? as f64;
-    Some((utime + stime) / ticks)
 }
 
 /// Serve the simulated nodes' exec address on a free loopback port.
