@@ -10,10 +10,12 @@ pub mod idset;
 pub mod job;
 pub mod jobid;
 pub mod jobspec;
+pub mod pmi;
 pub mod policy;
 pub mod resource;
 pub mod rset;
 pub mod sched;
+pub mod taskmap;
 
 pub use eventlog::Event;
 pub use hostlist::Hostlist;

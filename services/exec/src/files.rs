@@ -91,14 +91,20 @@ fn open_as(request: &OpenRequest, who: &RunAs) -> Result<Vec<Result<File, String
         UnixStream::pair().map_err(|e| format!("cannot make a channel to open files: {e}"))?;
     // The temporary Command, holding our copy of `theirs`, is dropped at
     // the end of the statement: the helper's exit is then our end of file.
-    let mut child = Command::new(exe)
+    // Spawned under the task spawn lock, so it inherits no task's descriptor.
+    let spawning = crate::task::SPAWNING
+        .lock()
+        .unwrap_or_else(|p| p.into_inner());
+    let child = Command::new(exe)
         .arg(run_as::OPEN_AS)
         .env_clear()
         .stdin(Stdio::from(OwnedFd::from(theirs)))
         .stdout(Stdio::null())
         .stderr(Stdio::inherit())
         .spawn()
-        .map_err(|e| format!("cannot start the file opener: {e}"))?;
+        .map_err(|e| format!("cannot start the file opener: {e}"));
+    drop(spawning);
+    let mut child = child?;
     let result = exchange(&ours, request, who);
     drop(ours);
     if let Err(e) = child.wait() {

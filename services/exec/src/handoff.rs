@@ -21,6 +21,9 @@ pub const MAX_FRAME: usize = 16 << 20;
 /// Most files one `open-as` request opens: stdin, stdout and stderr.
 pub const MAX_FILES: usize = 3;
 
+/// Most descriptors handed to one task: its stdin and what it inherits.
+pub const MAX_INHERITED: usize = 4;
+
 /// What `run-as` starts, read once it runs as the owner.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TaskLaunch {
@@ -32,6 +35,14 @@ pub struct TaskLaunch {
     pub cwd: Option<PathBuf>,
     /// Limits to set before the exec.
     pub rlimits: Vec<Rlimit>,
+    /// The task's stdin comes as the first descriptor sent after this
+    /// frame (otherwise it is /dev/null).
+    #[serde(default)]
+    pub stdin: bool,
+    /// Variables naming the descriptors sent after this frame (after stdin),
+    /// each set to its number in the task (`PMI_FD`).
+    #[serde(default)]
+    pub inherit: Vec<String>,
 }
 
 /// Why `run-as` could not become the task.

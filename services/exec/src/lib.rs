@@ -14,6 +14,7 @@ pub mod join;
 pub mod layout;
 pub mod lookup;
 pub mod output;
+pub mod pmi;
 pub mod rlimit;
 pub mod run_as;
 pub mod server;

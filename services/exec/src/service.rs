@@ -17,8 +17,8 @@ use fluxgate_proto::v1::session_request::Request as Session;
 use fluxgate_proto::v1::start_response::Response as R;
 use fluxgate_proto::v1::{
     ExecException, ExecExceptionRequest, ExecExceptionResponse, ExecKillRequest, ExecKillResponse,
-    ExecTasksRequest, ExecTasksResponse, ExpirationRequest, ExpirationResponse, Release,
-    SessionRequest, StartRequest,
+    ExecTasksRequest, ExecTasksResponse, ExpirationRequest, ExpirationResponse, PmiFenceRequest,
+    PmiFenceResponse, Release, SessionRequest, StartRequest,
 };
 use fluxgate_shared::{IdSet, JobId, Jobspec, ResourceSet};
 use tonic::{Request, Response, Status};
@@ -262,6 +262,16 @@ impl ExecService {
             .await
     }
 
+    /// The leader's answer to a PMI barrier.
+    async fn pmi_fence_job(&self, req: PmiFenceRequest) -> Result<(), ExecError> {
+        let keys = (!req.failed).then(|| {
+            req.keys
+                .map(|k| k.kvs.into_iter().collect())
+                .unwrap_or_default()
+        });
+        self.control(req.id, Control::PmiFence(keys)).await
+    }
+
     /// The processes of a job's tasks: this process's and, on the leader,
     /// its peers'.
     async fn tasks_job(&self, req: ExecTasksRequest) -> Result<Vec<TaskProc>, ExecError> {
@@ -484,6 +494,14 @@ impl Exec for ExecService {
     ) -> Result<Response<ExpirationResponse>, Status> {
         self.expiration_job(request.into_inner()).await?;
         Ok(Response::new(ExpirationResponse {}))
+    }
+
+    async fn pmi_fence(
+        &self,
+        request: Request<PmiFenceRequest>,
+    ) -> Result<Response<PmiFenceResponse>, Status> {
+        self.pmi_fence_job(request.into_inner()).await?;
+        Ok(Response::new(PmiFenceResponse {}))
     }
 
     async fn tasks(

@@ -8,8 +8,10 @@
 //! bound.
 
 use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::{Arc, Mutex};
 
 use nix::sched::{CpuSet, sched_getaffinity, sched_setaffinity};
 use nix::sys::signal::{Signal, killpg};
@@ -62,6 +64,11 @@ pub struct TaskSpec {
     pub rank: u32,
     /// Resource limits, set in the task's process as its owner.
     pub rlimits: Vec<Rlimit>,
+    /// What the task reads as its standard input; /dev/null when `None`.
+    pub stdin: Option<Arc<OwnedFd>>,
+    /// Descriptors the task inherits, each named by the variable given
+    /// (`PMI_FD`), which the launch sets to its number in the task.
+    pub inherit: Vec<(String, Arc<OwnedFd>)>,
 }
 
 /// Something that happened to a task.
@@ -210,26 +217,37 @@ fn spawn_direct(
         .map(|(_, v)| v.as_str());
     let resolved = crate::lookup::program(program, path, cwd.as_deref())
         .map_err(|e| spawn_error(program.to_string(), &e))?;
-    let command = |program: &Path, args: &[String]| {
+    let numbers = spec
+        .inherit
+        .iter()
+        .map(|(var, fd)| (var.clone(), fd.as_raw_fd().to_string()));
+    let env: Vec<(String, String)> = spec.env.iter().cloned().chain(numbers).collect();
+    let command = |program: &Path, args: &[String]| -> io::Result<Command> {
         let mut cmd = Command::new(program);
         cmd.args(args)
             .env_clear()
-            .envs(spec.env.iter().map(|(k, v)| (k, v)))
-            .stdin(Stdio::null());
+            .envs(env.iter().map(|(k, v)| (k, v)))
+            .stdin(match &spec.stdin {
+                Some(fd) => Stdio::from(fd.try_clone()?),
+                None => Stdio::null(),
+            });
         task_stdio(&mut cmd);
         if let Some(cwd) = &cwd {
             cmd.current_dir(cwd);
         }
-        cmd
+        Ok(cmd)
     };
     let cpus = cpu_set(&spec.cpus);
-    let child = match spawn_bound(&mut command(&resolved, args), cpus) {
+    let inherit: Vec<BorrowedFd<'_>> = spec.inherit.iter().map(|(_, fd)| fd.as_fd()).collect();
+    let spawned = command(&resolved, args).and_then(|mut c| spawn_bound(&mut c, cpus, &inherit));
+    let child = match spawned {
         // A file without #! is a shell script to execvp; posix_spawn does
         // not know that, so the shell is asked as execvp would.
         Err(e) if e.raw_os_error() == Some(nix::libc::ENOEXEC) => {
             let mut sh_args = vec![resolved.display().to_string()];
             sh_args.extend(args.iter().cloned());
-            spawn_bound(&mut command(Path::new("/bin/sh"), &sh_args), cpus)
+            command(Path::new("/bin/sh"), &sh_args)
+                .and_then(|mut c| spawn_bound(&mut c, cpus, &inherit))
         }
         other => other,
     }
@@ -268,7 +286,7 @@ async fn spawn_wrapped(spec: &TaskSpec, who: Option<&RunAs>) -> Result<Child, Sp
             .env_clear()
             .stdin(Stdio::from(std::os::fd::OwnedFd::from(theirs)));
         task_stdio(&mut cmd);
-        spawn_bound(&mut cmd, cpu_set(&spec.cpus))
+        spawn_bound(&mut cmd, cpu_set(&spec.cpus), &[])
             .map_err(|e| failed(format!("cannot start the user switch: {e}")))?
     };
     let launch = TaskLaunch {
@@ -276,8 +294,16 @@ async fn spawn_wrapped(spec: &TaskSpec, who: Option<&RunAs>) -> Result<Child, Sp
         env: spec.env.clone(),
         cwd: spec.cwd.clone(),
         rlimits: spec.rlimits.clone(),
+        stdin: spec.stdin.is_some(),
+        inherit: spec.inherit.iter().map(|(var, _)| var.clone()).collect(),
     };
-    let failure = match hand_over(ours, who, &launch).await {
+    let fds: Vec<Arc<OwnedFd>> = spec
+        .stdin
+        .iter()
+        .cloned()
+        .chain(spec.inherit.iter().map(|(_, fd)| fd.clone()))
+        .collect();
+    let failure = match hand_over(ours, who, &launch, &fds).await {
         Ok(None) => return Ok(child),
         Ok(Some(f)) => SpawnError {
             what: f.what,
@@ -304,6 +330,7 @@ async fn hand_over(
     ours: std::os::unix::net::UnixStream,
     who: Option<&RunAs>,
     launch: &TaskLaunch,
+    fds: &[Arc<OwnedFd>],
 ) -> io::Result<Option<StartFailure>> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     ours.set_nonblocking(true)?;
@@ -311,7 +338,10 @@ async fn hand_over(
     let mut frames = encode(&who)?;
     frames.extend(encode(launch)?);
     // A wrapper that failed early has closed its end: its reply says why.
-    let sent = channel.write_all(&frames).await;
+    let mut sent = channel.write_all(&frames).await;
+    if sent.is_ok() && !fds.is_empty() {
+        sent = send_fds(&channel, fds).await;
+    }
     let mut reply = Vec::new();
     (&mut channel)
         .take(MAX_FRAME as u64 + 4)
@@ -321,6 +351,35 @@ async fn hand_over(
         (Some(failure), _) => Ok(Some(failure)),
         (None, Err(e)) => Err(e),
         (None, Ok(())) => Ok(None),
+    }
+}
+
+/// The descriptors a task inherits, on one byte after the launch frame.
+async fn send_fds(channel: &tokio::net::UnixStream, fds: &[Arc<OwnedFd>]) -> io::Result<()> {
+    use rustix::net::{SendAncillaryBuffer, SendAncillaryMessage, SendFlags, sendmsg};
+    use std::mem::MaybeUninit;
+    let borrowed: Vec<BorrowedFd<'_>> = fds.iter().map(|fd| fd.as_fd()).collect();
+    let mut space =
+        [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(crate::handoff::MAX_INHERITED))];
+    loop {
+        channel.writable().await?;
+        let mut control = SendAncillaryBuffer::new(&mut space);
+        if !control.push(SendAncillaryMessage::ScmRights(&borrowed)) {
+            return Err(io::Error::other("too many descriptors for one task"));
+        }
+        match channel.try_io(tokio::io::Interest::WRITABLE, || {
+            sendmsg(
+                channel,
+                &[io::IoSlice::new(b"F")],
+                &mut control,
+                SendFlags::empty(),
+            )
+            .map_err(io::Error::from)
+        }) {
+            Ok(_) => return Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+            Err(e) => return Err(e),
+        }
     }
 }
 
@@ -456,7 +515,31 @@ fn cpu_set(cpus: &[usize]) -> Option<CpuSet> {
 /// exec would do the same, but any such hook makes the standard library
 /// fork, copying the page tables of the whole service for each task,
 /// instead of posix_spawn.)
-fn spawn_bound(cmd: &mut Command, cpus: Option<CpuSet>) -> io::Result<tokio::process::Child> {
+///
+/// `inherit` are made inheritable for this spawn alone: every spawn of the
+/// service goes through [`SPAWNING`], so no other process started meanwhile
+/// can inherit them.
+fn spawn_bound(
+    cmd: &mut Command,
+    cpus: Option<CpuSet>,
+    inherit: &[BorrowedFd<'_>],
+) -> io::Result<tokio::process::Child> {
+    let _spawning = SPAWNING.lock().unwrap_or_else(|p| p.into_inner());
+    for fd in inherit {
+        rustix::io::fcntl_setfd(fd, rustix::io::FdFlags::empty())?;
+    }
+    let child = spawn_on(cmd, cpus);
+    for fd in inherit {
+        rustix::io::fcntl_setfd(fd, rustix::io::FdFlags::CLOEXEC)?;
+    }
+    child
+}
+
+/// Held while a process is spawned: a descriptor made inheritable for one
+/// task is inherited by that task alone.
+pub(crate) static SPAWNING: Mutex<()> = Mutex::new(());
+
+fn spawn_on(cmd: &mut Command, cpus: Option<CpuSet>) -> io::Result<tokio::process::Child> {
     let Some(set) = cpus else {
         return cmd.spawn();
     };

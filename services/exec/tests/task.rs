@@ -15,7 +15,7 @@ fn spec(argv: &[&str]) -> TaskSpec {
         cwd: None,
         cpus: Vec::new(),
         rank: 3,
-        rlimits: Vec::new(),
+        ..TaskSpec::default()
     }
 }
 

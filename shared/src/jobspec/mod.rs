@@ -19,6 +19,7 @@ mod error;
 mod input;
 mod jj;
 mod resources;
+mod shell;
 mod tasks;
 
 use std::collections::BTreeMap;
@@ -33,6 +34,7 @@ pub use error::JobspecError;
 pub use input::{Limits, alias_budget, check_depth, json_to_value, text_to_value, yaml_to_value};
 pub use jj::{JjCounts, JjError, jj_counts};
 pub use resources::{Count, CountOperator, CountRange, ResourceType, Vertex};
+pub use shell::{Affinity, Pty, ShellOptionError, ShellOptions, WarnSignal};
 pub use tasks::{Task, TaskCount};
 
 use error::join;
@@ -288,6 +290,11 @@ impl Jobspec {
     /// Job shell options (`attributes.system.shell.options`).
     pub fn shell_options(&self) -> &Map<String, Value> {
         &self.system.shell_options
+    }
+
+    /// The job shell's options, typed (a bad value of a known option is an error).
+    pub fn shell(&self) -> Result<ShellOptions, ShellOptionError> {
+        ShellOptions::parse(&self.system.shell_options)
     }
 
     /// Test-execution run time, when the job asks for test execution.

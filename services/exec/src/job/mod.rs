@@ -53,6 +53,9 @@ pub enum Control {
     /// The exec service is stopping: report an `exec` exception with this
     /// note and tear the job down.
     Shutdown(String),
+    /// The leader's union of the job's PMI keys for the current barrier
+    /// (`None`: the exchange failed).
+    PmiFence(Option<fluxgate_shared::pmi::Dict>),
 }
 
 /// What is left of a job's response stream while no caller holds it.

@@ -13,8 +13,8 @@ use std::time::Duration;
 use fluxgate_proto::v1::exec_client::ExecClient;
 use fluxgate_proto::v1::start_response::Response;
 use fluxgate_proto::v1::{
-    ExecExceptionRequest, ExecKillRequest, ExecTaskProcess, ExecTasksRequest, StartRequest,
-    StartResponse,
+    ExecExceptionRequest, ExecKillRequest, ExecTaskProcess, ExecTasksRequest, PmiFenceRequest,
+    PmiKeys, StartRequest, StartResponse,
 };
 use fluxgate_shared::IdSet;
 use tokio::sync::mpsc;
@@ -179,6 +179,31 @@ impl Peer {
                 let call = client.exception(request);
                 if let Ok(Err(e)) = tokio::time::timeout(CONTROL_TIMEOUT, call).await {
                     tracing::warn!(%address, error = %e.message(), "cannot forward exception");
+                }
+            }
+            .in_current_span(),
+        );
+    }
+
+    /// Hand the peer the union of a PMI barrier's keys (`None`: the
+    /// exchange failed). Best effort: a peer that cannot be reached is lost
+    /// to the job anyway, and its stream says so.
+    pub fn pmi_fence(&self, id: u64, keys: Option<&fluxgate_shared::pmi::Dict>) {
+        let mut client = self.client.clone();
+        let address = self.address.clone();
+        let request = PmiFenceRequest {
+            id,
+            failed: keys.is_none(),
+            keys: keys.map(|k| PmiKeys {
+                kvs: k.iter().map(|(a, b)| (a.clone(), b.clone())).collect(),
+            }),
+        };
+        let request = self.credential.request(request);
+        tokio::spawn(
+            async move {
+                let call = client.pmi_fence(request);
+                if let Ok(Err(e)) = tokio::time::timeout(CONTROL_TIMEOUT, call).await {
+                    tracing::warn!(%address, error = %e.message(), "cannot hand a peer its PMI keys");
                 }
             }
             .in_current_span(),

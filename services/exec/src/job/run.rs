@@ -23,7 +23,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use fluxgate_proto::v1::start_response::Response;
-use fluxgate_proto::v1::{ExecException, Finish, Release, StartRequest, StartResponse};
+use fluxgate_proto::v1::{ExecException, Finish, PmiKeys, Release, StartRequest, StartResponse};
+use fluxgate_shared::jobspec::ShellOptions;
+use fluxgate_shared::pmi::{Dict, Gather};
+use fluxgate_shared::taskmap::Taskmap;
 use fluxgate_shared::{IdSet, JobId, Jobspec};
 use nix::sys::signal::Signal;
 use serde_json::{Value, json};
@@ -39,6 +42,7 @@ use crate::files;
 use crate::handoff::{Access, FileRequest};
 use crate::layout::{Layout, RankTasks};
 use crate::output::{self, Redirects};
+use crate::pmi::{ClientEvent, JobPmi, Step};
 use crate::rlimit;
 use crate::run_as::RunAs;
 use crate::status::WaitStatus;
@@ -116,6 +120,17 @@ struct Driver {
     procs: Arc<Procs>,
     /// This machine's name, looked up once, for ranks R names no host for.
     local_hostname: Option<String>,
+    /// The job shell's options.
+    shell: ShellOptions,
+    /// The job's PMI server here, unless the job turned it off.
+    pmi: Option<JobPmi>,
+    /// The leader's gather of each barrier's keys, over the processes
+    /// whose tasks take part.
+    gather: Option<Gather>,
+    /// Each gather member's index: this process (if it runs tasks) and
+    /// the peers that do, by peer index.
+    own_member: Option<usize>,
+    peer_member: Vec<Option<usize>>,
 }
 
 /// Run a job's part to the end, writing its responses.
@@ -149,6 +164,14 @@ pub async fn run(l: Launch, ch: JobChannels) {
         expiration: None,
         procs,
         local_hostname: None,
+        shell: l.jobspec.shell().unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "shell options ignored");
+            ShellOptions::default()
+        }),
+        pmi: None,
+        gather: None,
+        own_member: None,
+        peer_member: Vec::new(),
     };
     if d.leader {
         d.exec_event("init", None).await;
@@ -169,6 +192,7 @@ pub async fn run(l: Launch, ch: JobChannels) {
         }
     }
 
+    let mut pmi_rx = d.start_pmi(&l);
     let (task_tx, mut task_rx) = mpsc::channel(TASK_EVENT_CAPACITY);
     let failures = d.launch_local(&l, &task_tx).await;
     drop(task_tx);
@@ -216,10 +240,19 @@ pub async fn run(l: Launch, ch: JobChannels) {
                 Some(c) => d.on_control(c).await,
                 None => control_open = false,
             },
+            Some(ev) = recv_pmi(&mut pmi_rx) => d.on_pmi(ev).await,
             _ = sleep_until(kill_at), if kill_at.is_some() => d.kill_remaining(),
         }
     }
     d.finish().await;
+}
+
+/// The next event of the job's PMI connections; never, without PMI.
+async fn recv_pmi(rx: &mut Option<mpsc::Receiver<ClientEvent>>) -> Option<ClientEvent> {
+    match rx {
+        Some(rx) => rx.recv().await,
+        None => std::future::pending().await,
+    }
 }
 
 async fn sleep_until(at: Option<Instant>) {
@@ -418,6 +451,16 @@ impl Driver {
                     let ids: Vec<String> = rank.gpus.iter().map(u32::to_string).collect();
                     env.push(("CUDA_VISIBLE_DEVICES".into(), ids.join(",")));
                 }
+                let mut inherit = Vec::new();
+                if let Some(pmi) = &mut self.pmi {
+                    match pmi.connect(task_rank) {
+                        Ok(end) => {
+                            env.extend(end.env);
+                            inherit.push(("PMI_FD".to_string(), Arc::new(end.fd)));
+                        }
+                        Err(e) => tracing::warn!(task_rank, error = %e, "no PMI connection"),
+                    }
+                }
                 let spec = TaskSpec {
                     argv: l.jobspec.command().to_vec(),
                     env,
@@ -429,6 +472,8 @@ impl Driver {
                         .collect(),
                     rank: task_rank,
                     rlimits: rlimits.clone(),
+                    stdin: None,
+                    inherit,
                 };
                 match task::spawn_as(&spec, l.run_as.as_ref(), events.clone()).await {
                     Ok(t) => {
@@ -495,6 +540,13 @@ impl Driver {
                     metrics::counter!(telemetry::TASKS_FAILED).increment(1);
                 }
                 self.tasks.remove(&rank);
+                if let Some(Step::Abort(note)) = self
+                    .pmi
+                    .as_mut()
+                    .and_then(|p| p.task_exited(rank, status.0))
+                {
+                    self.abort(&note).await;
+                }
                 if let Some(&i) = self.task_rank.get(&rank) {
                     self.rank_statuses[i].push(status);
                     self.rank_left[i] = self.rank_left[i].saturating_sub(1);
@@ -544,6 +596,10 @@ impl Driver {
                     }
                 }
                 Some(Response::OutputEvent(l)) => self.peer_output(l).await,
+                Some(Response::Pmi(keys)) => {
+                    let member = self.peer_member.get(i).copied().flatten();
+                    self.gathered(member, keys.kvs.into_iter().collect()).await;
+                }
                 Some(Response::ExecEvent(l)) => self.send(Response::ExecEvent(l)).await,
                 Some(Response::Reattached(_)) | None => {}
             },
@@ -636,6 +692,11 @@ impl Driver {
                 self.exception("exec", &note).await;
                 self.tear_down(Signal::SIGTERM, "exec", &note);
             }
+            Control::PmiFence(keys) => {
+                if let Some(pmi) = &mut self.pmi {
+                    pmi.fence_done(keys.ok_or(()));
+                }
+            }
             Control::Expiration(t) => {
                 // The job manager raises the timeout exception itself; kept for
                 // the record and for a later `flux job info`-like view.
@@ -643,6 +704,101 @@ impl Driver {
                 tracing::debug!(expiration = ?self.expiration, "expiration updated");
             }
         }
+    }
+
+    /// Open the job's PMI server, unless the job turned it off; the
+    /// receiver of its connections' events.
+    fn start_pmi(&mut self, l: &Launch) -> Option<mpsc::Receiver<ClientEvent>> {
+        if !self.shell.pmi {
+            return None;
+        }
+        let counts: Vec<u64> = l.layout.ranks.iter().map(|r| u64::from(r.ntasks)).collect();
+        let local: u32 = self.local.iter().map(|r| r.ntasks).sum();
+        let (server, rx) = JobPmi::new(
+            self.id.to_string(),
+            l.layout.ntasks,
+            local,
+            &Taskmap::from_counts(&counts),
+        );
+        self.pmi = Some(server);
+        if self.leader {
+            // Only processes that run tasks have keys to give at a barrier.
+            let tasks_of = |ranks: &IdSet| -> u32 {
+                l.layout
+                    .ranks
+                    .iter()
+                    .filter(|r| ranks.contains(r.rank))
+                    .map(|r| r.ntasks)
+                    .sum()
+            };
+            let mut members = 0;
+            if local > 0 {
+                self.own_member = Some(members);
+                members += 1;
+            }
+            for p in &self.peers {
+                let member = (tasks_of(&p.ranks) > 0).then(|| {
+                    members += 1;
+                    members - 1
+                });
+                self.peer_member.push(member);
+            }
+            self.gather = Some(Gather::new(members));
+        }
+        Some(rx)
+    }
+
+    async fn on_pmi(&mut self, ev: ClientEvent) {
+        let Some(pmi) = &mut self.pmi else {
+            return;
+        };
+        match pmi.on_event(ev) {
+            None => {}
+            Some(Step::Abort(note)) => self.abort(&note).await,
+            Some(Step::Fence(keys)) => {
+                if self.leader {
+                    self.gathered(self.own_member, keys).await;
+                } else {
+                    let keys = PmiKeys {
+                        kvs: keys.into_iter().collect(),
+                    };
+                    self.send(Response::Pmi(keys)).await;
+                }
+            }
+        }
+    }
+
+    /// On the leader: a member's keys for the current barrier; once every
+    /// member's are in, the union goes to the peers and this process's
+    /// tasks are released.
+    async fn gathered(&mut self, member: Option<usize>, keys: Dict) {
+        let (Some(gather), Some(member)) = (&mut self.gather, member) else {
+            tracing::warn!("PMI keys from a process without tasks");
+            return;
+        };
+        let union = match gather.add(member, keys) {
+            Ok(None) => return,
+            Ok(Some(union)) => Some(union),
+            Err(e) => {
+                tracing::warn!(error = %e, "PMI barrier out of step");
+                None
+            }
+        };
+        for (p, m) in self.peers.iter().zip(&self.peer_member) {
+            if m.is_some() {
+                p.pmi_fence(self.id, union.as_ref());
+            }
+        }
+        if let Some(pmi) = &mut self.pmi {
+            pmi.fence_done(union.ok_or(()));
+        }
+    }
+
+    /// A PMI abort (or a task breaking the protocol): a fatal `exec`
+    /// exception, and the job torn down on every node.
+    async fn abort(&mut self, note: &str) {
+        self.exception("exec", note).await;
+        self.tear_down(Signal::SIGTERM, "exec", note);
     }
 
     fn live_peers(&self) -> Vec<Peer> {

@@ -1,12 +1,16 @@
 //! `fluxgate-exec run-as`: become the job's owner, then become its task.
 
 use std::convert::Infallible;
-use std::io::{self, Write};
+use std::io::{self, IoSliceMut, Write};
+use std::mem::MaybeUninit;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::net::UnixStream;
+
+use rustix::net::{RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, recvmsg};
 use std::os::unix::process::CommandExt;
 use std::process::Command;
 
-use crate::handoff::{StartFailure, TaskLaunch, encode, read_frame};
+use crate::handoff::{MAX_INHERITED, StartFailure, TaskLaunch, encode, read_frame};
 use crate::task::{reason, shell_code};
 
 /// The `run-as` mode. Returns only when the task could not be started,
@@ -46,6 +50,9 @@ fn launch(channel: &mut UnixStream) -> Result<Infallible, StartFailure> {
     // From here on this process is the owner: what follows is theirs.
     let task: TaskLaunch =
         read_frame(channel).map_err(|e| internal(format!("cannot read the task to start: {e}")))?;
+    // Held to the exec: dropping one would close the task's descriptor.
+    let (_inherited, numbers) = take_descriptors(channel, &task)
+        .map_err(|e| internal(format!("cannot receive the task's descriptors: {e}")))?;
     for warning in crate::rlimit::apply(&task.rlimits) {
         eprintln!("{warning}");
     }
@@ -85,7 +92,55 @@ fn launch(channel: &mut UnixStream) -> Result<Infallible, StartFailure> {
     let error = Command::new(&resolved)
         .args(args)
         .env_clear()
-        .envs(task.env.iter().map(|(k, v)| (k, v)))
+        .envs(task.env.iter().chain(&numbers).map(|(k, v)| (k, v)))
         .exec();
     Err(failed(error))
+}
+
+/// The descriptors the service sent after the launch frame: stdin, moved
+/// onto descriptor 0, then those the task inherits (received without
+/// close-on-exec), with the variables that give their numbers.
+fn take_descriptors(
+    channel: &UnixStream,
+    task: &TaskLaunch,
+) -> io::Result<(Vec<OwnedFd>, Vec<(String, String)>)> {
+    let wanted = usize::from(task.stdin) + task.inherit.len();
+    if wanted == 0 {
+        return Ok((Vec::new(), Vec::new()));
+    }
+    let mut byte = [0u8; 1];
+    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(MAX_INHERITED))];
+    let mut control = RecvAncillaryBuffer::new(&mut space);
+    recvmsg(
+        channel,
+        &mut [IoSliceMut::new(&mut byte)],
+        &mut control,
+        RecvFlags::empty(),
+    )?;
+    let mut fds: Vec<OwnedFd> = Vec::new();
+    for message in control.drain() {
+        if let RecvAncillaryMessage::ScmRights(received) = message {
+            fds.extend(received);
+        }
+    }
+    if fds.len() != wanted {
+        return Err(io::Error::other(format!(
+            "expected {wanted} descriptors, got {}",
+            fds.len()
+        )));
+    }
+    let mut fds = fds.into_iter();
+    if task.stdin
+        && let Some(stdin) = fds.next()
+    {
+        rustix::stdio::dup2_stdin(&stdin)?;
+    }
+    let kept: Vec<OwnedFd> = fds.collect();
+    let numbers = task
+        .inherit
+        .iter()
+        .zip(&kept)
+        .map(|(var, fd)| (var.clone(), fd.as_raw_fd().to_string()))
+        .collect();
+    Ok((kept, numbers))
 }

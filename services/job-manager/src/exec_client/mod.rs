@@ -298,5 +298,7 @@ fn to_msg(resp: pb::StartResponse) -> Option<(ExecMsg, bool)> {
         ),
         Response::ExecEvent(line) => (ExecMsg::ExecLine { id, line }, false),
         Response::OutputEvent(line) => (ExecMsg::OutputLine { id, line }, false),
+        // A leader consumes its peers' PMI keys; nothing for the job manager.
+        Response::Pmi(_) => return None,
     })
 }
