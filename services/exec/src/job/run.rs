@@ -540,10 +540,7 @@ impl Driver {
                     metrics::counter!(telemetry::TASKS_FAILED).increment(1);
                 }
                 self.tasks.remove(&rank);
-                if let Some(Step::Abort(note)) = self
-                    .pmi
-                    .as_mut()
-                    .and_then(|p| p.task_exited(rank, status.0))
+                if let Some(Step::Abort(note)) = self.pmi.as_mut().and_then(|p| p.task_exited(rank))
                 {
                     self.abort(&note).await;
                 }
@@ -816,6 +813,10 @@ impl Driver {
             return;
         }
         self.torn_down = true;
+        if let Some(pmi) = &mut self.pmi {
+            // Tasks being killed break off their conversations: no news.
+            pmi.ending();
+        }
         self.signal_local(signal);
         if !self.tasks.is_empty() {
             self.kill_at = Some(Instant::now() + self.kill_timeout);

@@ -139,16 +139,23 @@ impl JobPmi {
         let _ = self.carry(out);
     }
 
+    /// The job is being torn down: what its tasks do from now on is no
+    /// longer a reason to end it.
+    pub fn ending(&mut self) {
+        self.aborting = true;
+    }
+
     /// Task `rank` has exited: a task that started PMI and left without
-    /// finalizing while the job waits in a barrier would leave the others
-    /// waiting forever, so the job ends (as an abort does).
-    pub fn task_exited(&mut self, rank: u32, status: i32) -> Option<Step> {
+    /// finalizing while this node waits in a PMI barrier would leave the
+    /// others waiting forever, so the job ends (as an abort does). Any
+    /// other exit is the exit timeout's business, as in flux-core.
+    pub fn task_exited(&mut self, rank: u32) -> Option<Step> {
         self.clients.remove(&rank);
         let c = self.server.client(rank);
         if self.aborting || !c.initialized || c.finalized {
             return None;
         }
-        if self.server.in_barrier() || status != 0 {
+        if self.server.in_barrier() {
             self.aborting = true;
             return Some(Step::Abort(format!(
                 "PMI_Abort: task {rank} exited before PMI_Finalize while others waited"

@@ -410,6 +410,13 @@ mod tests {
         ) -> Result<Response<pb::ExecTasksResponse>, Status> {
             Err(Status::unimplemented("sessions only"))
         }
+
+        async fn pmi_fence(
+            &self,
+            _: tonic::Request<pb::PmiFenceRequest>,
+        ) -> Result<Response<pb::PmiFenceResponse>, Status> {
+            Err(Status::unimplemented("sessions only"))
+        }
     }
 
     /// Where the session's answers go: only the lost jobs matter here.

@@ -434,4 +434,11 @@ impl Exec for SimExec {
         // Its jobs end as they start: none is ever running to be asked about.
         Err(Status::not_found("the simulated nodes run no processes"))
     }
+
+    async fn pmi_fence(
+        &self,
+        _request: Request<pb::PmiFenceRequest>,
+    ) -> Result<Response<pb::PmiFenceResponse>, Status> {
+        Err(Status::not_found("the simulated nodes run no processes"))
+    }
 }
