@@ -18,6 +18,14 @@ pub enum ExecError {
     /// A Kill, Exception, Expiration or Tasks for a job this process does not run.
     #[error("job {0} is not running on this exec service")]
     NotRunning(JobId),
+    /// Input for a job whose jobspec asks for no input service.
+    #[error(
+        "job {0} takes no input: it was submitted without an input service (use run, or --input)"
+    )]
+    NoInput(JobId),
+    /// An input stream that named no job.
+    #[error("an input stream must start with a message naming its job")]
+    EmptyInput,
     /// A Tasks request for a job whose tasks are still being launched.
     #[error("job {0} is still launching its tasks; ask again once it has started")]
     Starting(JobId),
@@ -57,7 +65,10 @@ impl From<ExecError> for tonic::Status {
         match e {
             ExecError::AlreadyRunning(_) => tonic::Status::already_exists(msg),
             ExecError::NotRunning(_) => tonic::Status::not_found(msg),
-            ExecError::Starting(_) => tonic::Status::failed_precondition(msg),
+            ExecError::Starting(_) | ExecError::NoInput(_) => {
+                tonic::Status::failed_precondition(msg)
+            }
+            ExecError::EmptyInput => tonic::Status::invalid_argument(msg),
             ExecError::PeerTasks { .. } => tonic::Status::unavailable(msg),
             ExecError::BadSignal(_) | ExecError::InvalidArgument(_) => {
                 tonic::Status::invalid_argument(msg)

@@ -16,11 +16,14 @@ use fluxgate_proto::v1::exec_server::Exec;
 use fluxgate_proto::v1::session_request::Request as Session;
 use fluxgate_proto::v1::start_response::Response as R;
 use fluxgate_proto::v1::{
-    ExecException, ExecExceptionRequest, ExecExceptionResponse, ExecKillRequest, ExecKillResponse,
-    ExecTasksRequest, ExecTasksResponse, ExpirationRequest, ExpirationResponse, PmiFenceRequest,
-    PmiFenceResponse, Release, SessionRequest, StartRequest,
+    ExecException, ExecExceptionRequest, ExecExceptionResponse, ExecInputRequest,
+    ExecInputResponse, ExecKillRequest, ExecKillResponse, ExecTasksRequest, ExecTasksResponse,
+    ExpirationRequest, ExpirationResponse, PmiFenceRequest, PmiFenceResponse, Release,
+    SessionRequest, StartRequest,
 };
 use fluxgate_shared::{IdSet, JobId, Jobspec, ResourceSet};
+
+use crate::job::stdin::Chunk;
 use tonic::{Request, Response, Status};
 use tracing::Instrument;
 
@@ -262,6 +265,49 @@ impl ExecService {
             .await
     }
 
+    /// Copy an input stream to the job's local tasks and, on the leader,
+    /// to every peer, chunk by chunk in order.
+    async fn input_job(
+        &self,
+        mut stream: tonic::Streaming<ExecInputRequest>,
+    ) -> Result<(), Status> {
+        let first = stream.message().await?.ok_or(ExecError::EmptyInput)?;
+        let id = JobId::from(first.id);
+        let job = self.jobs.get(first.id).ok_or(ExecError::NotRunning(id))?;
+        let (local, peers) = job.procs().input_targets();
+        if local.is_none() && peers.is_empty() {
+            return Err(ExecError::NoInput(id).into());
+        }
+        let forwards: Vec<_> = peers.iter().map(|p| p.input_stream()).collect();
+        let mut first_chunk = true;
+        let mut next = Some(first);
+        while let Some(m) = next {
+            let ranks = if m.ranks.is_empty() {
+                None
+            } else {
+                Some(m.ranks.parse::<IdSet>().map_err(|e| {
+                    ExecError::InvalidArgument(format!("input ranks {:?}: {e}", m.ranks))
+                })?)
+            };
+            for f in &forwards {
+                // A peer that is gone has no tasks to feed.
+                let _ = f.send(m.clone()).await;
+            }
+            if let Some(tx) = &local {
+                let chunk = Chunk {
+                    ranks,
+                    data: m.data,
+                    eof: m.eof,
+                    others_eof: first_chunk,
+                };
+                let _ = tx.send(chunk).await;
+            }
+            first_chunk = false;
+            next = stream.message().await?;
+        }
+        Ok(())
+    }
+
     /// The leader's answer to a PMI barrier.
     async fn pmi_fence_job(&self, req: PmiFenceRequest) -> Result<(), ExecError> {
         let keys = (!req.failed).then(|| {
@@ -494,6 +540,14 @@ impl Exec for ExecService {
     ) -> Result<Response<ExpirationResponse>, Status> {
         self.expiration_job(request.into_inner()).await?;
         Ok(Response::new(ExpirationResponse {}))
+    }
+
+    async fn input(
+        &self,
+        request: Request<tonic::Streaming<ExecInputRequest>>,
+    ) -> Result<Response<ExecInputResponse>, Status> {
+        self.input_job(request.into_inner()).await?;
+        Ok(Response::new(ExecInputResponse {}))
     }
 
     async fn pmi_fence(

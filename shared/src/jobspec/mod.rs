@@ -34,7 +34,7 @@ pub use error::JobspecError;
 pub use input::{Limits, alias_budget, check_depth, json_to_value, text_to_value, yaml_to_value};
 pub use jj::{JjCounts, JjError, jj_counts};
 pub use resources::{Count, CountOperator, CountRange, ResourceType, Vertex};
-pub use shell::{Affinity, Pty, ShellOptionError, ShellOptions, WarnSignal};
+pub use shell::{Affinity, Input, Pty, ShellOptionError, ShellOptions, WarnSignal};
 pub use tasks::{Task, TaskCount};
 
 use error::join;

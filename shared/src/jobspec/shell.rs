@@ -88,6 +88,19 @@ pub struct Pty {
     pub interactive: bool,
 }
 
+/// Where the tasks' standard input comes from (`input.stdin`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Input {
+    /// /dev/null: a job submitted without input (flux would wait for
+    /// `attach`; Fluxgate gives such a job no input at all).
+    #[default]
+    Null,
+    /// Forwarded by `run` or `job attach` (`input.stdin.type=service`).
+    Service,
+    /// Read from this file as the job's owner (`--input=FILE`).
+    File(String),
+}
+
 /// A signal sent some time before the job's expiration (`--signal`).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct WarnSignal {
@@ -116,6 +129,8 @@ pub struct ShellOptions {
     pub pty: Option<Pty>,
     /// Output written through without line buffering.
     pub unbuffered: bool,
+    /// The tasks' standard input.
+    pub input: Input,
     /// Option names this shell does not know, for the job's warning.
     pub unknown: Vec<String>,
 }
@@ -131,6 +146,7 @@ impl Default for ShellOptions {
             signal: None,
             pty: None,
             unbuffered: false,
+            input: Input::Null,
             unknown: Vec::new(),
         }
     }
@@ -169,6 +185,9 @@ impl ShellOptions {
         }
         if let Some(v) = options.get("pty") {
             s.pty = pty(v)?;
+        }
+        if let Some(v) = options.get("input").and_then(|i| i.get("stdin")) {
+            s.input = input(v)?;
         }
         s.unbuffered = ["stdout", "stderr"].iter().any(|stream| {
             options
@@ -264,6 +283,21 @@ fn map_list(option: &str, list: &str) -> Result<Affinity, ShellOptionError> {
         return Err(bad(option, "map: needs at least one set"));
     }
     Ok(Affinity::Map(sets))
+}
+
+fn input(v: &Value) -> Result<Input, ShellOptionError> {
+    match v.get("type").and_then(Value::as_str) {
+        Some("service") => Ok(Input::Service),
+        Some("file") => match v.get("path").and_then(Value::as_str) {
+            Some(p) if !p.is_empty() => Ok(Input::File(p.to_string())),
+            _ => Err(bad("input.stdin.path", "a file input needs a path")),
+        },
+        Some(other) => Err(bad(
+            "input.stdin.type",
+            format!("invalid type {other:?}: expected service or file"),
+        )),
+        None => Err(bad("input.stdin.type", "expected service or file")),
+    }
 }
 
 fn exit_timeout(v: &Value) -> Result<Option<f64>, ShellOptionError> {

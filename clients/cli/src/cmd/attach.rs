@@ -17,6 +17,8 @@ use anyhow::Context;
 use fluxgate_proto::v1 as pb;
 use fluxgate_shared::{Event, JobId};
 
+use super::interrupt::{Action, CANCEL_NOTE, Interrupts, Key, Keys, suspend};
+use super::stdin::{Ranks, forward};
 use crate::client::{self, Instance};
 use crate::follow::LogWatch;
 use crate::output::printable;
@@ -165,8 +167,53 @@ pub(crate) fn show_output(ev: &Event) {
     }
 }
 
-/// Stream the job's output and exit as flux run does.
-pub async fn attach(inst: &mut Instance, id: JobId) -> anyhow::Result<ExitCode> {
+/// The next key of the terminal; never, when signals are not caught.
+async fn next_key(interrupts: &mut Option<Interrupts>) -> Option<Key> {
+    match interrupts {
+        Some(i) => Some(i.next().await),
+        None => std::future::pending().await,
+    }
+}
+
+/// Act on a Ctrl-C or Ctrl-Z; the action taken.
+async fn on_key(inst: &mut Instance, id: JobId, keys: &mut Keys, key: Key) -> Action {
+    let (action, message) = keys.press(key, std::time::Instant::now());
+    if let Some(m) = message {
+        eprintln!("fluxgate-job: {m}");
+    }
+    match action {
+        Action::Cancel => {
+            let request = pb::CancelRequest {
+                id: id.as_u64(),
+                note: CANCEL_NOTE.to_string(),
+            };
+            if let Err(e) = inst.jobs.cancel(request).await {
+                eprintln!("fluxgate-job: cancel: {}", printable(e.message()));
+            }
+        }
+        Action::Suspend => suspend(),
+        Action::Warned | Action::Detach => {}
+    }
+    action
+}
+
+/// Where this process's stdin goes while it follows a job.
+#[derive(Debug, Clone)]
+pub struct StdinTo {
+    /// The task ranks.
+    pub ranks: Ranks,
+    /// Say nothing when the job takes no input.
+    pub quiet: bool,
+}
+
+/// Stream the job's output and exit as flux run does; once the job has
+/// started, this process's stdin goes to its tasks as `stdin` says.
+pub async fn attach(
+    inst: &mut Instance,
+    id: JobId,
+    stdin: Option<StdinTo>,
+) -> anyhow::Result<ExitCode> {
+    let mut stdin = stdin;
     // Both watches open at once: the output's is not a round trip later.
     let mut out_inst = inst.clone();
     let (main, out) = tokio::join!(
@@ -184,9 +231,28 @@ pub async fn attach(inst: &mut Instance, id: JobId) -> anyhow::Result<ExitCode> 
         }
     });
     let mut t = Tracker::default();
-    while let Some(line) = next(&mut main).await.map_err(client::status_error)? {
+    let mut keys = Keys::default();
+    // Without the signals (no handler could be set) Ctrl-C simply ends us.
+    let mut interrupts = Interrupts::catch().ok();
+    loop {
+        let line = tokio::select! {
+            l = next(&mut main) => l.map_err(client::status_error)?,
+            Some(key) = next_key(&mut interrupts) => {
+                if on_key(inst, id, &mut keys, key).await == Action::Detach {
+                    output.abort();
+                    return Ok(ExitCode::SUCCESS);
+                }
+                continue;
+            }
+        };
+        let Some(line) = line else { break };
         let ev =
             client::parse_event(&line.line).context("bad eventlog line from the job manager")?;
+        if ev.name == "start"
+            && let Some(to) = stdin.take()
+        {
+            forward(inst, id, to.ranks, to.quiet);
+        }
         if let Some(msg) = t.apply(&ev) {
             eprintln!("{msg}");
         }

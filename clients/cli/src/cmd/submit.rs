@@ -21,6 +21,7 @@ use serde_json::{Value, json};
 use crate::client::{self, Instance};
 use crate::cmd::attach;
 use crate::cmd::copies::{CopyOpts, progress_bar};
+use crate::cmd::stdin::Ranks;
 
 /// The options `submit` and `run` share, as flux's names them.
 #[derive(Debug, Clone, clap::Args)]
@@ -680,17 +681,62 @@ fn dry_run(args: &SubmitArgs, copies: Option<&(IdSet, bool)>) -> anyhow::Result<
 }
 
 /// Run `fluxgate run`: submit, then stream output and exit as the job did.
-pub fn run_run(args: RunArgs) -> anyhow::Result<ExitCode> {
-    let req = args.opts.request(&args.command, None)?;
+///
+/// As flux's: `--input=RANKS` (an idset, or `all`) sends this process's
+/// stdin to those tasks only, `--input=FILE` has the job read FILE, and
+/// otherwise stdin goes to every task; the jobspec then asks for the input
+/// service (`input.stdin.type=service`), which a job from `submit` lacks.
+pub fn run_run(mut args: RunArgs) -> anyhow::Result<ExitCode> {
+    let ranks = match args.opts.input.as_deref() {
+        Some("all") => Some(String::new()),
+        Some(v) if v.parse::<IdSet>().is_ok() => Some(v.to_string()),
+        Some(_) => None,
+        None => Some(String::new()),
+    };
+    if ranks.is_some() {
+        args.opts.input = None;
+    }
+    let mut req = args.opts.request(&args.command, None)?;
+    if ranks.is_some() {
+        req.jobspec = with_input_service(&req.jobspec)?;
+    }
     if args.dry_run {
         println!("{}", req.jobspec);
         return Ok(ExitCode::SUCCESS);
     }
+    let stdin = ranks.map(|r| attach::StdinTo {
+        ranks: Ranks(r),
+        quiet: false,
+    });
     client::block_on(async {
         let mut inst = client::connect().await?;
         let id = submit_one(&mut inst, req).await?;
-        attach::attach(&mut inst, id).await
+        attach::attach(&mut inst, id, stdin).await
     })?
+}
+
+/// The jobspec with the input service asked for.
+fn with_input_service(jobspec: &str) -> anyhow::Result<String> {
+    let mut v: serde_json::Value = serde_json::from_str(jobspec)?;
+    let options = v
+        .pointer_mut("/attributes/system")
+        .and_then(serde_json::Value::as_object_mut)
+        .context("the jobspec has no attributes.system")?
+        .entry("shell")
+        .or_insert_with(|| serde_json::json!({}))
+        .as_object_mut()
+        .context("attributes.system.shell is not an object")?
+        .entry("options")
+        .or_insert_with(|| serde_json::json!({}))
+        .as_object_mut()
+        .context("attributes.system.shell.options is not an object")?;
+    let input = options
+        .entry("input")
+        .or_insert_with(|| serde_json::json!({}))
+        .as_object_mut()
+        .context("shell option input is not an object")?;
+    input.insert("stdin".into(), serde_json::json!({"type": "service"}));
+    Ok(serde_json::to_string(&v)?)
 }
 
 #[cfg(test)]

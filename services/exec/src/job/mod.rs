@@ -17,6 +17,7 @@ pub mod ended;
 pub mod peer;
 pub mod procs;
 pub mod run;
+pub mod stdin;
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};

@@ -13,8 +13,8 @@ use std::time::Duration;
 use fluxgate_proto::v1::exec_client::ExecClient;
 use fluxgate_proto::v1::start_response::Response;
 use fluxgate_proto::v1::{
-    ExecExceptionRequest, ExecKillRequest, ExecTaskProcess, ExecTasksRequest, PmiFenceRequest,
-    PmiKeys, StartRequest, StartResponse,
+    ExecExceptionRequest, ExecInputRequest, ExecKillRequest, ExecTaskProcess, ExecTasksRequest,
+    PmiFenceRequest, PmiKeys, StartRequest, StartResponse,
 };
 use fluxgate_shared::IdSet;
 use tokio::sync::mpsc;
@@ -25,6 +25,8 @@ use tracing::Instrument;
 
 /// How long to wait for a peer's connection.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// Input chunks queued toward one peer.
+const INPUT_CAPACITY: usize = 16;
 /// How long a forwarded Kill or Exception, or a peer's list of tasks, may take.
 const CONTROL_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -183,6 +185,26 @@ impl Peer {
             }
             .in_current_span(),
         );
+    }
+
+    /// A stream of input chunks to the peer's tasks, in order; ends when
+    /// the sender is dropped.
+    pub fn input_stream(&self) -> mpsc::Sender<ExecInputRequest> {
+        let (tx, rx) = mpsc::channel(INPUT_CAPACITY);
+        let mut client = self.client.clone();
+        let address = self.address.clone();
+        let request = self
+            .credential
+            .request(tokio_stream::wrappers::ReceiverStream::new(rx));
+        tokio::spawn(
+            async move {
+                if let Err(e) = client.input(request).await {
+                    tracing::warn!(%address, error = %e.message(), "cannot pass input on to a peer");
+                }
+            }
+            .in_current_span(),
+        );
+        tx
     }
 
     /// Hand the peer the union of a PMI barrier's keys (`None`: the

@@ -11,9 +11,11 @@ use std::sync::Mutex;
 
 use fluxgate_proto::v1::ExecTaskProcess;
 use fluxgate_shared::JobId;
+use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
 use super::peer::Peer;
+use super::stdin::Chunk;
 use crate::error::ExecError;
 
 /// One task's process.
@@ -64,6 +66,8 @@ struct Inner {
     started: bool,
     local: Vec<TaskProc>,
     peers: Vec<Peer>,
+    /// Where input for the local tasks goes, when the job takes input.
+    stdin: Option<mpsc::Sender<Chunk>>,
 }
 
 /// What [`Procs::snapshot`] gives once the job has started.
@@ -86,7 +90,19 @@ impl Procs {
         self.lock().local.push(task);
     }
 
-    /// Record the peers that run the job's other ranks.
+    /// Record where the local tasks' input goes.
+    pub fn set_stdin(&self, stdin: mpsc::Sender<Chunk>) {
+        self.lock().stdin = Some(stdin);
+    }
+
+    /// Where the local tasks' input goes (none when the job takes no
+    /// input), and the peers running the other tasks.
+    pub fn input_targets(&self) -> (Option<mpsc::Sender<Chunk>>, Vec<Peer>) {
+        let inner = self.lock();
+        (inner.stdin.clone(), inner.peers.clone())
+    }
+
+    /// Record the peers running the other ranks (leader only).
     pub fn set_peers(&self, peers: Vec<Peer>) {
         self.lock().peers = peers;
     }

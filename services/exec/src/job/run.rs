@@ -18,13 +18,14 @@
 //! a failed launch) tears the job down: SIGALRM for type `timeout`, SIGTERM
 //! otherwise, SIGKILL to whatever is left after the kill timeout.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
+use std::os::fd::OwnedFd;
 use std::sync::Arc;
 use std::time::Duration;
 
 use fluxgate_proto::v1::start_response::Response;
 use fluxgate_proto::v1::{ExecException, Finish, PmiKeys, Release, StartRequest, StartResponse};
-use fluxgate_shared::jobspec::ShellOptions;
+use fluxgate_shared::jobspec::{Input, ShellOptions};
 use fluxgate_shared::pmi::{Dict, Gather};
 use fluxgate_shared::taskmap::Taskmap;
 use fluxgate_shared::{IdSet, JobId, Jobspec};
@@ -36,6 +37,7 @@ use tokio::time::Instant;
 
 use super::peer::{Peer, PeerEvent};
 use super::procs::{Procs, TaskProc};
+use super::stdin;
 use super::{Control, JobChannels, response};
 use crate::event::{context, line};
 use crate::files;
@@ -422,6 +424,17 @@ impl Driver {
         events: &mpsc::Sender<TaskEvent>,
     ) -> Vec<(u32, String)> {
         let mut failures = Vec::new();
+        let mut stdin = match self.open_stdin(l).await {
+            Ok(readers) => readers,
+            Err(note) => {
+                let shell_rank = self.local.first().map_or(0, |r| r.shell_rank);
+                // No task starts without the input it was promised.
+                for left in &mut self.rank_left {
+                    *left = 0;
+                }
+                return vec![(shell_rank, note)];
+            }
+        };
         let base_env = l.jobspec.environment();
         let rlimits = rlimit::from_jobspec(&l.jobspec);
         let cwd = l.jobspec.cwd().map(std::path::PathBuf::from);
@@ -472,7 +485,7 @@ impl Driver {
                         .collect(),
                     rank: task_rank,
                     rlimits: rlimits.clone(),
-                    stdin: None,
+                    stdin: stdin.remove(&task_rank),
                     inherit,
                 };
                 match task::spawn_as(&spec, l.run_as.as_ref(), events.clone()).await {
@@ -701,6 +714,46 @@ impl Driver {
                 tracing::debug!(expiration = ?self.expiration, "expiration updated");
             }
         }
+    }
+
+    /// The local tasks' stdin pipes when the job takes input, fed from
+    /// `Exec.Input` or from its input file (read as its owner, every task
+    /// getting all of it); the exception note when the file cannot be read.
+    async fn open_stdin(&mut self, l: &Launch) -> Result<BTreeMap<u32, Arc<OwnedFd>>, String> {
+        let ranks = self.local.iter().flat_map(|r| r.task_ranks());
+        let file = match &self.shell.input {
+            Input::Null => return Ok(BTreeMap::new()),
+            Input::Service => None,
+            Input::File(path) => Some(path.clone()),
+        };
+        let file = match file {
+            None => None,
+            Some(path) => {
+                let request = vec![FileRequest {
+                    path: path.clone().into(),
+                    access: Access::Read,
+                }];
+                let cwd = l.jobspec.cwd().map(std::path::PathBuf::from);
+                let note = |e: String| format!("cannot open {path} for stdin: {e}");
+                let mut opened = files::open(request, cwd, l.run_as.clone())
+                    .await
+                    .map_err(note)?;
+                Some(
+                    opened
+                        .pop()
+                        .ok_or_else(|| note("no answer".into()))?
+                        .map_err(note)?,
+                )
+            }
+        };
+        let pipes = stdin::open(ranks).map_err(|e| format!("cannot make stdin pipes: {e}"))?;
+        match file {
+            Some(f) => {
+                tokio::spawn(stdin::feed_file(tokio::fs::File::from_std(f), pipes.sender));
+            }
+            None => self.procs.set_stdin(pipes.sender),
+        }
+        Ok(pipes.readers)
     }
 
     /// Open the job's PMI server, unless the job turned it off; the

@@ -4,6 +4,7 @@
 //! through an [`ExecSink`]. [`GrpcExec`] is the core's [`ExecLink`] in service.
 //! The gRPC edge asks a job's leader for its tasks' processes ([`tasks`]).
 
+pub mod input;
 mod session;
 pub mod tasks;
 

@@ -417,6 +417,13 @@ mod tests {
         ) -> Result<Response<pb::PmiFenceResponse>, Status> {
             Err(Status::unimplemented("sessions only"))
         }
+
+        async fn input(
+            &self,
+            _: tonic::Request<tonic::Streaming<pb::ExecInputRequest>>,
+        ) -> Result<Response<pb::ExecInputResponse>, Status> {
+            Err(Status::unimplemented("sessions only"))
+        }
     }
 
     /// Where the session's answers go: only the lost jobs matter here.

@@ -582,6 +582,28 @@ impl<S: Store> JobManager for JobManagerService<S> {
         .await
     }
 
+    async fn input(
+        &self,
+        request: Request<tonic::Streaming<pb::InputRequest>>,
+    ) -> Result<Response<pb::InputResponse>, Status> {
+        let caller = caller(&request)?;
+        let mut stream = request.into_inner();
+        let first = stream
+            .message()
+            .await?
+            .ok_or_else(|| Error::Invalid("an input stream must name its job first".into()))?;
+        let id = JobId::from(first.id);
+        let span = tracing::error_span!("job", job = %id);
+        async {
+            // Writing to a job's tasks is controlling them, as signalling is.
+            self.authorize(&caller, Action::Kill, id.into()).await?;
+            super::tasks::input(&self.inbox, &self.exec, id, first, stream).await?;
+            Ok(Response::new(pb::InputResponse {}))
+        }
+        .instrument(span)
+        .await
+    }
+
     type JournalStream = super::job_journal::EntryStream;
 
     async fn journal(

@@ -1,7 +1,8 @@
-//! `JobManager.Tasks`: the processes of a running job's tasks, as its exec
-//! services report them (`flux job hostpids`). The core says which exec
-//! service leads the job, or why the job has no processes to list; the
-//! leader answers for every node of the job.
+//! `JobManager.Tasks` and `JobManager.Input`: the processes of a running
+//! job's tasks, as its exec services report them (`flux job hostpids`),
+//! and the standard input `run` forwards to them. The core says which exec
+//! service leads the job, or why the job has no tasks running; the leader
+//! answers (and passes input on) for every node of the job.
 
 use fluxgate_proto::v1 as pb;
 use fluxgate_shared::JobId;
@@ -26,6 +27,19 @@ pub async fn list(
     Ok(pb::TasksResponse {
         tasks: tasks.into_iter().map(wire).collect(),
     })
+}
+
+/// Pass the caller's input stream to job `id`'s leader exec service; the
+/// caller has been allowed to control the job.
+pub async fn input(
+    inbox: &mpsc::Sender<Msg>,
+    exec: &ExecAccess,
+    id: JobId,
+    first: pb::InputRequest,
+    rest: tonic::Streaming<pb::InputRequest>,
+) -> Result<(), Error> {
+    let leader = ask(inbox, |reply| Msg::TasksLeader { id, reply }).await??;
+    crate::exec_client::input::forward(exec, &leader, id, first, rest).await
 }
 
 /// The wire form of one task's process.

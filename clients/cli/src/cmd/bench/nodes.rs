@@ -441,4 +441,11 @@ impl Exec for SimExec {
     ) -> Result<Response<pb::PmiFenceResponse>, Status> {
         Err(Status::not_found("the simulated nodes run no processes"))
     }
+
+    async fn input(
+        &self,
+        _request: Request<tonic::Streaming<pb::ExecInputRequest>>,
+    ) -> Result<Response<pb::ExecInputResponse>, Status> {
+        Err(Status::not_found("the simulated nodes run no processes"))
+    }
 }

@@ -25,7 +25,12 @@ pub fn run_attach(args: AttachArgs) -> anyhow::Result<ExitCode> {
     let id = client::parse_jobid(&args.id)?;
     client::block_on(async {
         let mut inst = client::connect().await?;
-        attach::attach(&mut inst, id).await
+        // As flux's attach: stdin goes to the job, if it takes any.
+        let stdin = attach::StdinTo {
+            ranks: Default::default(),
+            quiet: true,
+        };
+        attach::attach(&mut inst, id, Some(stdin)).await
     })?
 }
 

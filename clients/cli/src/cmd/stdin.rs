@@ -1,0 +1,60 @@
+//! Forwarding this process's standard input to a running job's tasks
+//! (RFC 24 input), as `flux job attach` does for `flux run`: read on a
+//! thread of its own (a read from a terminal blocks, and must not hold up
+//! the exit), streamed in order through `JobManager.Input`, end of file
+//! included.
+
+use std::io::Read;
+
+use fluxgate_proto::v1 as pb;
+use fluxgate_shared::JobId;
+use tokio::sync::mpsc;
+
+use crate::client::Instance;
+
+/// Bytes read at once.
+const CHUNK: usize = 64 * 1024;
+/// Chunks queued toward the job manager.
+const QUEUE: usize = 16;
+
+/// Which tasks get the input: an RFC 22 idset, or empty for all.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Ranks(pub String);
+
+/// Start forwarding stdin to job `id`. A job that takes no input refuses
+/// the stream: `quiet` says nothing then (`job attach` tries every job).
+pub fn forward(inst: &Instance, id: JobId, ranks: Ranks, quiet: bool) {
+    let (tx, rx) = mpsc::channel::<pb::InputRequest>(QUEUE);
+    let id = id.as_u64();
+    std::thread::spawn(move || {
+        let mut stdin = std::io::stdin().lock();
+        let mut buf = vec![0u8; CHUNK];
+        loop {
+            let (data, eof) = match stdin.read(&mut buf) {
+                Ok(0) | Err(_) => (Vec::new(), true),
+                Ok(n) => (buf[..n].to_vec(), false),
+            };
+            let chunk = pb::InputRequest {
+                id,
+                ranks: ranks.0.clone(),
+                data,
+                eof,
+            };
+            if tx.blocking_send(chunk).is_err() || eof {
+                return;
+            }
+        }
+    });
+    let mut jobs = inst.jobs.clone();
+    tokio::spawn(async move {
+        let stream = tokio_stream::wrappers::ReceiverStream::new(rx);
+        if let Err(e) = jobs.input(stream).await
+            && !quiet
+        {
+            eprintln!(
+                "fluxgate-job: stdin: {}",
+                crate::output::printable(e.message())
+            );
+        }
+    });
+}
