@@ -51,7 +51,12 @@ async fn stdin_reaches_the_tasks() {
     let inst = Instance::start(2, 2).await;
 
     // Every task of a two-node job reads all of it, end of file included.
-    let out = run_with_input(&inst, dir.path(), &["run", "-N2", "-n3", "cat"], b"one\ntwo\n");
+    let out = run_with_input(
+        &inst,
+        dir.path(),
+        &["run", "-N2", "-n3", "cat"],
+        b"one\ntwo\n",
+    );
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert_eq!(
         sorted(&out.stdout),
@@ -98,9 +103,14 @@ async fn stdin_reaches_the_tasks() {
     );
 
     // A submitted job without --input reads /dev/null and ends.
-    let out = command(&inst, dir.path(), &["submit", "--wait", "cat"], Stdio::null())
-        .output()
-        .unwrap();
+    let out = command(
+        &inst,
+        dir.path(),
+        &["submit", "--wait", "cat"],
+        Stdio::null(),
+    )
+    .output()
+    .unwrap();
     assert!(out.status.success(), "{}", text(&out.stderr));
 }
 
@@ -140,12 +150,20 @@ async fn one_ctrl_c_warns_two_cancel() {
     stderr_until(&mut lines, "started");
 
     interrupt(&child);
-    stderr_until(&mut lines, "one more ctrl-C within 2s to cancel or ctrl-Z to detach");
+    stderr_until(
+        &mut lines,
+        "one more ctrl-C within 2s to cancel or ctrl-Z to detach",
+    );
     // The job runs on: run has not ended, and the job is still R.
     assert!(child.try_wait().unwrap().is_none());
-    let jobs = command(&inst, dir.path(), &["jobs", "-no", "{state}"], Stdio::null())
-        .output()
-        .unwrap();
+    let jobs = command(
+        &inst,
+        dir.path(),
+        &["jobs", "-no", "{state}"],
+        Stdio::null(),
+    )
+    .output()
+    .unwrap();
     assert_eq!(text(&jobs.stdout).trim(), "RUN");
 
     // Two in a row cancel it. Should the machine stall past the window

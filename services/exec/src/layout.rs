@@ -51,18 +51,11 @@ impl RankTasks {
         self.first_task..self.first_task + self.ntasks
     }
 
-    /// The cores task `local_id` is bound to: an even share of the rank's
-    /// cores, or one core each, round robin, when there are more tasks than cores.
+    /// The cores task `local_id` is bound to under `cpu-affinity=per-task`:
+    /// an even share of the rank's cores, or one core each, round robin,
+    /// when there are more tasks than cores.
     pub fn task_cores(&self, local_id: u32) -> Vec<u32> {
-        let (n, c) = (self.ntasks as usize, self.cores.len());
-        let i = local_id as usize;
-        if c == 0 || n == 0 {
-            return Vec::new();
-        }
-        if c < n {
-            return vec![self.cores[i % c]];
-        }
-        self.cores[i * c / n..(i + 1) * c / n].to_vec()
+        crate::affinity::share(&self.cores, self.ntasks, local_id)
     }
 }
 

@@ -2,6 +2,7 @@
 //! `fluxgate.v1.Exec` (RFC 32 shaped) and writes RFC 50 exec eventlog and RFC
 //! 24 output lines on the start stream.
 
+pub mod affinity;
 pub mod auth;
 pub mod cli;
 pub mod config;

@@ -395,6 +395,7 @@ impl ExecService {
             redirects,
             run_as,
             credential: req.credential.clone(),
+            instance_uri: self.config.job_manager.clone(),
         })
     }
 

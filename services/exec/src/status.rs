@@ -15,6 +15,40 @@ pub fn from_exit(status: std::process::ExitStatus) -> WaitStatus {
     WaitStatus(status.into_raw())
 }
 
+/// How a task ended, as flux-core's shell says it in its notes: ` (Exit 2)`,
+/// ` (Terminated)`.
+pub fn disposition(status: WaitStatus) -> String {
+    match status.signal() {
+        Some(sig) => format!(" ({})", signal_description(sig)),
+        None => format!(" (Exit {})", status.exit_code().unwrap_or(0)),
+    }
+}
+
+/// glibc's `strsignal` words for the signals a task dies of.
+fn signal_description(sig: i32) -> String {
+    let words = match sig {
+        1 => "Hangup",
+        2 => "Interrupt",
+        3 => "Quit",
+        4 => "Illegal instruction",
+        5 => "Trace/breakpoint trap",
+        6 => "Aborted",
+        7 => "Bus error",
+        8 => "Floating point exception",
+        9 => "Killed",
+        10 => "User defined signal 1",
+        11 => "Segmentation fault",
+        12 => "User defined signal 2",
+        13 => "Broken pipe",
+        14 => "Alarm clock",
+        15 => "Terminated",
+        24 => "CPU time limit exceeded",
+        25 => "File size limit exceeded",
+        _ => return format!("Unknown signal {sig}"),
+    };
+    words.to_string()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -27,6 +61,12 @@ mod tests {
         assert_eq!(WaitStatus::signaled(15).as_shell_status().0, 36608);
         assert_eq!(WaitStatus::signaled(14).as_shell_status().0, 36352);
         assert_eq!(WaitStatus(0).as_shell_status().0, 0);
+    }
+
+    #[test]
+    fn dispositions_read_as_flux_core_s() {
+        assert_eq!(disposition(WaitStatus::exited(2)), " (Exit 2)");
+        assert_eq!(disposition(WaitStatus::signaled(15)), " (Terminated)");
     }
 
     #[test]

@@ -9,6 +9,7 @@ use std::io::Read;
 use fluxgate_proto::v1 as pb;
 use fluxgate_shared::JobId;
 use tokio::sync::mpsc;
+use tonic::Code;
 
 use crate::client::Instance;
 
@@ -21,8 +22,9 @@ const QUEUE: usize = 16;
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Ranks(pub String);
 
-/// Start forwarding stdin to job `id`. A job that takes no input refuses
-/// the stream: `quiet` says nothing then (`job attach` tries every job).
+/// Start forwarding stdin to job `id`. A job that takes no input, or has
+/// ended, refuses the stream, and nothing is said; `quiet` says nothing of
+/// other failures either (`job attach` tries every job).
 pub fn forward(inst: &Instance, id: JobId, ranks: Ranks, quiet: bool) {
     let (tx, rx) = mpsc::channel::<pb::InputRequest>(QUEUE);
     let id = id.as_u64();
@@ -48,8 +50,10 @@ pub fn forward(inst: &Instance, id: JobId, ranks: Ranks, quiet: bool) {
     let mut jobs = inst.jobs.clone();
     tokio::spawn(async move {
         let stream = tokio_stream::wrappers::ReceiverStream::new(rx);
+        // A job that ended before its input arrived needs none: not news.
         if let Err(e) = jobs.input(stream).await
             && !quiet
+            && !matches!(e.code(), Code::FailedPrecondition | Code::NotFound)
         {
             eprintln!(
                 "fluxgate-job: stdin: {}",

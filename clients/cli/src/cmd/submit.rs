@@ -428,6 +428,9 @@ impl JobOpts {
             .pointer_mut("/tasks/0/count")
             .context("jobspec has no task count")?;
         *count = json!({ "total": nodes });
+        // As flux's batch and alloc: an instance's brokers do not end
+        // together, and none of them is a stray task.
+        set_shell_option(&mut spec, &["exit-timeout"], json!("none"))?;
         req.jobspec = spec.to_string();
         Ok(req)
     }
@@ -717,26 +720,28 @@ pub fn run_run(mut args: RunArgs) -> anyhow::Result<ExitCode> {
 
 /// The jobspec with the input service asked for.
 fn with_input_service(jobspec: &str) -> anyhow::Result<String> {
-    let mut v: serde_json::Value = serde_json::from_str(jobspec)?;
-    let options = v
-        .pointer_mut("/attributes/system")
-        .and_then(serde_json::Value::as_object_mut)
-        .context("the jobspec has no attributes.system")?
-        .entry("shell")
-        .or_insert_with(|| serde_json::json!({}))
-        .as_object_mut()
-        .context("attributes.system.shell is not an object")?
-        .entry("options")
-        .or_insert_with(|| serde_json::json!({}))
-        .as_object_mut()
-        .context("attributes.system.shell.options is not an object")?;
-    let input = options
-        .entry("input")
-        .or_insert_with(|| serde_json::json!({}))
-        .as_object_mut()
-        .context("shell option input is not an object")?;
-    input.insert("stdin".into(), serde_json::json!({"type": "service"}));
+    let mut v: Value = serde_json::from_str(jobspec)?;
+    set_shell_option(&mut v, &["input", "stdin"], json!({"type": "service"}))?;
     Ok(serde_json::to_string(&v)?)
+}
+
+/// Set `attributes.system.shell.options.PATH` in a jobspec.
+fn set_shell_option(jobspec: &mut Value, path: &[&str], value: Value) -> anyhow::Result<()> {
+    let mut at = jobspec
+        .pointer_mut("/attributes/system")
+        .context("the jobspec has no attributes.system")?;
+    let (last, parents) = path.split_last().context("an empty shell option")?;
+    for key in ["shell", "options"].iter().chain(parents) {
+        at = at
+            .as_object_mut()
+            .with_context(|| format!("{key}'s parent in the jobspec is not an object"))?
+            .entry(key.to_string())
+            .or_insert_with(|| json!({}));
+    }
+    at.as_object_mut()
+        .with_context(|| format!("the parent of shell option {last} is not an object"))?
+        .insert(last.to_string(), value);
+    Ok(())
 }
 
 #[cfg(test)]

@@ -28,7 +28,7 @@ use fluxgate_proto::v1::{ExecException, Finish, PmiKeys, Release, StartRequest, 
 use fluxgate_shared::jobspec::{Input, ShellOptions};
 use fluxgate_shared::pmi::{Dict, Gather};
 use fluxgate_shared::taskmap::Taskmap;
-use fluxgate_shared::{IdSet, JobId, Jobspec};
+use fluxgate_shared::{Hostlist, IdSet, JobId, Jobspec};
 use nix::sys::signal::Signal;
 use serde_json::{Value, json};
 use tokio::io::AsyncWriteExt;
@@ -39,6 +39,7 @@ use super::peer::{Peer, PeerEvent};
 use super::procs::{Procs, TaskProc};
 use super::stdin;
 use super::{Control, JobChannels, response};
+use crate::affinity;
 use crate::event::{context, line};
 use crate::files;
 use crate::handoff::{Access, FileRequest};
@@ -57,6 +58,8 @@ const TASK_EVENT_CAPACITY: usize = 256;
 const PEER_EVENT_CAPACITY: usize = 256;
 /// The variable a task finds its job's own credential in.
 const TOKEN_VAR: &str = "FLUXGATE_TOKEN";
+/// The variable a task finds the instance it runs in by.
+const URI_VAR: &str = "FLUXGATE_URI";
 
 /// Everything needed to run a job's part on this process, checked and parsed.
 #[derive(Debug)]
@@ -89,6 +92,8 @@ pub struct Launch {
     pub run_as: Option<RunAs>,
     /// The job's own credential for its tasks' `FLUXGATE_TOKEN` (may be empty).
     pub credential: String,
+    /// The instance the job runs in, for its tasks' `FLUXGATE_URI`.
+    pub instance_uri: String,
 }
 
 #[derive(Debug, Default)]
@@ -133,6 +138,22 @@ struct Driver {
     /// the peers that do, by peer index.
     own_member: Option<usize>,
     peer_member: Vec<Option<usize>>,
+    /// The exit timeout's watch, once a task has exited.
+    doom: Doom,
+    /// Tasks in the whole job, and the command's base name, for its notes.
+    ntasks: u32,
+    command: String,
+}
+
+/// flux-core's `doom`: once the first task exits, the others have the
+/// exit timeout to follow (or none at all with `exit-on-error`, when it
+/// failed). Each exec process watches its own tasks; the leader also
+/// starts the clock when a peer's tasks have all exited.
+#[derive(Debug, Default)]
+struct Doom {
+    started: bool,
+    at: Option<Instant>,
+    note: String,
 }
 
 /// Run a job's part to the end, writing its responses.
@@ -174,6 +195,14 @@ pub async fn run(l: Launch, ch: JobChannels) {
         gather: None,
         own_member: None,
         peer_member: Vec::new(),
+        doom: Doom::default(),
+        ntasks: l.layout.ntasks,
+        command: l
+            .jobspec
+            .command()
+            .first()
+            .map(|c| c.rsplit('/').next().unwrap_or(c).to_string())
+            .unwrap_or_default(),
     };
     if d.leader {
         d.exec_event("init", None).await;
@@ -194,6 +223,17 @@ pub async fn run(l: Launch, ch: JobChannels) {
         }
     }
 
+    if d.leader
+        && let Some(warning) = d.shell.unknown_warning()
+    {
+        // Said once, on the job's stderr, before any task writes.
+        d.on_task(TaskEvent::Output {
+            rank: 0,
+            stream: Stream::Stderr,
+            data: warning.into_bytes(),
+        })
+        .await;
+    }
     let mut pmi_rx = d.start_pmi(&l);
     let (task_tx, mut task_rx) = mpsc::channel(TASK_EVENT_CAPACITY);
     let failures = d.launch_local(&l, &task_tx).await;
@@ -244,6 +284,7 @@ pub async fn run(l: Launch, ch: JobChannels) {
             },
             Some(ev) = recv_pmi(&mut pmi_rx) => d.on_pmi(ev).await,
             _ = sleep_until(kill_at), if kill_at.is_some() => d.kill_remaining(),
+            _ = sleep_until(d.doom.at), if d.doom.at.is_some() => d.doomed().await,
         }
     }
     d.finish().await;
@@ -438,32 +479,14 @@ impl Driver {
         let base_env = l.jobspec.environment();
         let rlimits = rlimit::from_jobspec(&l.jobspec);
         let cwd = l.jobspec.cwd().map(std::path::PathBuf::from);
-        let nnodes = l.layout.ranks.len();
+        let nodelist = job_nodelist(&l.layout);
         for (i, rank) in self.local.clone().iter().enumerate() {
             let host = rank
                 .hostname
                 .clone()
                 .unwrap_or_else(|| format!("rank{}", rank.rank));
             for (local_id, task_rank) in rank.task_ranks().enumerate() {
-                let mut env: Vec<(String, String)> = base_env
-                    .iter()
-                    // A credential never comes from a stored jobspec: only
-                    // the one minted for this job (below) reaches its tasks.
-                    .filter(|(k, _)| k.as_str() != "FLUX_JOB_TMPDIR" && k.as_str() != TOKEN_VAR)
-                    .map(|(k, v)| (k.clone(), v.clone()))
-                    .collect();
-                env.push(("FLUX_JOB_ID".into(), l.id.to_string()));
-                env.push(("FLUX_JOB_SIZE".into(), l.layout.ntasks.to_string()));
-                env.push(("FLUX_JOB_NNODES".into(), nnodes.to_string()));
-                env.push(("FLUX_TASK_RANK".into(), task_rank.to_string()));
-                env.push(("FLUX_TASK_LOCAL_ID".into(), local_id.to_string()));
-                if !l.credential.is_empty() {
-                    env.push((TOKEN_VAR.into(), l.credential.clone()));
-                }
-                if !rank.gpus.is_empty() {
-                    let ids: Vec<String> = rank.gpus.iter().map(u32::to_string).collect();
-                    env.push(("CUDA_VISIBLE_DEVICES".into(), ids.join(",")));
-                }
+                let mut env = self.task_env(l, &base_env, &nodelist, rank, local_id as u32);
                 let mut inherit = Vec::new();
                 if let Some(pmi) = &mut self.pmi {
                     match pmi.connect(task_rank) {
@@ -478,11 +501,7 @@ impl Driver {
                     argv: l.jobspec.command().to_vec(),
                     env,
                     cwd: cwd.clone(),
-                    cpus: rank
-                        .task_cores(local_id as u32)
-                        .into_iter()
-                        .map(|c| c as usize)
-                        .collect(),
+                    cpus: affinity::cpus(&self.shell.cpu_affinity, rank, local_id as u32),
                     rank: task_rank,
                     rlimits: rlimits.clone(),
                     stdin: stdin.remove(&task_rank),
@@ -519,6 +538,43 @@ impl Driver {
             }
         }
         failures
+    }
+
+    /// The environment of local task `local_id` of `rank`: the jobspec's,
+    /// less what only the service may set, and what flux's shell sets.
+    fn task_env(
+        &self,
+        l: &Launch,
+        base: &BTreeMap<String, String>,
+        nodelist: &str,
+        rank: &RankTasks,
+        local_id: u32,
+    ) -> Vec<(String, String)> {
+        // Set by the service, never taken from a stored jobspec: the job's
+        // own credential and the instance it runs in.
+        let ours = [TOKEN_VAR, URI_VAR, "FLUX_JOB_TMPDIR"];
+        let mut env: Vec<(String, String)> = base
+            .iter()
+            .filter(|(k, _)| !ours.contains(&k.as_str()))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let task_rank = rank.first_task + local_id;
+        env.push(("FLUX_JOB_ID".into(), l.id.to_string()));
+        env.push(("FLUX_JOB_SIZE".into(), l.layout.ntasks.to_string()));
+        env.push(("FLUX_JOB_NNODES".into(), l.layout.ranks.len().to_string()));
+        env.push(("FLUX_JOB_NODELIST".into(), nodelist.to_string()));
+        env.push(("FLUX_TASK_RANK".into(), task_rank.to_string()));
+        env.push(("FLUX_TASK_LOCAL_ID".into(), local_id.to_string()));
+        if !l.instance_uri.is_empty() {
+            env.push((URI_VAR.into(), l.instance_uri.clone()));
+        }
+        if !l.credential.is_empty() {
+            env.push((TOKEN_VAR.into(), l.credential.clone()));
+        }
+        if let Some(ids) = affinity::gpus(&self.shell.gpu_affinity, rank, local_id) {
+            env.extend(affinity::gpu_env(&ids));
+        }
+        env
     }
 
     /// The name of this machine: where a rank of an R without hostnames
@@ -558,6 +614,8 @@ impl Driver {
                     self.abort(&note).await;
                 }
                 if let Some(&i) = self.task_rank.get(&rank) {
+                    let host = self.local[i].hostname.clone();
+                    self.first_exit(rank, host, status).await;
                     self.rank_statuses[i].push(status);
                     self.rank_left[i] = self.rank_left[i].saturating_sub(1);
                     if self.rank_left[i] == 0 {
@@ -596,7 +654,13 @@ impl Driver {
                         self.peer_state[i].done = true;
                     }
                 }
-                Some(Response::Finish(f)) => self.status = self.status.max(f.status),
+                Some(Response::Finish(f)) => {
+                    self.status = self.status.max(f.status);
+                    // Every task of that peer has exited.
+                    let p = &self.peers[i];
+                    let first = p.ranks.first().unwrap_or(0);
+                    self.first_exit(first, None, WaitStatus(f.status)).await;
+                }
                 Some(Response::Exception(e)) => {
                     let fatal = e.severity == 0;
                     let (kind, note) = (e.r#type.clone(), e.note.clone());
@@ -844,6 +908,41 @@ impl Driver {
         }
     }
 
+    /// A task has exited (or a peer's last one): the first starts the
+    /// exit timeout, or ends the job at once when it failed and
+    /// `exit-on-error` is set. Only for jobs of more than one task.
+    async fn first_exit(&mut self, rank: u32, host: Option<String>, status: WaitStatus) {
+        if self.doom.started || self.ntasks < 2 || self.torn_down {
+            return;
+        }
+        self.doom.started = true;
+        let host = host.unwrap_or_else(|| self.local_hostname());
+        let what = format!("{}: task rank {rank} on host {host}", self.command);
+        if self.shell.exit_on_error && status.0 != 0 {
+            let note = format!(
+                "{what} failed{} and exit-on-error is set",
+                crate::status::disposition(status)
+            );
+            self.abort(&note).await;
+            return;
+        }
+        if let Some(t) = self.shell.exit_timeout {
+            self.doom.at = Some(Instant::now() + Duration::from_secs_f64(t.min(1e9)));
+            self.doom.note = format!(
+                "{what} exited{} and exit-timeout={} has expired",
+                crate::status::disposition(status),
+                fsd(t)
+            );
+        }
+    }
+
+    /// The exit timeout has passed with tasks still running.
+    async fn doomed(&mut self) {
+        self.doom.at = None;
+        let note = std::mem::take(&mut self.doom.note);
+        self.abort(&note).await;
+    }
+
     /// A PMI abort (or a task breaking the protocol): a fatal `exec`
     /// exception, and the job torn down on every node.
     async fn abort(&mut self, note: &str) {
@@ -893,6 +992,34 @@ impl Driver {
             }
         }
     }
+}
+
+/// A duration as flux-core's `fsd_format_duration` writes it: `30s`, `1.5m`.
+fn fsd(seconds: f64) -> String {
+    let (n, unit) = if seconds < 60.0 {
+        (seconds, "s")
+    } else if seconds < 3600.0 {
+        (seconds / 60.0, "m")
+    } else if seconds < 86400.0 {
+        (seconds / 3600.0, "h")
+    } else {
+        (seconds / 86400.0, "d")
+    };
+    format!("{}{unit}", (n * 1000.0).round() / 1000.0)
+}
+
+/// The job's nodes as a hostlist (`FLUX_JOB_NODELIST`); ranks R names no
+/// host for are left out.
+fn job_nodelist(layout: &Layout) -> String {
+    let mut hl = Hostlist::new();
+    for r in &layout.ranks {
+        if let Some(h) = &r.hostname
+            && hl.push(h).is_err()
+        {
+            tracing::debug!(host = %h, "not a hostname for the job's node list");
+        }
+    }
+    hl.encode()
 }
 
 /// Flux's choice: a time limit sends SIGALRM (shell exits 142), anything else SIGTERM.

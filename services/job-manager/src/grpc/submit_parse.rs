@@ -195,6 +195,11 @@ pub fn parse_submit(
     };
     let mut jobspec = Jobspec::parse_with(&req.jobspec, &limits)
         .map_err(|e| Error::Invalid(format!("jobspec: {e}")))?;
+    // A known shell option with a value the job shell cannot take is the
+    // submitter's mistake, said now rather than when the job starts.
+    jobspec
+        .shell()
+        .map_err(|e| Error::Invalid(format!("jobspec: {e}")))?;
     let urgency = Urgency::new(req.urgency.unwrap_or(u32::from(Urgency::DEFAULT.get())))?;
     const KNOWN: u32 = 2 | 4 | 8;
     if req.flags & !KNOWN != 0 {
