@@ -183,3 +183,125 @@ async fn one_ctrl_c_warns_two_cancel() {
     let status = child.wait().unwrap();
     assert!(!status.success());
 }
+
+/// The CPUs a task may run on, as the kernel says.
+const CPUS: &str = "grep Cpus_allowed_list /proc/self/status | cut -f2";
+
+#[tokio::test(flavor = "multi_thread")]
+async fn affinity_environment_and_options() {
+    let dir = tempfile::tempdir().unwrap();
+    let inst = Instance::start(2, 2).await;
+    let run = |args: &[&str]| {
+        let out = command(&inst, dir.path(), args, Stdio::null())
+            .output()
+            .unwrap();
+        (out.status.success(), text(&out.stdout), text(&out.stderr))
+    };
+
+    // flux's default: every task bound to all of the job's cores there.
+    let (ok, out, err) = run(&["run", "-N1", "-n2", "-c1", "sh", "-c", CPUS]);
+    assert!(ok, "{err}");
+    assert_eq!(out.lines().collect::<Vec<_>>(), ["0-1", "0-1"]);
+    let (ok, out, err) = run(&[
+        "run",
+        "-N1",
+        "-n2",
+        "-c1",
+        "-o",
+        "cpu-affinity=per-task",
+        "sh",
+        "-c",
+        CPUS,
+    ]);
+    assert!(ok, "{err}");
+    let mut cpus: Vec<&str> = out.lines().collect();
+    cpus.sort();
+    assert_eq!(cpus, ["0", "1"]);
+    let (ok, out, err) = run(&[
+        "run",
+        "-n1",
+        "-c1",
+        "-o",
+        "cpu-affinity=map:1",
+        "sh",
+        "-c",
+        CPUS,
+    ]);
+    assert!(ok, "{err}");
+    assert_eq!(out.trim(), "1");
+
+    // The task environment: the node list and the instance, whatever the
+    // submitter's environment said.
+    let (ok, out, err) = run(&[
+        "run",
+        "-N2",
+        "-n2",
+        "--env=-*",
+        "/bin/sh",
+        "-c",
+        "echo $FLUX_JOB_NODELIST $FLUXGATE_URI",
+    ]);
+    assert!(ok, "{err}");
+    let expect = format!("node[0-1] {}", inst.uri);
+    assert_eq!(out.lines().collect::<Vec<_>>(), [&expect, &expect]);
+
+    // An option nobody knows is named once; a bad value is refused.
+    let (ok, _, err) = run(&["run", "-n2", "-o", "frobnicate=3", "true"]);
+    assert!(ok, "{err}");
+    assert_eq!(
+        err.matches("fluxgate-shell: unknown option -o frobnicate")
+            .count(),
+        1,
+        "{err}"
+    );
+    let (ok, _, err) = run(&["run", "-o", "cpu-affinity=sideways", "true"]);
+    assert!(!ok);
+    assert!(err.contains("cpu-affinity"), "{err}");
+
+    // exit-on-error: the first failure ends the others at once.
+    let (ok, _, err) = run(&[
+        "run",
+        "-n2",
+        "-o",
+        "exit-on-error",
+        "sh",
+        "-c",
+        "test $FLUX_TASK_RANK = 0 && exit 3; exec sleep 300",
+    ]);
+    assert!(!ok);
+    assert!(
+        err.contains("task rank 0 on host node0 failed (Exit 3) and exit-on-error is set"),
+        "{err}"
+    );
+    // exit-timeout: the others have that long after the first exit.
+    let (ok, _, err) = run(&[
+        "run",
+        "-n2",
+        "-o",
+        "exit-timeout=0.5s",
+        "sh",
+        "-c",
+        "test $FLUX_TASK_RANK = 0 || exec sleep 300",
+    ]);
+    assert!(!ok);
+    assert!(
+        err.contains("exited (Exit 0) and exit-timeout=0.5s has expired"),
+        "{err}"
+    );
+
+    // The warning signal comes before the time limit, not at it.
+    let (ok, out, err) = run(&[
+        "run",
+        "-t",
+        "60s",
+        "-o",
+        "signal.signum=10",
+        "-o",
+        "signal.timeleft=59",
+        "sh",
+        "-c",
+        "trap 'echo warned; exit 0' USR1; sleep 100 & wait",
+    ]);
+    assert!(ok, "{err}");
+    assert_eq!(out.trim(), "warned");
+}

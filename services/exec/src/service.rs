@@ -396,6 +396,7 @@ impl ExecService {
             run_as,
             credential: req.credential.clone(),
             instance_uri: self.config.job_manager.clone(),
+            expiration: r.expiration(),
         })
     }
 

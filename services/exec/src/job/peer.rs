@@ -14,7 +14,7 @@ use fluxgate_proto::v1::exec_client::ExecClient;
 use fluxgate_proto::v1::start_response::Response;
 use fluxgate_proto::v1::{
     ExecExceptionRequest, ExecInputRequest, ExecKillRequest, ExecTaskProcess, ExecTasksRequest,
-    PmiFenceRequest, PmiKeys, StartRequest, StartResponse,
+    ExpirationRequest, PmiFenceRequest, PmiKeys, StartRequest, StartResponse,
 };
 use fluxgate_shared::IdSet;
 use tokio::sync::mpsc;
@@ -159,6 +159,24 @@ impl Peer {
                 let call = client.kill(credential.request(ExecKillRequest { id, signum }));
                 if let Ok(Err(e)) = tokio::time::timeout(CONTROL_TIMEOUT, call).await {
                     tracing::warn!(%address, error = %e.message(), "cannot forward kill");
+                }
+            }
+            .in_current_span(),
+        );
+    }
+
+    /// Forward a new expiration (best effort).
+    pub fn expiration(&self, id: u64, expiration: f64) {
+        let mut client = self.client.clone();
+        let address = self.address.clone();
+        let request = self
+            .credential
+            .request(ExpirationRequest { id, expiration });
+        tokio::spawn(
+            async move {
+                let call = client.expiration(request);
+                if let Ok(Err(e)) = tokio::time::timeout(CONTROL_TIMEOUT, call).await {
+                    tracing::warn!(%address, error = %e.message(), "cannot forward expiration");
                 }
             }
             .in_current_span(),

@@ -94,6 +94,8 @@ pub struct Launch {
     pub credential: String,
     /// The instance the job runs in, for its tasks' `FLUXGATE_URI`.
     pub instance_uri: String,
+    /// R's expiration, when the job has a time limit.
+    pub expiration: Option<f64>,
 }
 
 #[derive(Debug, Default)]
@@ -140,6 +142,8 @@ struct Driver {
     peer_member: Vec<Option<usize>>,
     /// The exit timeout's watch, once a task has exited.
     doom: Doom,
+    /// When `--signal` is due, before the expiration.
+    warn_at: Option<Instant>,
     /// Tasks in the whole job, and the command's base name, for its notes.
     ntasks: u32,
     command: String,
@@ -196,6 +200,7 @@ pub async fn run(l: Launch, ch: JobChannels) {
         own_member: None,
         peer_member: Vec::new(),
         doom: Doom::default(),
+        warn_at: None,
         ntasks: l.layout.ntasks,
         command: l
             .jobspec
@@ -234,6 +239,7 @@ pub async fn run(l: Launch, ch: JobChannels) {
         })
         .await;
     }
+    d.set_expiration(l.expiration);
     let mut pmi_rx = d.start_pmi(&l);
     let (task_tx, mut task_rx) = mpsc::channel(TASK_EVENT_CAPACITY);
     let failures = d.launch_local(&l, &task_tx).await;
@@ -285,6 +291,7 @@ pub async fn run(l: Launch, ch: JobChannels) {
             Some(ev) = recv_pmi(&mut pmi_rx) => d.on_pmi(ev).await,
             _ = sleep_until(kill_at), if kill_at.is_some() => d.kill_remaining(),
             _ = sleep_until(d.doom.at), if d.doom.at.is_some() => d.doomed().await,
+            _ = sleep_until(d.warn_at), if d.warn_at.is_some() => d.warn(),
         }
     }
     d.finish().await;
@@ -772,10 +779,14 @@ impl Driver {
                 }
             }
             Control::Expiration(t) => {
-                // The job manager raises the timeout exception itself; kept for
-                // the record and for a later `flux job info`-like view.
-                self.expiration = Some(t);
-                tracing::debug!(expiration = ?self.expiration, "expiration updated");
+                // The job manager raises the timeout exception itself; here
+                // the new expiration moves the warning signal, on every node.
+                self.set_expiration(Some(t));
+                if self.leader {
+                    for p in self.live_peers() {
+                        p.expiration(self.id, t);
+                    }
+                }
             }
         }
     }
@@ -933,6 +944,35 @@ impl Driver {
                 crate::status::disposition(status),
                 fsd(t)
             );
+        }
+    }
+
+    /// The job's expiration is `t`: the warning signal (`--signal`), if
+    /// the job asked for one, is due that long before it, again after any
+    /// change.
+    fn set_expiration(&mut self, t: Option<f64>) {
+        self.expiration = t;
+        let (Some(t), Some(warn)) = (t, self.shell.signal) else {
+            self.warn_at = None;
+            return;
+        };
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64());
+        let wait = (t - warn.timeleft - now).clamp(0.0, 1e9);
+        self.warn_at = Some(Instant::now() + Duration::from_secs_f64(wait));
+    }
+
+    /// Send the warning signal to the local tasks.
+    fn warn(&mut self) {
+        self.warn_at = None;
+        if let Some(sig) = self
+            .shell
+            .signal
+            .and_then(|w| Signal::try_from(w.signum).ok())
+        {
+            tracing::debug!(%sig, "expiration near: signalling the tasks");
+            self.signal_local(sig);
         }
     }
 
