@@ -43,6 +43,10 @@ pub struct TaskLaunch {
     /// each set to its number in the task (`PMI_FD`).
     #[serde(default)]
     pub inherit: Vec<String>,
+    /// The first descriptor sent is a terminal: the task's stdin, stdout,
+    /// stderr and controlling terminal, in a session of its own.
+    #[serde(default)]
+    pub pty: bool,
 }
 
 /// Why `run-as` could not become the task.

@@ -299,6 +299,8 @@ impl ExecService {
                     data: m.data,
                     eof: m.eof,
                     others_eof: first_chunk,
+                    winsize: (m.rows > 0 && m.cols > 0)
+                        .then(|| (m.rows.min(0xffff) as u16, m.cols.min(0xffff) as u16)),
                 };
                 let _ = tx.send(chunk).await;
             }

@@ -69,6 +69,17 @@ pub struct TaskSpec {
     /// Descriptors the task inherits, each named by the variable given
     /// (`PMI_FD`), which the launch sets to its number in the task.
     pub inherit: Vec<(String, Arc<OwnedFd>)>,
+    /// A terminal instead of stdin, stdout and stderr (`-o pty`).
+    pub pty: Option<TaskPty>,
+}
+
+/// The two ends of a task's terminal.
+#[derive(Debug, Clone)]
+pub struct TaskPty {
+    /// The task's end: its stdin, stdout, stderr and controlling terminal.
+    pub slave: Arc<OwnedFd>,
+    /// The service's end, read as the task's stdout.
+    pub master: Arc<OwnedFd>,
 }
 
 /// Something that happened to a task.
@@ -149,7 +160,8 @@ pub async fn spawn_as(
             status: WaitStatus::exited(127),
         });
     };
-    let (mut child, warning) = if who.is_some() || !spec.rlimits.is_empty() {
+    // A terminal needs a session, which the wrapper makes.
+    let (mut child, warning) = if who.is_some() || !spec.rlimits.is_empty() || spec.pty.is_some() {
         (spawn_wrapped(spec, who).await?, None)
     } else {
         spawn_direct(spec, program, args)?
@@ -164,6 +176,12 @@ pub async fn spawn_as(
         })?;
     let rank = spec.rank;
     let (out, err) = (child.stdout.take(), child.stderr.take());
+    // With a terminal, what the task writes comes out of its master end;
+    // the wrapper's own pipes close at its exec.
+    let out: Option<Box<dyn AsyncRead + Unpin + Send>> = match &spec.pty {
+        Some(pty) => Some(Box::new(master_reader(&pty.master)?)),
+        None => out.map(|o| Box::new(o) as Box<dyn AsyncRead + Unpin + Send>),
+    };
     // One tokio task per task, not one per stream and one for the wait:
     // the three go on side by side within it, and `Exited` follows both
     // streams' ends.
@@ -258,10 +276,27 @@ fn spawn_direct(
 /// Output to the service, and a process group of its own, so that a signal
 /// reaches everything the task started.
 fn task_stdio(cmd: &mut Command) {
+    cmd.process_group(0);
+    stdio_only(cmd);
+}
+
+/// Output to the service; a task with a terminal makes its own session
+/// (and so its process group) in the wrapper instead.
+fn stdio_only(cmd: &mut Command) {
     cmd.stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .process_group(0)
         .kill_on_drop(false);
+}
+
+/// The master end of a task's terminal, read on a blocking thread (a
+/// terminal is not a pipe or socket for the reactor).
+fn master_reader(master: &Arc<OwnedFd>) -> Result<tokio::fs::File, SpawnError> {
+    let dup = master.try_clone().map_err(|e| SpawnError {
+        what: "pty".into(),
+        reason: reason(&e),
+        status: WaitStatus::exited(126),
+    })?;
+    Ok(tokio::fs::File::from_std(std::fs::File::from(dup)))
 }
 
 /// The task through `fluxgate-exec run-as`: spawned with an empty
@@ -285,7 +320,11 @@ async fn spawn_wrapped(spec: &TaskSpec, who: Option<&RunAs>) -> Result<Child, Sp
         cmd.arg(crate::run_as::RUN_AS)
             .env_clear()
             .stdin(Stdio::from(std::os::fd::OwnedFd::from(theirs)));
-        task_stdio(&mut cmd);
+        if spec.pty.is_some() {
+            stdio_only(&mut cmd);
+        } else {
+            task_stdio(&mut cmd);
+        }
         spawn_bound(&mut cmd, cpu_set(&spec.cpus), &[])
             .map_err(|e| failed(format!("cannot start the user switch: {e}")))?
     };
@@ -296,11 +335,13 @@ async fn spawn_wrapped(spec: &TaskSpec, who: Option<&RunAs>) -> Result<Child, Sp
         rlimits: spec.rlimits.clone(),
         stdin: spec.stdin.is_some(),
         inherit: spec.inherit.iter().map(|(var, _)| var.clone()).collect(),
+        pty: spec.pty.is_some(),
     };
     let fds: Vec<Arc<OwnedFd>> = spec
-        .stdin
+        .pty
         .iter()
-        .cloned()
+        .map(|p| p.slave.clone())
+        .chain(spec.stdin.iter().cloned())
         .chain(spec.inherit.iter().map(|(_, fd)| fd.clone()))
         .collect();
     let failure = match hand_over(ours, who, &launch, &fds).await {
@@ -407,6 +448,8 @@ async fn forward(
     loop {
         let buf = match reader.fill_buf().await {
             Ok(buf) => buf,
+            // A terminal's master reads EIO once no one holds the task's end.
+            Err(e) if e.raw_os_error() == Some(nix::libc::EIO) => break,
             Err(e) => {
                 tracing::warn!(rank, stream = stream.name(), error = %e, "output read failed");
                 break;

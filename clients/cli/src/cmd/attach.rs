@@ -19,6 +19,7 @@ use fluxgate_shared::{Event, JobId};
 
 use super::interrupt::{Action, CANCEL_NOTE, Interrupts, Key, Keys, suspend};
 use super::stdin::{Ranks, forward};
+use super::terminal::RawMode;
 use crate::client::{self, Instance};
 use crate::follow::LogWatch;
 use crate::output::printable;
@@ -204,6 +205,9 @@ pub struct StdinTo {
     pub ranks: Ranks,
     /// Say nothing when the job takes no input.
     pub quiet: bool,
+    /// The job's task 0 has an interactive pty: this terminal drives it
+    /// in raw mode.
+    pub terminal: bool,
 }
 
 /// Stream the job's output and exit as flux run does; once the job has
@@ -214,6 +218,8 @@ pub async fn attach(
     stdin: Option<StdinTo>,
 ) -> anyhow::Result<ExitCode> {
     let mut stdin = stdin;
+    // Restored when this returns, however it returns.
+    let mut _raw = None;
     // Both watches open at once: the output's is not a round trip later.
     let mut out_inst = inst.clone();
     let (main, out) = tokio::join!(
@@ -251,7 +257,10 @@ pub async fn attach(
         if ev.name == "start"
             && let Some(to) = stdin.take()
         {
-            forward(inst, id, to.ranks, to.quiet);
+            if to.terminal {
+                _raw = RawMode::enter();
+            }
+            forward(inst, id, to.ranks, to.quiet, to.terminal);
         }
         if let Some(msg) = t.apply(&ev) {
             eprintln!("{msg}");
@@ -260,6 +269,8 @@ pub async fn attach(
             break;
         }
     }
+    // The terminal is the caller's again before anything more is said.
+    _raw = None;
     // The output log is final once the job is clean; a job that never started
     // may have none, so do not wait for ever.
     let mut output = output;

@@ -23,6 +23,7 @@ pub mod simulate;
 pub mod start;
 pub mod stdin;
 pub mod submit;
+pub mod terminal;
 pub mod token;
 pub mod top;
 pub mod update;

@@ -8,6 +8,7 @@ use std::io::Read;
 
 use fluxgate_proto::v1 as pb;
 use fluxgate_shared::JobId;
+use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::mpsc;
 use tonic::Code;
 
@@ -22,12 +23,39 @@ const QUEUE: usize = 16;
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Ranks(pub String);
 
+/// Send the terminal's size now and on every change (SIGWINCH).
+fn follow_size(id: u64, tx: mpsc::Sender<pb::InputRequest>) {
+    tokio::spawn(async move {
+        let mut changes = signal(SignalKind::window_change()).ok();
+        loop {
+            if let Some((rows, cols)) = super::terminal::size() {
+                let chunk = pb::InputRequest {
+                    id,
+                    rows,
+                    cols,
+                    ..Default::default()
+                };
+                if tx.send(chunk).await.is_err() {
+                    return;
+                }
+            }
+            let Some(c) = &mut changes else { return };
+            if c.recv().await.is_none() {
+                return;
+            }
+        }
+    });
+}
+
 /// Start forwarding stdin to job `id`. A job that takes no input, or has
 /// ended, refuses the stream, and nothing is said; `quiet` says nothing of
 /// other failures either (`job attach` tries every job).
-pub fn forward(inst: &Instance, id: JobId, ranks: Ranks, quiet: bool) {
+pub fn forward(inst: &Instance, id: JobId, ranks: Ranks, quiet: bool, terminal: bool) {
     let (tx, rx) = mpsc::channel::<pb::InputRequest>(QUEUE);
     let id = id.as_u64();
+    if terminal {
+        follow_size(id, tx.clone());
+    }
     std::thread::spawn(move || {
         let mut stdin = std::io::stdin().lock();
         let mut buf = vec![0u8; CHUNK];
@@ -41,6 +69,7 @@ pub fn forward(inst: &Instance, id: JobId, ranks: Ranks, quiet: bool) {
                 ranks: ranks.0.clone(),
                 data,
                 eof,
+                ..Default::default()
             };
             if tx.blocking_send(chunk).is_err() || eof {
                 return;

@@ -707,9 +707,16 @@ pub fn run_run(mut args: RunArgs) -> anyhow::Result<ExitCode> {
         println!("{}", req.jobspec);
         return Ok(ExitCode::SUCCESS);
     }
+    // `-o pty.interactive`: this terminal drives task 0's.
+    let terminal = fluxgate_shared::Jobspec::parse(&req.jobspec)
+        .ok()
+        .and_then(|j| j.shell().ok())
+        .and_then(|o| o.pty)
+        .is_some_and(|p| p.interactive);
     let stdin = ranks.map(|r| attach::StdinTo {
         ranks: Ranks(r),
         quiet: false,
+        terminal,
     });
     client::block_on(async {
         let mut inst = client::connect().await?;

@@ -16,6 +16,7 @@
 pub mod ended;
 pub mod peer;
 pub mod procs;
+pub mod pty;
 pub mod run;
 pub mod stdin;
 

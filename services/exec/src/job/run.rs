@@ -37,8 +37,8 @@ use tokio::time::Instant;
 
 use super::peer::{Peer, PeerEvent};
 use super::procs::{Procs, TaskProc};
-use super::stdin;
 use super::{Control, JobChannels, response};
+use super::{pty, stdin};
 use crate::affinity;
 use crate::event::{context, line};
 use crate::files;
@@ -49,7 +49,7 @@ use crate::pmi::{ClientEvent, JobPmi, Step};
 use crate::rlimit;
 use crate::run_as::RunAs;
 use crate::status::WaitStatus;
-use crate::task::{self, Stream, Task, TaskEvent, TaskSpec};
+use crate::task::{self, Stream, Task, TaskEvent, TaskPty, TaskSpec};
 use crate::telemetry;
 
 /// Task events queued from all local tasks of a job.
@@ -60,6 +60,13 @@ const PEER_EVENT_CAPACITY: usize = 256;
 const TOKEN_VAR: &str = "FLUXGATE_TOKEN";
 /// The variable a task finds the instance it runs in by.
 const URI_VAR: &str = "FLUXGATE_URI";
+
+/// What the local tasks read from: pipes and terminals, by task rank.
+#[derive(Debug, Default)]
+struct TaskInputs {
+    pipes: BTreeMap<u32, Arc<OwnedFd>>,
+    ptys: BTreeMap<u32, TaskPty>,
+}
 
 /// Everything needed to run a job's part on this process, checked and parsed.
 #[derive(Debug)]
@@ -472,8 +479,8 @@ impl Driver {
         events: &mpsc::Sender<TaskEvent>,
     ) -> Vec<(u32, String)> {
         let mut failures = Vec::new();
-        let mut stdin = match self.open_stdin(l).await {
-            Ok(readers) => readers,
+        let mut inputs = match self.open_stdin(l).await {
+            Ok(inputs) => inputs,
             Err(note) => {
                 let shell_rank = self.local.first().map_or(0, |r| r.shell_rank);
                 // No task starts without the input it was promised.
@@ -511,8 +518,9 @@ impl Driver {
                     cpus: affinity::cpus(&self.shell.cpu_affinity, rank, local_id as u32),
                     rank: task_rank,
                     rlimits: rlimits.clone(),
-                    stdin: stdin.remove(&task_rank),
+                    stdin: inputs.pipes.remove(&task_rank),
                     inherit,
+                    pty: inputs.ptys.remove(&task_rank),
                 };
                 match task::spawn_as(&spec, l.run_as.as_ref(), events.clone()).await {
                     Ok(t) => {
@@ -791,44 +799,83 @@ impl Driver {
         }
     }
 
-    /// The local tasks' stdin pipes when the job takes input, fed from
-    /// `Exec.Input` or from its input file (read as its owner, every task
-    /// getting all of it); the exception note when the file cannot be read.
-    async fn open_stdin(&mut self, l: &Launch) -> Result<BTreeMap<u32, Arc<OwnedFd>>, String> {
-        let ranks = self.local.iter().flat_map(|r| r.task_ranks());
-        let file = match &self.shell.input {
-            Input::Null => return Ok(BTreeMap::new()),
-            Input::Service => None,
-            Input::File(path) => Some(path.clone()),
-        };
-        let file = match file {
-            None => None,
-            Some(path) => {
-                let request = vec![FileRequest {
-                    path: path.clone().into(),
-                    access: Access::Read,
-                }];
-                let cwd = l.jobspec.cwd().map(std::path::PathBuf::from);
-                let note = |e: String| format!("cannot open {path} for stdin: {e}");
-                let mut opened = files::open(request, cwd, l.run_as.clone())
-                    .await
-                    .map_err(note)?;
-                Some(
-                    opened
-                        .pop()
-                        .ok_or_else(|| note("no answer".into()))?
-                        .map_err(note)?,
-                )
+    /// The local tasks' ways in: a pipe each when the job takes input
+    /// (fed from `Exec.Input`, or from its input file read as its owner,
+    /// every task getting all of it), a terminal for those the `pty`
+    /// option names; the exception note when the file cannot be read.
+    async fn open_stdin(&mut self, l: &Launch) -> Result<TaskInputs, String> {
+        let ranks: Vec<u32> = self.local.iter().flat_map(|r| r.task_ranks()).collect();
+        let mut ptys = BTreeMap::new();
+        if let Some(opt) = &self.shell.pty {
+            let uid = l.run_as.as_ref().map(|r| r.uid);
+            for &r in ranks
+                .iter()
+                .filter(|r| opt.ranks.as_ref().is_none_or(|s| s.contains(**r)))
+            {
+                let p =
+                    pty::open(uid).map_err(|e| format!("cannot open a pty for task {r}: {e}"))?;
+                ptys.insert(r, p);
             }
+        }
+        let file = match &self.shell.input {
+            Input::File(path) => Some(self.open_input_file(l, path).await?),
+            _ => None,
         };
-        let pipes = stdin::open(ranks).map_err(|e| format!("cannot make stdin pipes: {e}"))?;
+        let pipes_too = self.shell.input != Input::Null;
+        let mut targets = BTreeMap::new();
+        for &r in &ranks {
+            match ptys.get(&r) {
+                Some(p) => {
+                    let master = p.master.try_clone().map_err(|e| format!("pty: {e}"))?;
+                    targets.insert(r, stdin::Target::Pty(master));
+                }
+                None if pipes_too => {
+                    targets.insert(r, stdin::Target::Pipe);
+                }
+                None => {}
+            }
+        }
+        if targets.is_empty() {
+            return Ok(TaskInputs::default());
+        }
+        let pipes = stdin::open(targets).map_err(|e| format!("cannot make stdin pipes: {e}"))?;
         match file {
             Some(f) => {
                 tokio::spawn(stdin::feed_file(tokio::fs::File::from_std(f), pipes.sender));
             }
             None => self.procs.set_stdin(pipes.sender),
         }
-        Ok(pipes.readers)
+        let ptys = ptys
+            .into_iter()
+            .map(|(r, p)| {
+                let pty = TaskPty {
+                    slave: p.slave,
+                    master: Arc::new(p.master),
+                };
+                (r, pty)
+            })
+            .collect();
+        Ok(TaskInputs {
+            pipes: pipes.readers,
+            ptys,
+        })
+    }
+
+    /// The job's input file, opened as its owner, relative to its cwd.
+    async fn open_input_file(&self, l: &Launch, path: &str) -> Result<std::fs::File, String> {
+        let request = vec![FileRequest {
+            path: path.into(),
+            access: Access::Read,
+        }];
+        let cwd = l.jobspec.cwd().map(std::path::PathBuf::from);
+        let note = |e: String| format!("cannot open {path} for stdin: {e}");
+        let mut opened = files::open(request, cwd, l.run_as.clone())
+            .await
+            .map_err(note)?;
+        opened
+            .pop()
+            .ok_or_else(|| note("no answer".into()))?
+            .map_err(note)
     }
 
     /// Open the job's PMI server, unless the job turned it off; the

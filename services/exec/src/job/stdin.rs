@@ -11,7 +11,7 @@ use std::os::fd::OwnedFd;
 use std::sync::Arc;
 
 use fluxgate_shared::IdSet;
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::net::unix::pipe;
 use tokio::sync::mpsc;
 use tracing::Instrument;
@@ -32,6 +32,17 @@ pub struct Chunk {
     /// The input of every other task ends now (the first chunk of a
     /// stream meant for some tasks only: `run --input=RANKS`).
     pub others_eof: bool,
+    /// The caller's terminal size (rows, columns), for the tasks' ptys.
+    pub winsize: Option<(u16, u16)>,
+}
+
+/// Where one task's input goes.
+#[derive(Debug)]
+pub enum Target {
+    /// A pipe made here, its read end the task's stdin.
+    Pipe,
+    /// The master end of the task's terminal.
+    Pty(OwnedFd),
 }
 
 /// The read ends of a node's task pipes, by task rank, to hand to the
@@ -44,22 +55,49 @@ pub struct Pipes {
     pub sender: mpsc::Sender<Chunk>,
 }
 
-/// Make a pipe for each of `ranks` and the task that writes them.
-pub fn open(ranks: impl IntoIterator<Item = u32>) -> std::io::Result<Pipes> {
+type Writer = Box<dyn AsyncWrite + Unpin + Send>;
+
+/// Make each task's way in and the task that writes them.
+pub fn open(targets: BTreeMap<u32, Target>) -> std::io::Result<Pipes> {
     let mut readers = BTreeMap::new();
-    let mut writers = BTreeMap::new();
-    for rank in ranks {
-        let (r, w) = std::io::pipe()?;
-        readers.insert(rank, Arc::new(OwnedFd::from(r)));
-        writers.insert(rank, pipe::Sender::from_owned_fd(OwnedFd::from(w))?);
+    let mut writers: BTreeMap<u32, Writer> = BTreeMap::new();
+    let mut terminals = Vec::new();
+    let mut terminal_ranks = Vec::new();
+    for (rank, target) in targets {
+        match target {
+            Target::Pipe => {
+                let (r, w) = std::io::pipe()?;
+                readers.insert(rank, Arc::new(OwnedFd::from(r)));
+                let w = pipe::Sender::from_owned_fd(OwnedFd::from(w))?;
+                writers.insert(rank, Box::new(w));
+            }
+            Target::Pty(master) => {
+                terminals.push(master.try_clone()?);
+                terminal_ranks.push(rank);
+                let file = tokio::fs::File::from_std(std::fs::File::from(master));
+                writers.insert(rank, Box::new(file));
+            }
+        }
     }
     let (sender, rx) = mpsc::channel(CHUNK_CAPACITY);
-    tokio::spawn(feed(writers, rx).in_current_span());
+    tokio::spawn(feed(writers, terminals, terminal_ranks, rx).in_current_span());
     Ok(Pipes { readers, sender })
 }
 
-async fn feed(mut writers: BTreeMap<u32, pipe::Sender>, mut rx: mpsc::Receiver<Chunk>) {
+async fn feed(
+    mut writers: BTreeMap<u32, Writer>,
+    terminals: Vec<OwnedFd>,
+    terminal_ranks: Vec<u32>,
+    mut rx: mpsc::Receiver<Chunk>,
+) {
     while let Some(chunk) = rx.recv().await {
+        if let Some((rows, cols)) = chunk.winsize {
+            for t in &terminals {
+                if let Err(e) = super::pty::resize(t, rows, cols) {
+                    tracing::debug!(error = %e, "cannot resize a task's terminal");
+                }
+            }
+        }
         if chunk.others_eof
             && let Some(set) = &chunk.ranks
         {
@@ -75,11 +113,21 @@ async fn feed(mut writers: BTreeMap<u32, pipe::Sender>, mut rx: mpsc::Receiver<C
                 continue;
             };
             // A task that has exited (or closed its stdin) takes no more.
-            if !chunk.data.is_empty() && w.write_all(&chunk.data).await.is_err() {
+            let written = async {
+                w.write_all(&chunk.data).await?;
+                w.flush().await
+            };
+            if !chunk.data.is_empty() && written.await.is_err() {
                 writers.remove(&rank);
                 continue;
             }
             if chunk.eof {
+                // A terminal's end of input is its EOF character; closing
+                // the master would hang the task up instead.
+                if terminal_ranks.contains(&rank) {
+                    let _ = w.write_all(b"\x04").await;
+                    let _ = w.flush().await;
+                }
                 writers.remove(&rank);
             }
         }
@@ -106,6 +154,7 @@ pub async fn feed_file(mut file: tokio::fs::File, sender: mpsc::Sender<Chunk>) {
             data: buf[..n].to_vec(),
             eof: n == 0,
             others_eof: false,
+            winsize: None,
         };
         if sender.send(chunk).await.is_err() || n == 0 {
             return;

@@ -97,6 +97,17 @@ fn launch(channel: &mut UnixStream) -> Result<Infallible, StartFailure> {
     Err(failed(error))
 }
 
+/// Make `tty` this process's stdin, stdout, stderr and controlling
+/// terminal, in a new session (as a login does).
+fn become_terminal(tty: &OwnedFd) -> io::Result<()> {
+    rustix::process::setsid()?;
+    rustix::process::ioctl_tiocsctty(tty)?;
+    rustix::stdio::dup2_stdin(tty)?;
+    rustix::stdio::dup2_stdout(tty)?;
+    rustix::stdio::dup2_stderr(tty)?;
+    Ok(())
+}
+
 /// The descriptors the service sent after the launch frame: stdin, moved
 /// onto descriptor 0, then those the task inherits (received without
 /// close-on-exec), with the variables that give their numbers.
@@ -104,7 +115,7 @@ fn take_descriptors(
     channel: &UnixStream,
     task: &TaskLaunch,
 ) -> io::Result<(Vec<OwnedFd>, Vec<(String, String)>)> {
-    let wanted = usize::from(task.stdin) + task.inherit.len();
+    let wanted = usize::from(task.pty) + usize::from(task.stdin) + task.inherit.len();
     if wanted == 0 {
         return Ok((Vec::new(), Vec::new()));
     }
@@ -130,6 +141,11 @@ fn take_descriptors(
         )));
     }
     let mut fds = fds.into_iter();
+    if task.pty
+        && let Some(tty) = fds.next()
+    {
+        become_terminal(&tty)?;
+    }
     if task.stdin
         && let Some(stdin) = fds.next()
     {

@@ -26,6 +26,8 @@ pub async fn forward(
         ranks: m.ranks,
         data: m.data,
         eof: m.eof,
+        rows: m.rows,
+        cols: m.cols,
     };
     // A caller's stream that breaks ends the input here; what came is passed on.
     let rest = rest.map_while(Result::ok);

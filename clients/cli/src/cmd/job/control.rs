@@ -29,6 +29,7 @@ pub fn run_attach(args: AttachArgs) -> anyhow::Result<ExitCode> {
         let stdin = attach::StdinTo {
             ranks: Default::default(),
             quiet: true,
+            terminal: false,
         };
         attach::attach(&mut inst, id, Some(stdin)).await
     })?
