@@ -305,3 +305,82 @@ async fn affinity_environment_and_options() {
     assert!(ok, "{err}");
     assert_eq!(out.trim(), "warned");
 }
+
+/// The screen of tmux session `s`.
+fn screen(s: &str) -> String {
+    let out = Command::new("tmux")
+        .args(["capture-pane", "-p", "-t", s])
+        .output()
+        .expect("tmux (.ci/run installs it)");
+    text(&out.stdout)
+}
+
+/// Wait until the screen shows `words`; the screen.
+fn until_screen(s: &str, words: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let shown = screen(s);
+        if shown.contains(words) {
+            return shown;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no {words:?} on screen:\n{shown}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_interactive_pty_is_driven_from_the_terminal() {
+    let dir = tempfile::tempdir().unwrap();
+    let inst = Instance::start(1, 1).await;
+    let session = format!("fluxgate-pty-{}", std::process::id());
+    let line = format!(
+        "cd {} && FLUXGATE_URI={} {} run -o pty.interactive sh; echo EXIT=$?; sleep 600",
+        dir.path().display(),
+        inst.uri,
+        binary("fluxgate").display()
+    );
+    let started = Command::new("tmux")
+        .args([
+            "new-session",
+            "-d",
+            "-s",
+            &session,
+            "-x",
+            "100",
+            "-y",
+            "20",
+            &line,
+        ])
+        .env_remove("TMUX")
+        .status()
+        .expect("tmux (.ci/run installs it)");
+    assert!(started.success());
+    let keys = |k: &str| {
+        Command::new("tmux")
+            .args(["send-keys", "-t", &session, k, "Enter"])
+            .status()
+            .unwrap();
+    };
+    // The task sees a terminal of the caller's size.
+    keys("tty; stty size; echo $((6*7))");
+    let shown = until_screen(&session, "42");
+    assert!(shown.contains("/dev/pts/"), "{shown}");
+    assert!(shown.contains("20 100"), "{shown}");
+    // Ctrl-C is a character for the task's terminal, not a cancel.
+    keys("sleep 300");
+    Command::new("tmux")
+        .args(["send-keys", "-t", &session, "C-c"])
+        .status()
+        .unwrap();
+    keys("echo still $((1+1))");
+    until_screen(&session, "still 2");
+    keys("exit 7");
+    let shown = until_screen(&session, "EXIT=7");
+    let _ = Command::new("tmux")
+        .args(["kill-session", "-t", &session])
+        .status();
+    assert!(!shown.contains("job.exception"), "{shown}");
+}

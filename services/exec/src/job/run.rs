@@ -171,137 +171,172 @@ struct Doom {
 pub async fn run(l: Launch, ch: JobChannels) {
     let JobChannels {
         responses,
-        mut control,
+        control,
         procs,
     } = ch;
     // The peers are known now, the tasks as they are launched.
     procs.set_peers(l.peers.clone());
-    let mut d = Driver {
-        id: l.id.into(),
-        leader: l.leader,
-        out: responses,
-        status: 0,
-        start_sent: false,
-        tasks: HashMap::new(),
-        task_rank: HashMap::new(),
-        rank_left: l.local.iter().map(|r| r.ntasks).collect(),
-        rank_statuses: vec![Vec::new(); l.local.len()],
-        local: l.local.clone(),
-        leader_rank: l.layout.leader_rank(),
-        peers: l.peers.clone(),
-        peer_state: l.peers.iter().map(|_| PeerState::default()).collect(),
-        kill_timeout: l.kill_timeout,
-        kill_at: None,
-        torn_down: false,
-        files: Vec::new(),
-        stream_file: [None, None],
-        expiration: None,
-        procs,
-        local_hostname: None,
-        shell: l.jobspec.shell().unwrap_or_else(|e| {
-            tracing::warn!(error = %e, "shell options ignored");
-            ShellOptions::default()
-        }),
-        pmi: None,
-        gather: None,
-        own_member: None,
-        peer_member: Vec::new(),
-        doom: Doom::default(),
-        warn_at: None,
-        ntasks: l.layout.ntasks,
-        command: l
-            .jobspec
-            .command()
-            .first()
-            .map(|c| c.rsplit('/').next().unwrap_or(c).to_string())
-            .unwrap_or_default(),
-    };
+    let mut d = Driver::new(&l, responses, procs);
     if d.leader {
         d.exec_event("init", None).await;
         d.exec_event("starting", None).await;
     }
+    let mut control = control;
     if let Some(secs) = l.jobspec.test_run_duration() {
         d.run_test(secs, &mut control).await;
         return;
     }
-    if d.leader {
-        d.output(output::header(l.layout.ntasks)).await;
-        if let Err(note) = d.open_redirects(&l).await {
-            d.say_start().await;
-            d.exception("exec", &note).await;
-            d.status = WaitStatus::exited(1).0;
-            d.finish().await;
-            return;
-        }
-    }
-
-    if d.leader
-        && let Some(warning) = d.shell.unknown_warning()
-    {
-        // Said once, on the job's stderr, before any task writes.
-        d.on_task(TaskEvent::Output {
-            rank: 0,
-            stream: Stream::Stderr,
-            data: warning.into_bytes(),
-        })
-        .await;
+    if d.leader && !d.prepare_leader(&l).await {
+        return;
     }
     d.set_expiration(l.expiration);
-    let mut pmi_rx = d.start_pmi(&l);
-    let (task_tx, mut task_rx) = mpsc::channel(TASK_EVENT_CAPACITY);
+    let pmi_rx = d.start_pmi(&l);
+    let (task_tx, task_rx) = mpsc::channel(TASK_EVENT_CAPACITY);
     let failures = d.launch_local(&l, &task_tx).await;
     drop(task_tx);
-
-    let (peer_tx, mut peer_rx) = mpsc::channel(PEER_EVENT_CAPACITY);
-    for (i, p) in d.peers.iter().enumerate() {
-        let request = StartRequest {
-            id: d.id,
-            userid: l.userid,
-            jobspec: l.jobspec_text.clone(),
-            r: l.r_text.clone(),
-            reattach: false,
-            ranks: p.ranks.to_string(),
-            peers: l.peer_addresses.clone(),
-            credential: l.credential.clone(),
-        };
-        p.start(i, request, peer_tx.clone());
-    }
-    drop(peer_tx);
+    let peer_rx = d.start_peers(&l);
     d.maybe_start().await;
-    for (shell_rank, note) in failures {
-        d.output(output::log(shell_rank, 0, &note)).await;
-        d.exception("exec", &note).await;
-        d.tear_down(Signal::SIGTERM, "exec", &note);
-    }
-    for i in 0..d.local.len() {
-        if d.rank_left[i] == 0 {
-            d.rank_done(i).await;
+    d.launched(failures).await;
+    d.drive(task_rx, peer_rx, control, pmi_rx).await;
+    d.finish().await;
+}
+
+impl Driver {
+    /// The driver of `l`'s part of its job, nothing launched yet.
+    fn new(l: &Launch, out: mpsc::Sender<StartResponse>, procs: Arc<Procs>) -> Driver {
+        Driver {
+            id: l.id.into(),
+            leader: l.leader,
+            out,
+            status: 0,
+            start_sent: false,
+            tasks: HashMap::new(),
+            task_rank: HashMap::new(),
+            rank_left: l.local.iter().map(|r| r.ntasks).collect(),
+            rank_statuses: vec![Vec::new(); l.local.len()],
+            local: l.local.clone(),
+            leader_rank: l.layout.leader_rank(),
+            peers: l.peers.clone(),
+            peer_state: l.peers.iter().map(|_| PeerState::default()).collect(),
+            kill_timeout: l.kill_timeout,
+            kill_at: None,
+            torn_down: false,
+            files: Vec::new(),
+            stream_file: [None, None],
+            expiration: None,
+            procs,
+            local_hostname: None,
+            shell: l.jobspec.shell().unwrap_or_else(|e| {
+                tracing::warn!(error = %e, "shell options ignored");
+                ShellOptions::default()
+            }),
+            pmi: None,
+            gather: None,
+            own_member: None,
+            peer_member: Vec::new(),
+            doom: Doom::default(),
+            warn_at: None,
+            ntasks: l.layout.ntasks,
+            command: l
+                .jobspec
+                .command()
+                .first()
+                .map(|c| c.rsplit('/').next().unwrap_or(c).to_string())
+                .unwrap_or_default(),
         }
     }
 
-    let (mut local_done, mut peers_done, mut control_open) = (false, d.peers.is_empty(), true);
-    while !(local_done && peers_done) {
-        let kill_at = d.kill_at;
-        tokio::select! {
-            ev = task_rx.recv(), if !local_done => match ev {
-                Some(ev) => d.on_task(ev).await,
-                None => local_done = true,
-            },
-            ev = peer_rx.recv(), if !peers_done => match ev {
-                Some(ev) => d.on_peer(ev).await,
-                None => peers_done = true,
-            },
-            c = control.recv(), if control_open => match c {
-                Some(c) => d.on_control(c).await,
-                None => control_open = false,
-            },
-            Some(ev) = recv_pmi(&mut pmi_rx) => d.on_pmi(ev).await,
-            _ = sleep_until(kill_at), if kill_at.is_some() => d.kill_remaining(),
-            _ = sleep_until(d.doom.at), if d.doom.at.is_some() => d.doomed().await,
-            _ = sleep_until(d.warn_at), if d.warn_at.is_some() => d.warn(),
+    /// The leader's first words: the output header, the output files and
+    /// the warning about unknown options. False when the job ended here
+    /// (an output file could not be opened).
+    async fn prepare_leader(&mut self, l: &Launch) -> bool {
+        self.output(output::header(l.layout.ntasks)).await;
+        if let Err(note) = self.open_redirects(l).await {
+            self.say_start().await;
+            self.exception("exec", &note).await;
+            self.status = WaitStatus::exited(1).0;
+            self.finish().await;
+            return false;
+        }
+        if let Some(warning) = self.shell.unknown_warning() {
+            // Said once, on the job's stderr, before any task writes.
+            self.on_task(TaskEvent::Output {
+                rank: 0,
+                stream: Stream::Stderr,
+                data: warning.into_bytes(),
+            })
+            .await;
+        }
+        true
+    }
+
+    /// Start the peers' parts of the job (leader only); their responses
+    /// come on the receiver.
+    fn start_peers(&self, l: &Launch) -> mpsc::Receiver<PeerEvent> {
+        let (peer_tx, peer_rx) = mpsc::channel(PEER_EVENT_CAPACITY);
+        for (i, p) in self.peers.iter().enumerate() {
+            let request = StartRequest {
+                id: self.id,
+                userid: l.userid,
+                jobspec: l.jobspec_text.clone(),
+                r: l.r_text.clone(),
+                reattach: false,
+                ranks: p.ranks.to_string(),
+                peers: l.peer_addresses.clone(),
+                credential: l.credential.clone(),
+            };
+            p.start(i, request, peer_tx.clone());
+        }
+        peer_rx
+    }
+
+    /// After the launch: each task that could not start is an exception
+    /// that tears the job down; ranks with nothing left to wait for are done.
+    async fn launched(&mut self, failures: Vec<(u32, String)>) {
+        for (shell_rank, note) in failures {
+            self.output(output::log(shell_rank, 0, &note)).await;
+            self.exception("exec", &note).await;
+            self.tear_down(Signal::SIGTERM, "exec", &note);
+        }
+        for i in 0..self.local.len() {
+            if self.rank_left[i] == 0 {
+                self.rank_done(i).await;
+            }
         }
     }
-    d.finish().await;
+
+    /// Serve the job until its local tasks and its peers are done.
+    async fn drive(
+        &mut self,
+        mut task_rx: mpsc::Receiver<TaskEvent>,
+        mut peer_rx: mpsc::Receiver<PeerEvent>,
+        mut control: mpsc::Receiver<Control>,
+        mut pmi_rx: Option<mpsc::Receiver<ClientEvent>>,
+    ) {
+        let (mut local_done, mut peers_done) = (false, self.peers.is_empty());
+        let mut control_open = true;
+        while !(local_done && peers_done) {
+            let kill_at = self.kill_at;
+            tokio::select! {
+                ev = task_rx.recv(), if !local_done => match ev {
+                    Some(ev) => self.on_task(ev).await,
+                    None => local_done = true,
+                },
+                ev = peer_rx.recv(), if !peers_done => match ev {
+                    Some(ev) => self.on_peer(ev).await,
+                    None => peers_done = true,
+                },
+                c = control.recv(), if control_open => match c {
+                    Some(c) => self.on_control(c).await,
+                    None => control_open = false,
+                },
+                Some(ev) = recv_pmi(&mut pmi_rx) => self.on_pmi(ev).await,
+                _ = sleep_until(kill_at), if kill_at.is_some() => self.kill_remaining(),
+                _ = sleep_until(self.doom.at), if self.doom.at.is_some() => self.doomed().await,
+                _ = sleep_until(self.warn_at), if self.warn_at.is_some() => self.warn(),
+            }
+        }
+    }
 }
 
 /// The next event of the job's PMI connections; never, without PMI.
