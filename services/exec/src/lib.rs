@@ -3,6 +3,7 @@
 //! 24 output lines on the start stream.
 
 pub mod auth;
+pub mod bounded_open;
 pub mod cli;
 pub mod config;
 pub mod error;
