@@ -56,7 +56,7 @@ pub fn open(path: &Path, mode: Mode, timeout: Duration) -> io::Result<File> {
                         io::ErrorKind::TimedOut,
                         format!(
                             "it is a FIFO nobody opened for reading within {} s",
-                            timeout.as_secs()
+                            timeout.as_secs_f64().ceil()
                         ),
                     ));
                 }
