@@ -19,7 +19,10 @@ fn owner_cli(inst: &Instance, args: &[&str]) -> (std::process::Output, Duration)
     let out = Command::new(binary("fluxgate"))
         .args(args)
         .env("FLUXGATE_URI", &inst.uri)
-        .env("FLUXGATE_TOKEN", inst.owner_token.as_deref().expect("owner token"))
+        .env(
+            "FLUXGATE_TOKEN",
+            inst.owner_token.as_deref().expect("owner token"),
+        )
         .stdin(Stdio::null())
         .output()
         .expect("fluxgate");
@@ -74,7 +77,10 @@ fn a_store_password_is_refused_on_command_lines() {
     let dir = tempfile::tempdir().expect("tempdir");
     for (flag, value) in [
         ("--set", format!("store.url={url}")),
-        ("--set", format!("store.url=postgres://h/db?password={PASSWORD}")),
+        (
+            "--set",
+            format!("store.url=postgres://h/db?password={PASSWORD}"),
+        ),
         ("--store-url", url.clone()),
     ] {
         let out = Command::new(binary("fluxgate-job-manager"))
@@ -113,7 +119,15 @@ fn a_store_password_given_by_file_is_in_no_command_line_nor_log() {
     "#;
     let seen = top.path().join("ps.txt");
     let out = Command::new(binary("fluxgate"))
-        .args(["start", "--size", "1", "--kill-timeout", "1", "--standby", "1"])
+        .args([
+            "start",
+            "--size",
+            "1",
+            "--kill-timeout",
+            "1",
+            "--standby",
+            "1",
+        ])
         .arg("--store-url-file")
         .arg(&url_file)
         .arg("--statedir")
@@ -130,7 +144,10 @@ fn a_store_password_given_by_file_is_in_no_command_line_nor_log() {
     assert_ok(&out, "fluxgate start --store-url-file");
     let ps = std::fs::read_to_string(&seen).expect("ps output");
     assert!(ps.contains("fluxgate-job-manager"), "{ps}");
-    assert!(!ps.contains(PASSWORD), "the password is on a command line:\n{ps}");
+    assert!(
+        !ps.contains(PASSWORD),
+        "the password is on a command line:\n{ps}"
+    );
     let log = std::fs::read_to_string(statedir.join("job-manager.log")).expect("log");
     assert!(!log.contains(PASSWORD), "the password is in the log");
     assert!(log.contains(":***@"), "the URL is not logged masked");
@@ -188,12 +205,17 @@ fn flood(guest: &GuestUser, port: u16, n: usize, secs: u32) -> Child {
         .expect("flood");
     let mut line = String::new();
     let stdout = child.stdout.as_mut().expect("stdout");
-    BufReader::new(stdout).read_line(&mut line).expect("flood started");
+    BufReader::new(stdout)
+        .read_line(&mut line)
+        .expect("flood started");
     child
 }
 
 fn port_of(uri: &str) -> u16 {
-    uri.rsplit(':').next().and_then(|p| p.parse().ok()).expect("port")
+    uri.rsplit(':')
+        .next()
+        .and_then(|p| p.parse().ok())
+        .expect("port")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -235,7 +257,10 @@ async fn an_idle_connection_flood_leaves_the_owner_served() {
          {cpu:.2} s CPU in {:?}, {fds} descriptors open",
         window.elapsed()
     );
-    assert!(fds < 400 + 256, "{fds} descriptors open: the cap did not hold");
+    assert!(
+        fds < 400 + 256,
+        "{fds} descriptors open: the cap did not hold"
+    );
     let _ = attack.kill();
     let _ = attack.wait();
 
@@ -243,7 +268,11 @@ async fn an_idle_connection_flood_leaves_the_owner_served() {
     // the job manager pauses rather than spins.
     let limit = open_fds(jm) + 50;
     let lowered = Command::new("prlimit")
-        .args(["--pid", &jm.to_string(), &format!("--nofile={limit}:{limit}")])
+        .args([
+            "--pid",
+            &jm.to_string(),
+            &format!("--nofile={limit}:{limit}"),
+        ])
         .status()
         .expect("prlimit");
     assert!(lowered.success());
@@ -253,7 +282,10 @@ async fn an_idle_connection_flood_leaves_the_owner_served() {
     tokio::time::sleep(Duration::from_secs(4)).await;
     let cpu = cpu_seconds(jm) - cpu_before;
     println!("at the descriptor limit ({limit}): job manager {cpu:.2} s CPU in 4 s");
-    assert!(cpu < 2.0, "the job manager spun at EMFILE: {cpu:.2} s CPU in 4 s");
+    assert!(
+        cpu < 2.0,
+        "the job manager spun at EMFILE: {cpu:.2} s CPU in 4 s"
+    );
     let _ = attack.kill();
     let _ = attack.wait();
     // Once the flood is gone, the owner is served again.

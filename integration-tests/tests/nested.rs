@@ -954,7 +954,10 @@ async fn a_child_instance_admits_only_its_owner() {
     .await;
     // The squatted name was neither followed nor changed, and the script's
     // text is on no command line the guest can read.
-    let mode = std::fs::metadata(victim.path()).expect("victim").permissions().mode();
+    let mode = std::fs::metadata(victim.path())
+        .expect("victim")
+        .permissions()
+        .mode();
     assert_eq!(mode & 0o7777, 0o755, "the link's target was changed");
     assert_eq!(std::fs::read_dir(victim.path()).expect("victim").count(), 0);
     if let Some(guest) = &guest {

@@ -154,7 +154,10 @@ impl LimitsSettings {
         };
         fluxgate_setup::ConnLimits {
             max_connections: self.max_connections.unwrap_or(d.max_connections).max(1),
-            max_per_peer: self.max_connections_per_peer.unwrap_or(d.max_per_peer).max(1),
+            max_per_peer: self
+                .max_connections_per_peer
+                .unwrap_or(d.max_per_peer)
+                .max(1),
             handshake_timeout: secs(self.handshake_timeout, d.handshake_timeout),
             idle_timeout: secs(self.idle_timeout, d.idle_timeout),
             fd_reserve: self.fd_reserve.unwrap_or(d.fd_reserve),
@@ -252,9 +255,7 @@ impl Layered for Settings {
             "metrics.listen" => self.metrics.listen = text(),
             "telemetry.otlp_endpoint" => self.telemetry.otlp_endpoint = text(),
             "telemetry.service_name" => self.telemetry.service_name = text(),
-            "limits.max_connections" => {
-                self.limits.max_connections = Some(value::count(key, v)?)
-            }
+            "limits.max_connections" => self.limits.max_connections = Some(value::count(key, v)?),
             "limits.max_connections_per_peer" => {
                 self.limits.max_connections_per_peer = Some(value::count(key, v)?)
             }

@@ -138,7 +138,12 @@ fn exchange(
     let sent = channel.write_all(&frames);
     let (bytes, mut fds) = receive(channel).map_err(|e| match &sent {
         Err(w) => format!("the file opener failed: {w}"),
-        Ok(()) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
+        Ok(())
+            if matches!(
+                e.kind(),
+                io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+            ) =>
+        {
             format!(
                 "the file opener did not answer within {} s",
                 (OPEN_TIMEOUT + HELPER_GRACE).as_secs()

@@ -11,10 +11,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use fluxgate_proto::v1::exec_server::ExecServer;
+use fluxgate_setup::conns::{KEEPALIVE_INTERVAL, KEEPALIVE_TIMEOUT};
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
-use fluxgate_setup::conns::{KEEPALIVE_INTERVAL, KEEPALIVE_TIMEOUT};
 
 use crate::config::Config;
 use crate::join;

@@ -483,20 +483,38 @@ async fn a_fifo_nobody_reads_fails_its_job_and_a_kill_flood_stalls_no_other() {
                "shell": {"options": {"output": {"stdout": {"type": "file", "path": "f"}}}}}),
     );
     let started = std::time::Instant::now();
-    send(S::Start(start_request(&ex.exec_address, 30, guest.uid, 0, to_fifo))).await;
+    send(S::Start(start_request(
+        &ex.exec_address,
+        30,
+        guest.uid,
+        0,
+        to_fifo,
+    )))
+    .await;
     // `fluxgate job kill`, again and again, while its driver waits on the FIFO.
     for _ in 0..300 {
         send(S::Kill(ExecKillRequest { id: 30, signum: 15 })).await;
     }
     // Another job on the same session (another user's, in the attack).
     let other = jobspec(&["sh", "-c", "echo other"], json!({}));
-    send(S::Start(start_request(&ex.exec_address, 31, guest.uid, 1, other))).await;
+    send(S::Start(start_request(
+        &ex.exec_address,
+        31,
+        guest.uid,
+        1,
+        other,
+    )))
+    .await;
 
     let mut other_done = None;
     let mut fifo_note = None;
     let read = async {
         while other_done.is_none() || fifo_note.is_none() {
-            let resp = stream.message().await.unwrap().expect("the session stays open");
+            let resp = stream
+                .message()
+                .await
+                .unwrap()
+                .expect("the session stays open");
             match (&resp.response, resp.id) {
                 (Some(R::Finish(f)), 31) => {
                     assert_eq!(f.status, 0);

@@ -155,9 +155,11 @@ pub fn open_dir(path: &Path, owner: u32) -> Result<PrivateDir, PrivateError> {
 
 /// `path`'s parent (`.` for a bare name) and last component.
 fn split(path: &Path) -> Result<(PathBuf, &OsStr), PrivateError> {
-    let name = path.file_name().ok_or_else(|| PrivateError::NotADirectory {
-        path: path.to_path_buf(),
-    })?;
+    let name = path
+        .file_name()
+        .ok_or_else(|| PrivateError::NotADirectory {
+            path: path.to_path_buf(),
+        })?;
     let parent = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
@@ -226,14 +228,20 @@ impl PrivateDir {
     pub fn write_file(&self, name: &str, bytes: &[u8]) -> Result<PathBuf, PrivateError> {
         let path = self.path.join(name);
         let tmp = format!("{name}.tmp");
-        let _ = nix::unistd::unlinkat(&self.fd, tmp.as_str(), nix::unistd::UnlinkatFlags::NoRemoveDir);
-        let flags = OFlag::O_WRONLY
-            | OFlag::O_CREAT
-            | OFlag::O_EXCL
-            | OFlag::O_NOFOLLOW
-            | OFlag::O_CLOEXEC;
-        let fd = nix::fcntl::openat(&self.fd, tmp.as_str(), flags, Mode::from_bits_truncate(FILE_MODE as _))
-            .map_err(|e| io_error("cannot create", &path)(e.into()))?;
+        let _ = nix::unistd::unlinkat(
+            &self.fd,
+            tmp.as_str(),
+            nix::unistd::UnlinkatFlags::NoRemoveDir,
+        );
+        let flags =
+            OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+        let fd = nix::fcntl::openat(
+            &self.fd,
+            tmp.as_str(),
+            flags,
+            Mode::from_bits_truncate(FILE_MODE as _),
+        )
+        .map_err(|e| io_error("cannot create", &path)(e.into()))?;
         let mut file = File::from(fd);
         let written = file.write_all(bytes).and_then(|()| file.sync_all());
         let renamed = written.and_then(|()| {

@@ -85,7 +85,8 @@ impl ConnLimits {
             soft
         };
         let room = soft.saturating_sub(self.fd_reserve).max(1);
-        self.max_connections.min(usize::try_from(room).unwrap_or(usize::MAX))
+        self.max_connections
+            .min(usize::try_from(room).unwrap_or(usize::MAX))
     }
 }
 
@@ -527,7 +528,10 @@ mod tests {
         // Refused: accepted and closed at once, the stream yields nothing
         // for it (it is in the backlog: the first poll takes it).
         let next = tokio::time::timeout(Duration::from_millis(300), g.next()).await;
-        assert!(next.is_err(), "a connection over the peer's share was served");
+        assert!(
+            next.is_err(),
+            "a connection over the peer's share was served"
+        );
         let mut buf = [0u8; 1];
         assert_eq!(c2.read(&mut buf).await.unwrap(), 0);
         assert_eq!(g.open_connections(), 1);

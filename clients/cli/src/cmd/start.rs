@@ -197,7 +197,9 @@ async fn start_instance(launcher: &mut Launcher, args: &Args) -> anyhow::Result<
         // In the environment, not on a command line others can read.
         jm = jm.env(STORE_URL_ENV, &url);
     } else if args.standby > 0 {
-        bail!("--standby needs a PostgreSQL store (--store-url, --store-url-file or {STORE_URL_ENV})");
+        bail!(
+            "--standby needs a PostgreSQL store (--store-url, --store-url-file or {STORE_URL_ENV})"
+        );
     }
     let (_, leader) = launcher
         .job_manager(&jm, "job-manager.log", timeout)

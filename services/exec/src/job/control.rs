@@ -136,7 +136,10 @@ mod tests {
         while got.len() < 4 {
             got.push(rx.recv().await.unwrap());
         }
-        assert_eq!(got[..3], [Control::Signal(15), Control::Signal(15), Control::Signal(9)]);
+        assert_eq!(
+            got[..3],
+            [Control::Signal(15), Control::Signal(15), Control::Signal(9)]
+        );
         assert_eq!(got[3], Control::Shutdown("stop".into()));
         // Room again: requests go straight in.
         assert!(q.send(Control::Signal(2)).unwrap());

@@ -89,7 +89,10 @@ impl ChildKey {
             Some(key) => Claims::node(self.uid, 0).sign(key)?,
             None => {
                 let path = node_token_path(self.uid, uri);
-                let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+                let name = path
+                    .file_name()
+                    .and_then(|n| n.to_str())
+                    .unwrap_or_default();
                 private::open_dir(&private::user_dir(self.uid), self.uid)
                     .map_err(anyhow::Error::from)
                     .and_then(|dir| Ok(dir.read_file(name)?))
