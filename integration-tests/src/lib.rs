@@ -541,6 +541,11 @@ impl Instance {
         self.wait_online(self.nodes).await;
     }
 
+    /// The job manager's process id.
+    pub fn jm_pid(&self) -> u32 {
+        self.jm.as_ref().expect("job manager running").id()
+    }
+
     /// The job manager's resident memory in bytes (Linux `/proc`).
     pub fn jm_rss(&self) -> u64 {
         let pid = self.jm.as_ref().expect("job manager running").id();

@@ -4,6 +4,7 @@
 //! down every level, teardown on cancel of the enclosing job, and property
 //! constraints honoured after a run-time change.
 
+use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -906,10 +907,28 @@ async fn a_child_instance_admits_only_its_owner() {
     let inst = Instance::start_auth(2, 2).await;
     let owner = inst.owner_token.clone().expect("owner token");
     let dir = tempfile::tempdir().expect("tempdir");
+    // The job's temporary directory is one every user may write in, where
+    // the guest has put a link by the name root's credentials once took.
+    let tmp = tempfile::tempdir().expect("tempdir");
+    std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o1777)).expect("chmod");
+    let victim = tempfile::tempdir().expect("tempdir");
+    std::fs::set_permissions(victim.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    if let Some(guest) = &guest {
+        let squat = guest.shell(
+            &format!(
+                "ln -s {} {}/fluxgate-0",
+                victim.path().display(),
+                tmp.path().display()
+            ),
+            &[],
+        );
+        assert!(squat.status.success(), "{squat:?}");
+    }
     script(
         dir.path(),
         "hold.sh",
         "#!/bin/sh\n\
+         # marker-of-the-script-text\n\
          test -n \"$FLUXGATE_TOKEN\" || exit 4\n\
          fluxgate run -N2 true || exit 5\n\
          fluxgate jobs -a >/dev/null || exit 6\n\
@@ -918,6 +937,7 @@ async fn a_child_instance_admits_only_its_owner() {
     );
     let out = fluxgate_command(&inst.uri, dir.path(), &["batch", "-N2", "hold.sh"])
         .env("FLUXGATE_TOKEN", &owner)
+        .env("TMPDIR", tmp.path())
         .output()
         .expect("batch");
     assert!(
@@ -932,6 +952,20 @@ async fn a_child_instance_admits_only_its_owner() {
         j.state == "RUN" && j.name == "sleep"
     })
     .await;
+    // The squatted name was neither followed nor changed, and the script's
+    // text is on no command line the guest can read.
+    let mode = std::fs::metadata(victim.path())
+        .expect("victim")
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o7777, 0o755, "the link's target was changed");
+    assert_eq!(std::fs::read_dir(victim.path()).expect("victim").count(), 0);
+    if let Some(guest) = &guest {
+        let ps = guest.shell("ps -eo args", &[]);
+        let ps = String::from_utf8_lossy(&ps.stdout);
+        assert!(ps.contains("fluxgate instance"), "{ps}");
+        assert!(!ps.contains("marker-of-the-script-text"), "{ps}");
+    }
 
     // Without a credential the child refuses everyone.
     let bare = JobManagerClient::connect(child.clone())

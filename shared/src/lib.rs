@@ -4,6 +4,7 @@
 //! Each module is named after the RFC concept it holds.
 
 pub mod auth;
+pub mod conninfo;
 pub mod eventlog;
 pub mod hostlist;
 pub mod idset;

@@ -124,6 +124,45 @@ pub struct Settings {
     pub metrics: MetricsSettings,
     /// `[telemetry]`.
     pub telemetry: TelemetrySettings,
+    /// `[limits]`.
+    pub limits: LimitsSettings,
+}
+
+/// `[limits]` of the exec service: its listener's connections
+/// (`fluxgate_setup::conns`; unset, its defaults).
+#[derive(Debug, Clone, Default, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LimitsSettings {
+    /// Most connections at once.
+    pub max_connections: Option<usize>,
+    /// Most connections from one address.
+    pub max_connections_per_peer: Option<usize>,
+    /// Seconds a new connection has to send its first bytes.
+    pub handshake_timeout: Option<f64>,
+    /// Seconds a connection may stay silent.
+    pub idle_timeout: Option<f64>,
+    /// Descriptors kept for the service's own files.
+    pub fd_reserve: Option<u64>,
+}
+
+impl LimitsSettings {
+    /// The connection limits, defaults filled in.
+    pub fn conns(&self) -> fluxgate_setup::ConnLimits {
+        let d = fluxgate_setup::ConnLimits::default();
+        let secs = |s: Option<f64>, d: Duration| {
+            s.map_or(d, |s| Duration::from_secs_f64(s.clamp(0.001, 1e6)))
+        };
+        fluxgate_setup::ConnLimits {
+            max_connections: self.max_connections.unwrap_or(d.max_connections).max(1),
+            max_per_peer: self
+                .max_connections_per_peer
+                .unwrap_or(d.max_per_peer)
+                .max(1),
+            handshake_timeout: secs(self.handshake_timeout, d.handshake_timeout),
+            idle_timeout: secs(self.idle_timeout, d.idle_timeout),
+            fd_reserve: self.fd_reserve.unwrap_or(d.fd_reserve),
+        }
+    }
 }
 
 /// `[metrics]` of the exec service.
@@ -155,6 +194,11 @@ const EXEC_PREFIXED: &[&str] = &[
     // The same collector usually serves both services (one variable), but
     // each names itself.
     "telemetry.service_name",
+    "limits.max_connections",
+    "limits.max_connections_per_peer",
+    "limits.handshake_timeout",
+    "limits.idle_timeout",
+    "limits.fd_reserve",
 ];
 
 impl Layered for Settings {
@@ -178,6 +222,11 @@ impl Layered for Settings {
         "metrics.listen",
         "telemetry.otlp_endpoint",
         "telemetry.service_name",
+        "limits.max_connections",
+        "limits.max_connections_per_peer",
+        "limits.handshake_timeout",
+        "limits.idle_timeout",
+        "limits.fd_reserve",
     ];
 
     fn set(&mut self, key: &str, v: &str) -> Result<(), SetError> {
@@ -206,6 +255,15 @@ impl Layered for Settings {
             "metrics.listen" => self.metrics.listen = text(),
             "telemetry.otlp_endpoint" => self.telemetry.otlp_endpoint = text(),
             "telemetry.service_name" => self.telemetry.service_name = text(),
+            "limits.max_connections" => self.limits.max_connections = Some(value::count(key, v)?),
+            "limits.max_connections_per_peer" => {
+                self.limits.max_connections_per_peer = Some(value::count(key, v)?)
+            }
+            "limits.handshake_timeout" => {
+                self.limits.handshake_timeout = Some(value::number(key, v)?)
+            }
+            "limits.idle_timeout" => self.limits.idle_timeout = Some(value::number(key, v)?),
+            "limits.fd_reserve" => self.limits.fd_reserve = Some(value::count(key, v)?),
             _ => return Err(SetError::UnknownKey(key.to_string())),
         }
         Ok(())
@@ -371,6 +429,8 @@ pub struct Config {
     pub tls_identity: Option<ServerIdentity>,
     /// Where spans are exported (nowhere when its endpoint is empty).
     pub otlp: fluxgate_setup::OtlpConfig,
+    /// The listener's connection limits.
+    pub conns: fluxgate_setup::ConnLimits,
 }
 
 impl Args {
@@ -513,6 +573,7 @@ impl Config {
             node_credential: NodeCredential::new(node_token.as_deref()),
             tls_identity,
             tls_ca,
+            conns: args.limits.conns(),
             otlp: fluxgate_setup::OtlpConfig {
                 endpoint: args.telemetry.otlp_endpoint.unwrap_or_default(),
                 service_name: args
@@ -543,6 +604,7 @@ impl Config {
             tls_ca: None,
             allow_root_jobs: true,
             otlp: fluxgate_setup::OtlpConfig::default(),
+            conns: fluxgate_setup::ConnLimits::default(),
         }
     }
 }

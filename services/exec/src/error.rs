@@ -36,6 +36,13 @@ pub enum ExecError {
         ranks: String,
         error: String,
     },
+    /// The job has this many control requests waiting, and another unlike
+    /// them kept aside.
+    #[error(
+        "job {0} has {1} control requests waiting and cannot take another now \
+         (repeats of the last are merged); retry once it has handled them"
+    )]
+    ControlQueueFull(JobId, usize),
     /// A signal number outside 1..=64.
     #[error("signal {0} is not a valid signal number (1-64)")]
     BadSignal(i32),
@@ -74,6 +81,7 @@ impl From<ExecError> for tonic::Status {
                 tonic::Status::invalid_argument(msg)
             }
             ExecError::ShuttingDown => tonic::Status::unavailable(msg),
+            ExecError::ControlQueueFull(..) => tonic::Status::resource_exhausted(msg),
             ExecError::NoCredential | ExecError::WrongCredential => {
                 tonic::Status::unauthenticated(msg)
             }

@@ -9,17 +9,18 @@
 //! the job's cwd.
 
 use std::collections::VecDeque;
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{self, IoSliceMut, Read, Write};
 use std::mem::MaybeUninit;
 use std::os::fd::OwnedFd;
-use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 use rustix::net::{RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, recvmsg};
 
+use crate::bounded_open::{self, OPEN_TIMEOUT};
 use crate::handoff::{
     Access, FileRequest, MAX_FILES, MAX_FRAME, OpenReply, OpenRequest, decode_reply, encode,
 };
@@ -28,6 +29,10 @@ use crate::wrapper::FALLBACK_DIR;
 
 /// The mask new files are created with (the job carries none).
 pub const UMASK: u32 = 0o022;
+
+/// How much longer than [`OPEN_TIMEOUT`] the service waits for the
+/// `open-as` helper (to start, switch and answer) before it kills it.
+const HELPER_GRACE: Duration = Duration::from_secs(5);
 
 /// Open `files` for a job whose cwd is `cwd`, as `who` (this process's own
 /// identity when `None`). One result per file, in order, with the system's
@@ -62,6 +67,7 @@ fn open_here(request: &OpenRequest) -> Vec<Result<File, String>> {
         Some(_) => Some(Path::new(FALLBACK_DIR)),
         None => None,
     };
+    let deadline = Instant::now() + OPEN_TIMEOUT;
     request
         .files
         .iter()
@@ -70,16 +76,14 @@ fn open_here(request: &OpenRequest) -> Vec<Result<File, String>> {
                 Some(base) => base.join(&f.path),
                 None => f.path.clone(),
             };
-            let mut options = OpenOptions::new();
-            match f.access {
-                Access::Write => options
-                    .write(true)
-                    .create(true)
-                    .truncate(true)
-                    .mode(0o666 & !request.umask),
-                Access::Read => options.read(true),
+            let mode = match f.access {
+                Access::Write => bounded_open::Mode::Write {
+                    create_mode: 0o666 & !request.umask,
+                },
+                Access::Read => bounded_open::Mode::Read,
             };
-            options.open(path).map_err(|e| e.to_string())
+            let left = deadline.saturating_duration_since(Instant::now());
+            bounded_open::open(&path, mode, left).map_err(|e| e.to_string())
         })
         .collect()
 }
@@ -105,10 +109,25 @@ fn open_as(request: &OpenRequest, who: &RunAs) -> Result<Vec<Result<File, String
         .map_err(|e| format!("cannot start the file opener: {e}"));
     drop(spawning);
     let mut child = child?;
-    let result = exchange(&ours, request, who);
+    // The helper bounds its opens; this bounds the helper (a file system
+    // that does not answer at all).
+    let result = ours
+        .set_read_timeout(Some(OPEN_TIMEOUT + HELPER_GRACE))
+        .map_err(|e| format!("the file opener failed: {e}"))
+        .and_then(|()| exchange(&ours, request, who));
     drop(ours);
-    if let Err(e) = child.wait() {
-        tracing::warn!(error = %e, "cannot wait for the file opener");
+    if result.is_ok() {
+        // It answered, and exits.
+        if let Err(e) = child.wait() {
+            tracing::warn!(error = %e, "cannot wait for the file opener");
+        }
+    } else {
+        let _ = child.kill();
+        // Reaped elsewhere: a helper stuck in the kernel must not hold
+        // this thread.
+        std::thread::spawn(move || {
+            let _ = child.wait();
+        });
     }
     result
 }
@@ -125,6 +144,17 @@ fn exchange(
     let sent = channel.write_all(&frames);
     let (bytes, mut fds) = receive(channel).map_err(|e| match &sent {
         Err(w) => format!("the file opener failed: {w}"),
+        Ok(())
+            if matches!(
+                e.kind(),
+                io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+            ) =>
+        {
+            format!(
+                "the file opener did not answer within {} s",
+                (OPEN_TIMEOUT + HELPER_GRACE).as_secs()
+            )
+        }
         Ok(()) => format!("the file opener failed: {e}"),
     })?;
     let reply: OpenReply = decode_reply(&bytes)

@@ -4,6 +4,7 @@
 
 pub mod affinity;
 pub mod auth;
+pub mod bounded_open;
 pub mod cli;
 pub mod config;
 pub mod error;

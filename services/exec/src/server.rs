@@ -11,10 +11,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use fluxgate_proto::v1::exec_server::ExecServer;
+use fluxgate_setup::conns::{KEEPALIVE_INTERVAL, KEEPALIVE_TIMEOUT};
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
-use tonic::transport::server::TcpIncoming;
 
 use crate::config::Config;
 use crate::join;
@@ -90,7 +90,8 @@ pub async fn start(config: Config) -> Result<Running, ServeError> {
             addr: config.listen,
             source,
         })?;
-    let local_addr = listener.local_addr().map_err(|source| ServeError::Bind {
+    let incoming = fluxgate_setup::Guarded::new(listener, config.conns.clone());
+    let local_addr = incoming.local_addr().map_err(|source| ServeError::Bind {
         addr: config.listen,
         source,
     })?;
@@ -141,14 +142,14 @@ pub async fn start(config: Config) -> Result<Running, ServeError> {
     // Each call is a span when spans are exported.
     let server = builder
         .layer(fluxgate_setup::RpcSpans)
+        .layer(incoming.auth_marks())
+        .http2_keepalive_interval(Some(KEEPALIVE_INTERVAL))
+        .http2_keepalive_timeout(Some(KEEPALIVE_TIMEOUT))
         .initial_connection_window_size(fluxgate_proto::wire::CONNECTION_WINDOW)
         .add_service(health_service)
         .add_service(reflection)
         .add_service(ExecServer::with_interceptor(service.clone(), credential))
-        .serve_with_incoming_shutdown(
-            TcpIncoming::from(listener).with_nodelay(Some(true)),
-            stopped.clone().cancelled_owned(),
-        );
+        .serve_with_incoming_shutdown(incoming, stopped.clone().cancelled_owned());
     let grace = config.kill_timeout + Duration::from_secs(5);
     let svc = service.clone();
     let token = shutdown.clone();

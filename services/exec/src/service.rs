@@ -111,7 +111,8 @@ impl ExecService {
                 "exec service {} is shutting down: tasks terminated",
                 self.node.address
             );
-            job.control(Control::Shutdown(note)).await;
+            // A shutdown is never refused, a full queue or not.
+            let _ = job.control(Control::Shutdown(note));
         }
     }
 
@@ -231,13 +232,16 @@ impl ExecService {
         }
     }
 
-    /// Hand `c` to job `id`, which must be running here.
+    /// Hand `c` to job `id`, which must be running here, without waiting:
+    /// one session carries every job of the node, so no job's full queue
+    /// may hold it up.
     async fn control(&self, id: u64, c: Control) -> Result<(), ExecError> {
         let job = self
             .jobs
             .get(id)
             .ok_or(ExecError::NotRunning(JobId::from(id)))?;
-        job.control(c).await;
+        job.control(c)
+            .map_err(|full| ExecError::ControlQueueFull(JobId::from(id), full.0))?;
         Ok(())
     }
 

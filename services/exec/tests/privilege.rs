@@ -425,3 +425,125 @@ async fn rlimits_are_set_in_the_owners_task() {
     assert_eq!(output(&all)["stdout"], format!("64\n{}\n", guest.uid));
     ex.stop().await.unwrap();
 }
+
+/// A Start of job `id` on core `core`, for a session.
+fn start_request(addr: &str, id: u64, userid: u32, core: u32, jobspec: String) -> StartRequest {
+    let r = json!({"version": 1, "execution": {"R_lite": [{"rank": "0", "children": {"core": core.to_string()}}], "nodelist": ["vm"]}});
+    StartRequest {
+        id,
+        userid,
+        jobspec,
+        r: r.to_string(),
+        reattach: false,
+        ranks: String::new(),
+        peers: [(0, addr.to_string())].into(),
+        credential: String::new(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_fifo_nobody_reads_fails_its_job_and_a_kill_flood_stalls_no_other() {
+    use fluxgate_exec::bounded_open::OPEN_TIMEOUT;
+    use fluxgate_proto::v1::session_request::Request as S;
+    use fluxgate_proto::v1::{ExecKillRequest, SessionRequest};
+
+    let Some(guest) = Guest::create("fifo") else {
+        return;
+    };
+    let base = tempfile::tempdir().unwrap();
+    chmod(base.path(), 0o755);
+    let home = base.path().join("guest");
+    std::fs::create_dir(&home).unwrap();
+    guest.own(&home);
+    // The guest's FIFO, which nobody will read.
+    let fifo = home.join("f");
+    let made = Command::new("mkfifo")
+        .arg(&fifo)
+        .uid(guest.uid)
+        .gid(guest.gid)
+        .status()
+        .unwrap();
+    assert!(made.success());
+
+    let ex = exec().await;
+    let (tx, rx) = tokio::sync::mpsc::channel(1024);
+    let mut client = ExecClient::connect(ex.exec_address.clone()).await.unwrap();
+    let mut stream = client
+        .session(tokio_stream::wrappers::ReceiverStream::new(rx))
+        .await
+        .unwrap()
+        .into_inner();
+    let send = |r: S| {
+        let tx = tx.clone();
+        async move { tx.send(SessionRequest { request: Some(r) }).await.unwrap() }
+    };
+    let to_fifo = jobspec(
+        &["true"],
+        json!({"cwd": home.to_str().unwrap(),
+               "shell": {"options": {"output": {"stdout": {"type": "file", "path": "f"}}}}}),
+    );
+    let started = std::time::Instant::now();
+    send(S::Start(start_request(
+        &ex.exec_address,
+        30,
+        guest.uid,
+        0,
+        to_fifo,
+    )))
+    .await;
+    // `fluxgate job kill`, again and again, while its driver waits on the FIFO.
+    for _ in 0..300 {
+        send(S::Kill(ExecKillRequest { id: 30, signum: 15 })).await;
+    }
+    // Another job on the same session (another user's, in the attack).
+    let other = jobspec(&["sh", "-c", "echo other"], json!({}));
+    send(S::Start(start_request(
+        &ex.exec_address,
+        31,
+        guest.uid,
+        1,
+        other,
+    )))
+    .await;
+
+    let mut other_done = None;
+    let mut fifo_note = None;
+    let read = async {
+        while other_done.is_none() || fifo_note.is_none() {
+            let resp = stream
+                .message()
+                .await
+                .unwrap()
+                .expect("the session stays open");
+            match (&resp.response, resp.id) {
+                (Some(R::Finish(f)), 31) => {
+                    assert_eq!(f.status, 0);
+                    other_done = Some(started.elapsed());
+                }
+                (Some(R::Exception(e)), 30) if fifo_note.is_none() => {
+                    fifo_note = Some((e.note.clone(), started.elapsed()));
+                }
+                _ => {}
+            }
+        }
+    };
+    tokio::time::timeout(OPEN_TIMEOUT * 4, read)
+        .await
+        .expect("both jobs ended");
+    let other_done = other_done.unwrap();
+    let (note, failed_at) = fifo_note.unwrap();
+    println!(
+        "the other job finished after {other_done:?}; the FIFO's job failed after {failed_at:?}"
+    );
+    assert!(
+        note.contains("cannot open f for stdout")
+            && note.contains("FIFO nobody opened for reading within 10 s"),
+        "{note}"
+    );
+    assert!(
+        other_done < failed_at,
+        "the other job waited for the FIFO: {other_done:?} >= {failed_at:?}"
+    );
+    drop(tx);
+    ex.stop().await.unwrap();
+}

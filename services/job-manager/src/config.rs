@@ -452,6 +452,34 @@ pub struct LimitsConfig {
     pub users: BTreeMap<String, AssocLimits>,
     /// Limits per bank.
     pub banks: BTreeMap<String, AssocLimits>,
+    /// Most client connections at once (lowered to leave `fd_reserve`
+    /// descriptors under the process's limit).
+    pub max_connections: usize,
+    /// Most client connections from one address.
+    pub max_connections_per_peer: usize,
+    /// Seconds a new connection has to send its first bytes.
+    pub handshake_timeout: f64,
+    /// Seconds a connection may stay silent (keepalive answers count).
+    pub idle_timeout: f64,
+    /// Descriptors kept for the job manager's own files.
+    pub fd_reserve: u64,
+    /// Most long-lived streams (eventlog watches, `attach`, the job
+    /// journal) one user other than the instance owner holds open; 0: no limit.
+    pub max_streams_per_user: usize,
+}
+
+impl LimitsConfig {
+    /// The listener's connection limits.
+    pub fn conns(&self) -> fluxgate_setup::ConnLimits {
+        let secs = |s: f64| std::time::Duration::from_secs_f64(s.clamp(0.001, 1e6));
+        fluxgate_setup::ConnLimits {
+            max_connections: self.max_connections.max(1),
+            max_per_peer: self.max_connections_per_peer.max(1),
+            handshake_timeout: secs(self.handshake_timeout),
+            idle_timeout: secs(self.idle_timeout),
+            fd_reserve: self.fd_reserve,
+        }
+    }
 }
 
 impl Default for Config {
@@ -512,6 +540,7 @@ impl Default for ExecConfig {
 
 impl Default for LimitsConfig {
     fn default() -> Self {
+        let conns = fluxgate_setup::ConnLimits::default();
         LimitsConfig {
             max_jobspec_bytes: 1 << 20,
             max_batch: 10_000,
@@ -519,6 +548,12 @@ impl Default for LimitsConfig {
             inactive_num_limit: None,
             users: BTreeMap::new(),
             banks: BTreeMap::new(),
+            max_connections: conns.max_connections,
+            max_connections_per_peer: conns.max_per_peer,
+            handshake_timeout: conns.handshake_timeout.as_secs_f64(),
+            idle_timeout: conns.idle_timeout.as_secs_f64(),
+            fd_reserve: conns.fd_reserve,
+            max_streams_per_user: 256,
         }
     }
 }
@@ -574,6 +609,14 @@ impl Config {
             "limits.max_batch" => self.limits.max_batch = size(value)?,
             "limits.inactive_age_limit" => self.limits.inactive_age_limit = Some(num(value)?),
             "limits.inactive_num_limit" => self.limits.inactive_num_limit = Some(count(value)?),
+            "limits.max_connections" => self.limits.max_connections = size(value)?,
+            "limits.max_connections_per_peer" => {
+                self.limits.max_connections_per_peer = size(value)?
+            }
+            "limits.handshake_timeout" => self.limits.handshake_timeout = num(value)?,
+            "limits.idle_timeout" => self.limits.idle_timeout = num(value)?,
+            "limits.fd_reserve" => self.limits.fd_reserve = count(value)?,
+            "limits.max_streams_per_user" => self.limits.max_streams_per_user = size(value)?,
             "perilog.prolog" => self.perilog.prolog = Some(value.to_string()),
             "perilog.epilog" => self.perilog.epilog = Some(value.to_string()),
             "perilog.timeout" => self.perilog.timeout = num(value)?,
@@ -649,6 +692,12 @@ pub const KEYS: &[&str] = &[
     "limits.max_batch",
     "limits.inactive_age_limit",
     "limits.inactive_num_limit",
+    "limits.max_connections",
+    "limits.max_connections_per_peer",
+    "limits.handshake_timeout",
+    "limits.idle_timeout",
+    "limits.fd_reserve",
+    "limits.max_streams_per_user",
     "perilog.prolog",
     "perilog.epilog",
     "perilog.timeout",

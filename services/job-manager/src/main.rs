@@ -37,9 +37,14 @@ struct Args {
     #[arg(long)]
     size: Option<u32>,
     /// Keep jobs in PostgreSQL (`postgres://…`), shared with standby job
-    /// managers (overrides `store.url`; docs/HA.md).
-    #[arg(long, value_name = "URL")]
+    /// managers (overrides `store.url`; docs/HA.md). Without a password:
+    /// others can read a command line; give one in `FLUXGATE_STORE_URL`,
+    /// the configuration file or `--store-url-file`.
+    #[arg(long, value_name = "URL", conflicts_with = "store_url_file")]
     store_url: Option<String>,
+    /// Read the PostgreSQL URL (which may hold a password) from this file.
+    #[arg(long, value_name = "FILE")]
+    store_url_file: Option<PathBuf>,
     /// Set any configuration key, e.g. --set resource.torpid_timeout=10 (repeatable;
     /// after the file and the environment).
     #[arg(long = "set", value_name = "KEY=VALUE")]
@@ -99,6 +104,7 @@ fn main() -> anyhow::Result<()> {
 /// and `--set`. Errors are returned before logging is set up, as the
 /// `[telemetry]` keys decide how it is set up.
 fn configure(args: &Args) -> anyhow::Result<Config> {
+    refuse_argv_secrets(args)?;
     let mut config = Config::load(args.config.as_deref())?;
     config.apply_env(std::env::vars())?;
     if let Some(v) = args.listen.clone() {
@@ -119,8 +125,39 @@ fn configure(args: &Args) -> anyhow::Result<Config> {
     if let Some(v) = args.store_url.clone() {
         config.store.url = Some(v);
     }
+    if let Some(path) = &args.store_url_file {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("--store-url-file {}", path.display()))?;
+        config.store.url = Some(text.trim().to_string());
+    }
     layered::apply_sets(&mut config, &args.set)?;
     Ok(config)
+}
+
+/// A password on the command line is refused: every local user can read a
+/// process's arguments (`ps`), and the message says where it belongs.
+fn refuse_argv_secrets(args: &Args) -> anyhow::Result<()> {
+    use fluxgate_shared::conninfo::has_password;
+    let set_url = args
+        .set
+        .iter()
+        .filter_map(|s| s.split_once('='))
+        .filter(|(k, _)| k.trim() == "store.url")
+        .map(|(_, v)| v);
+    let flag = args.store_url.as_deref().map(|u| ("--store-url", u));
+    for (what, url) in flag
+        .into_iter()
+        .chain(set_url.map(|u| ("--set store.url", u)))
+    {
+        if has_password(url) {
+            anyhow::bail!(
+                "{what} holds a password, which every user can read on a command line: \
+                 give the URL in the environment (FLUXGATE_STORE_URL), the configuration \
+                 file's [store] url, or a file named by --store-url-file"
+            );
+        }
+    }
+    Ok(())
 }
 
 async fn shutdown_signal() {

@@ -272,7 +272,11 @@ pub async fn serve(
     // Bound before the store is opened: a standby serves its refusals on
     // the same port the leader's services take over.
     let (listener, addr) = bind(&config.listen).await?;
-    let incoming = Incoming(Arc::new(listener));
+    let incoming = Incoming::new(listener, config.limits.conns());
+    tracing::info!(
+        max_connections = incoming.max_connections(),
+        "connections limited"
+    );
     let mut shutdown: Shutdown = Box::pin(shutdown);
     let mut ready = Some(ready);
     let Some((store, lead)) = open_store(
@@ -411,7 +415,9 @@ pub async fn serve(
     // span when spans are exported.
     builder
         .layer(fluxgate_setup::RpcSpans)
-        .tcp_nodelay(true)
+        .layer(incoming.auth_marks())
+        .http2_keepalive_interval(Some(fluxgate_setup::conns::KEEPALIVE_INTERVAL))
+        .http2_keepalive_timeout(Some(fluxgate_setup::conns::KEEPALIVE_TIMEOUT))
         .initial_connection_window_size(fluxgate_proto::wire::CONNECTION_WINDOW)
         .add_service(health_service)
         .add_service(reflection)

@@ -64,16 +64,44 @@ pub struct Args {
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
     /// Keep jobs in this PostgreSQL database (`postgres://…`) instead of
-    /// the state directory's SQLite file.
-    #[arg(long, value_name = "URL")]
+    /// the state directory's SQLite file. It may not hold a password (every
+    /// user can read a command line): give such a URL in FLUXGATE_STORE_URL
+    /// or in a file named by --store-url-file.
+    #[arg(long, value_name = "URL", conflicts_with = "store_url_file")]
     store_url: Option<String>,
+    /// Read the PostgreSQL URL (which may hold a password) from this file.
+    #[arg(long, value_name = "FILE")]
+    store_url_file: Option<PathBuf>,
     /// Also start this many standby job managers on the same store: one
-    /// takes over if the leader dies (needs --store-url).
-    #[arg(long, value_name = "K", default_value_t = 0, requires = "store_url")]
+    /// takes over if the leader dies (needs a PostgreSQL store).
+    #[arg(long, value_name = "K", default_value_t = 0)]
     standby: u32,
     /// Command to run inside the instance (default: $SHELL).
     #[arg(last = true, value_name = "CMD")]
     command: Vec<String>,
+}
+
+/// The environment variable that may give the store's URL, password and all.
+const STORE_URL_ENV: &str = "FLUXGATE_STORE_URL";
+
+/// The PostgreSQL URL, from `--store-url` (refused when it holds a password,
+/// which `ps` would show every user), `--store-url-file` or the environment.
+fn store_url(args: &Args) -> anyhow::Result<Option<String>> {
+    if let Some(url) = &args.store_url {
+        if fluxgate_shared::conninfo::has_password(url) {
+            bail!(
+                "--store-url holds a password, which every user can read on a command \
+                 line: give the URL in {STORE_URL_ENV} or in a file named by --store-url-file"
+            );
+        }
+        return Ok(Some(url.clone()));
+    }
+    if let Some(path) = &args.store_url_file {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("--store-url-file {}", path.display()))?;
+        return Ok(Some(text.trim().to_string()));
+    }
+    Ok(std::env::var(STORE_URL_ENV).ok().filter(|u| !u.is_empty()))
 }
 
 /// The node names: `<host>-0 .. <host>-(N-1)`.
@@ -165,9 +193,13 @@ async fn start_instance(launcher: &mut Launcher, args: &Args) -> anyhow::Result<
             std::fs::canonicalize(path).with_context(|| format!("--config {}", path.display()))?;
         jm = jm.config(&path);
     }
-    if let Some(url) = &args.store_url {
+    if let Some(url) = store_url(args)? {
         // In the environment, not on a command line others can read.
-        jm = jm.env("FLUXGATE_STORE_URL", url);
+        jm = jm.env(STORE_URL_ENV, &url);
+    } else if args.standby > 0 {
+        bail!(
+            "--standby needs a PostgreSQL store (--store-url, --store-url-file or {STORE_URL_ENV})"
+        );
     }
     let (_, leader) = launcher
         .job_manager(&jm, "job-manager.log", timeout)

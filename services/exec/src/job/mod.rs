@@ -7,12 +7,14 @@
 //! the task output until a `Start` with `reattach` takes the channel over and
 //! forwarding resumes where it stopped. While the driver waits on a full
 //! channel it does not read its control requests either, so a Kill or a
-//! shutdown reaches such a job only once someone reads its responses again. The entry leaves the table once its
+//! shutdown reaches such a job only once someone reads its responses again;
+//! its senders never wait for it ([`control`]). The entry leaves the table once its
 //! last response (`release` final) has been handed on; its last few
 //! responses are kept a while longer ([`ended`]), for a job manager that
 //! died before it stored them. Each job also keeps the record of its tasks'
 //! processes ([`procs`]) that `Exec.Tasks` answers from.
 
+pub mod control;
 pub mod ended;
 pub mod peer;
 pub mod procs;
@@ -27,6 +29,7 @@ use fluxgate_proto::v1::{StartResponse, start_response::Response};
 use tokio::sync::{mpsc, watch};
 use tonic::Status;
 
+use self::control::{ControlQueue, QueueFull};
 use self::procs::Procs;
 
 /// Responses buffered per job while nobody is reading.
@@ -74,7 +77,7 @@ struct Responses {
 #[derive(Debug)]
 pub struct JobHandle {
     id: u64,
-    control: mpsc::Sender<Control>,
+    control: ControlQueue,
     responses: Arc<tokio::sync::Mutex<Responses>>,
     /// Bumped by every reattach, so the previous forwarder lets go.
     generation: watch::Sender<u64>,
@@ -83,9 +86,10 @@ pub struct JobHandle {
 }
 
 impl JobHandle {
-    /// Queue a control request; false when the job has already finished.
-    pub async fn control(&self, c: Control) -> bool {
-        self.control.send(c).await.is_ok()
+    /// Queue a control request without waiting; `Ok(false)` when the job
+    /// has already finished, `Err` when its queue is full.
+    pub fn control(&self, c: Control) -> Result<bool, QueueFull> {
+        self.control.send(c)
     }
 
     /// The processes of the job's tasks.
@@ -127,7 +131,7 @@ impl JobTable {
             return None;
         }
         let (tx, rx) = mpsc::channel(RESPONSE_CAPACITY);
-        let (ctl_tx, ctl_rx) = mpsc::channel(CONTROL_CAPACITY);
+        let (ctl_tx, ctl_rx) = ControlQueue::new(CONTROL_CAPACITY);
         let procs = Arc::new(Procs::default());
         let handle = Arc::new(JobHandle {
             id,

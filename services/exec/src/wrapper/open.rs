@@ -1,15 +1,16 @@
 //! `fluxgate-exec open-as`: become the job's owner, open its files from its
 //! cwd, and pass the descriptors back to the exec service.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{IoSlice, Write};
 use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, BorrowedFd};
-use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::net::UnixStream;
+use std::time::Instant;
 
 use rustix::net::{SendAncillaryBuffer, SendAncillaryMessage, SendFlags, sendmsg};
 
+use crate::bounded_open::{self, OPEN_TIMEOUT};
 use crate::handoff::{Access, MAX_FILES, OpenReply, OpenRequest, encode, read_frame};
 
 /// The `open-as` mode; exits 0 once a reply was sent.
@@ -54,13 +55,15 @@ fn open_all(channel: &mut UnixStream) -> Result<(OpenReply, Vec<File>), String> 
     rustix::process::umask(rustix::fs::Mode::from_bits_truncate(request.umask & 0o777));
     let mut results = Vec::new();
     let mut files = Vec::new();
+    // All of them within one timeout: the service waits no longer.
+    let deadline = Instant::now() + OPEN_TIMEOUT;
     for file in &request.files {
-        let mut options = OpenOptions::new();
-        match file.access {
-            Access::Write => options.write(true).create(true).truncate(true).mode(0o666),
-            Access::Read => options.read(true),
+        let mode = match file.access {
+            Access::Write => bounded_open::Mode::Write { create_mode: 0o666 },
+            Access::Read => bounded_open::Mode::Read,
         };
-        match options.open(&file.path) {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match bounded_open::open(&file.path, mode, left) {
             Ok(f) => {
                 files.push(f);
                 results.push(None);

@@ -19,6 +19,24 @@ pub const NOTE_MAX: usize = 4096;
 /// Largest memo, serialized: per request, and the job's merged memo in total.
 pub const MEMO_MAX: usize = 64 * 1024;
 
+/// Most memo bytes one job's eventlog takes over its life: each memo is an
+/// event kept forever, so a job's memo set and cleared again and again
+/// would grow its eventlog (and every reader's replies) without bound.
+pub const MEMO_HISTORY_MAX: u64 = 1 << 20;
+
+/// Refuse a memo of `size` bytes on a job whose eventlog already holds
+/// `logged` bytes of memos, past [`MEMO_HISTORY_MAX`].
+pub fn check_memo_history(logged: u64, size: usize) -> Result<(), Error> {
+    if logged.saturating_add(size as u64) > MEMO_HISTORY_MAX {
+        return Err(Error::Exhausted(format!(
+            "the job's memos in its eventlog would reach {} bytes, over the limit of \
+             {MEMO_HISTORY_MAX} bytes a job may post over its life",
+            logged.saturating_add(size as u64)
+        )));
+    }
+    Ok(())
+}
+
 /// Refuse `text` (what it is: "exception note", "drain reason") when it is
 /// longer than [`NOTE_MAX`].
 pub fn check_note(what: &str, text: &str) -> Result<(), Error> {
@@ -166,6 +184,9 @@ mod tests {
         assert!(check_memo_total(&memo, &b).is_err());
         let drop_a = json!({"a": null, "b": half}).as_object().unwrap().clone();
         check_memo_total(&memo, &drop_a).unwrap();
+        check_memo_history(MEMO_HISTORY_MAX - 10, 10).unwrap();
+        let e = check_memo_history(MEMO_HISTORY_MAX - 10, 11).unwrap_err();
+        assert!(e.to_string().contains("over the limit"), "{e}");
     }
 
     #[test]

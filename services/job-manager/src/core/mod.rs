@@ -201,6 +201,9 @@ pub struct Active {
     /// When a pending job is expected to start (its reservation), shown
     /// as `sched.t_estimate`.
     pub t_estimate: Option<f64>,
+    /// Bytes of memos posted to its eventlog (counted from its submit, or
+    /// from the job manager's restart).
+    pub memo_logged: u64,
 }
 
 /// What the pipeline keeps of a job's jobspec while the job is active; the
@@ -797,7 +800,12 @@ impl<S: Store> Core<S> {
             return Err(Error::Invalid("memo must have at least one key".into()));
         }
         bounds::check_memo_total(active.job.memo(), &memo)?;
+        let size = serde_json::to_string(&memo).map_or(0, |t| t.len());
+        bounds::check_memo_history(active.memo_logged, size)?;
         self.post(id, "memo", Some(memo));
+        if let Some(active) = self.jobs.get_mut(&id) {
+            active.memo_logged += size as u64;
+        }
         Ok(())
     }
 

@@ -222,6 +222,7 @@ impl<S: Store> Core<S> {
                 alloc_nnodes,
                 output,
                 t_estimate: None,
+                memo_logged: 0,
             }),
         );
         self.policy_job_added(id);

@@ -100,6 +100,7 @@ impl<S: Store> Core<S> {
             id,
             Box::new(Active {
                 t_estimate: None,
+                memo_logged: 0,
                 job: Job::new(),
                 spec: Spec::of(&args.jobspec),
                 r: None,

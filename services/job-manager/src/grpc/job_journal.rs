@@ -66,12 +66,19 @@ struct Gone;
 impl<S: Store> JobJournal<S> {
     /// Run the journal on its own task until the reader hangs up or
     /// `cancel` fires (shutdown ends every stream).
-    pub fn start(self, cancel: CancellationToken) -> EntryStream {
+    pub fn start(
+        self,
+        cancel: CancellationToken,
+        permit: super::streams::StreamPermit,
+    ) -> EntryStream {
         let (tx, rx) = mpsc::channel(JOURNAL_BUFFER);
         tokio::spawn(async move {
+            let _permit = permit;
+            // A caller gone ends the stream at once, not at the next entry.
             tokio::select! {
                 _ = self.run(&tx) => {}
                 _ = cancel.cancelled() => {}
+                _ = tx.closed() => {}
             }
         });
         Box::pin(ReceiverStream::new(rx))

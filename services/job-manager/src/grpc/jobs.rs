@@ -57,6 +57,8 @@ pub struct JobManagerService<S> {
     /// How exec services are called (their node credential, TLS), to ask
     /// a job's leader for its tasks.
     exec: ExecAccess,
+    /// Long-lived streams open per user.
+    streams: Arc<super::streams::StreamCaps>,
 }
 
 impl<S: Store> JobManagerService<S> {
@@ -72,11 +74,12 @@ impl<S: Store> JobManagerService<S> {
             inbox,
             store,
             hub,
-            config,
             cancel,
             parse_gate: Arc::new(ParseGate::per_core()),
             site: Arc::default(),
             exec: ExecAccess::default(),
+            streams: super::streams::StreamCaps::new(config.limits.max_streams_per_user),
+            config,
         }
     }
 
@@ -518,6 +521,7 @@ impl<S: Store> JobManager for JobManagerService<S> {
         let req = request.into_inner();
         let id = JobId::from(req.id);
         self.authorize(&caller, Action::ReadJob, req.id).await?;
+        let permit = self.streams.open(&caller)?;
         let log = Log::from_key(&req.name).ok_or_else(|| {
             Status::invalid_argument(format!(
                 "unknown eventlog {:?}: expected eventlog, exec.eventlog or output",
@@ -546,15 +550,19 @@ impl<S: Store> JobManager for JobManagerService<S> {
         let follow = req.follow && !finished;
         let cancel = self.cancel.clone();
         tokio::spawn(async move {
-            let _following = following;
+            let (_following, _permit) = (following, permit);
             let Some(next) = send_pages(&store, id, log, pos, Some(first), &tx).await else {
                 return;
             };
             if follow {
-                // Shutdown ends followers, so that the server can stop.
+                // Shutdown ends followers, so that the server can stop; a
+                // caller gone ends its follower at once, not at the job's
+                // next event.
+                let gone = tx.clone();
                 tokio::select! {
                     _ = follow_log(rx, store, id, log, next, tx) => {}
                     _ = cancel.cancelled() => {}
+                    _ = gone.closed() => {}
                 }
             }
         });
@@ -614,13 +622,14 @@ impl<S: Store> JobManager for JobManagerService<S> {
         // The journal is a live listing: whoever may list may read it, and
         // each entry is cut to what that caller's List would show.
         allow(&caller, Action::ListJobs, None)?;
+        let permit = self.streams.open(&caller)?;
         let journal = super::job_journal::JobJournal {
             inbox: self.inbox.clone(),
             store: Arc::clone(&self.store),
             hub: self.hub.clone(),
             caller,
         };
-        Ok(Response::new(journal.start(self.cancel.clone())))
+        Ok(Response::new(journal.start(self.cancel.clone(), permit)))
     }
 
     async fn purge(

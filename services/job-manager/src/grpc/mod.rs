@@ -4,6 +4,7 @@ pub mod job_journal;
 pub mod jobs;
 pub mod node;
 pub mod resource;
+pub mod streams;
 pub mod submit_parse;
 pub mod tasks;
 

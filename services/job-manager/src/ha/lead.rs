@@ -109,6 +109,8 @@ pub async fn standby_until_leader(
         builder = builder.tls_config(tls)?;
     }
     let server = builder
+        .http2_keepalive_interval(Some(fluxgate_setup::conns::KEEPALIVE_INTERVAL))
+        .http2_keepalive_timeout(Some(fluxgate_setup::conns::KEEPALIVE_TIMEOUT))
         .add_service(health_service)
         .add_service(
             Refuse::<JobManagerServer<JobManagerService<AnyStore>>>::new(leader_rx.clone()),

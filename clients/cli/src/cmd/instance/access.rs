@@ -89,7 +89,13 @@ impl ChildKey {
             Some(key) => Claims::node(self.uid, 0).sign(key)?,
             None => {
                 let path = node_token_path(self.uid, uri);
-                std::fs::read_to_string(&path)
+                let name = path
+                    .file_name()
+                    .and_then(|n| n.to_str())
+                    .unwrap_or_default();
+                private::open_dir(&private::user_dir(self.uid), self.uid)
+                    .map_err(anyhow::Error::from)
+                    .and_then(|dir| Ok(dir.read_file(name)?))
                     .with_context(|| {
                         format!(
                             "the enclosing instance gave this job no credential, so the \
@@ -127,19 +133,20 @@ fn node_token_path(uid: u32, uri: &str) -> PathBuf {
 /// a derived key, its node token) where only this user can read them.
 /// Returns the files to remove at teardown.
 pub fn publish(key: &ChildKey, uri: &str, statedir: &Path) -> anyhow::Result<Vec<PathBuf>> {
-    let dir = private::user_dir(key.uid);
-    private::create_dir(&dir)?;
+    // Made and written through one descriptor: a link or another user's
+    // directory in its place is an error, never followed or changed.
+    let dir = private::create_dir(&private::user_dir(key.uid))?;
     let mut written = Vec::new();
-    let mut copy = |from: &str, to: PathBuf| -> anyhow::Result<()> {
+    let mut copy = |from: &str, to: &Path| -> anyhow::Result<()> {
         let src = statedir.join(from);
         let text = std::fs::read(&src).with_context(|| format!("cannot read {}", src.display()))?;
-        private::write_file(&to, &text)?;
-        written.push(to);
+        let name = to.file_name().and_then(|n| n.to_str()).unwrap_or(from);
+        written.push(dir.write_file(name, &text)?);
         Ok(())
     };
-    copy("owner.token", private::instance_token_path(key.uid, uri))?;
+    copy("owner.token", &private::instance_token_path(key.uid, uri))?;
     if key.key.is_none() {
-        copy("node.token", node_token_path(key.uid, uri))?;
+        copy("node.token", &node_token_path(key.uid, uri))?;
     }
     Ok(written)
 }
@@ -155,7 +162,10 @@ pub fn unpublish(files: &[PathBuf]) {
 /// first of `uids` that has it.
 pub fn read_owner_token(uri: &str, uids: &[u32]) -> Option<String> {
     uids.iter().find_map(|&uid| {
-        std::fs::read_to_string(private::instance_token_path(uid, uri))
+        // Only from a directory that is really `uid`'s, not through a link.
+        private::open_dir(&private::user_dir(uid), uid)
+            .ok()?
+            .read_file(&private::instance_token_name(uri))
             .ok()
             .map(|t| t.trim().to_string())
             .filter(|t| !t.is_empty())

@@ -25,25 +25,35 @@ pub fn run_batch(args: BatchArgs) -> anyhow::Result<ExitCode> {
         (text, name, rest.to_vec())
     };
     let exe = std::env::current_exe().context("cannot find the fluxgate executable")?;
+    // The script travels in the job's environment, not on the instance
+    // task's command line, which every user on the node can read.
     let mut command = vec![
         exe.to_string_lossy().into_owned(),
         "instance".into(),
-        format!("--script={text}"),
+        "--script-from-env".into(),
         format!("--script-name={name}"),
         "--".into(),
     ];
     command.extend(script_args);
+    let request = |uri: &str| -> anyhow::Result<pb::SubmitRequest> {
+        let mut req = args.opts.instance_request(&command, uri, &name)?;
+        let mut spec: serde_json::Value = serde_json::from_str(&req.jobspec).context("jobspec")?;
+        let env = spec
+            .pointer_mut("/attributes/system/environment")
+            .and_then(serde_json::Value::as_object_mut)
+            .context("jobspec has no environment")?;
+        env.insert(SCRIPT_ENV.into(), text.clone().into());
+        req.jobspec = spec.to_string();
+        Ok(req)
+    };
     if args.dry_run {
         // No instance is needed to show what would be submitted.
         let uri = client::uri().unwrap_or_default();
-        println!(
-            "{}",
-            args.opts.instance_request(&command, &uri, &name)?.jobspec
-        );
+        println!("{}", request(&uri)?.jobspec);
         return Ok(ExitCode::SUCCESS);
     }
     let uri = client::uri()?;
-    let req = args.opts.instance_request(&command, &uri, &name)?;
+    let req = request(&uri)?;
     client::block_on(async {
         let mut inst = client::connect_to(&uri).await?;
         let id = submit_one(&mut inst, req).await?;

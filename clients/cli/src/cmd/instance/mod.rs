@@ -130,14 +130,23 @@ pub struct UriArgs {
     jobid: String,
 }
 
+/// The variable of the job's environment that carries its batch script.
+pub const SCRIPT_ENV: &str = "FLUXGATE_BATCH_SCRIPT";
+
 /// Arguments of the hidden `fluxgate instance`, one task per node of a
 /// batch or alloc job.
 #[derive(Debug, clap::Args)]
 pub struct InstanceArgs {
     /// The batch script's text (rank 0 runs it); without it rank 0 waits
     /// for SIGTERM, as an alloc job does.
-    #[arg(long, value_name = "TEXT")]
+    #[arg(long, value_name = "TEXT", conflicts_with = "script_from_env")]
     script: Option<String>,
+    /// Read the batch script's text from the environment
+    /// (`FLUXGATE_BATCH_SCRIPT`), where `batch` puts it: a command line is
+    /// every user's to read (`ps`), a process's environment only its
+    /// owner's.
+    #[arg(long)]
+    script_from_env: bool,
     /// The script's name, for its $0 and error messages.
     #[arg(long, value_name = "NAME", default_value = "script")]
     script_name: String,

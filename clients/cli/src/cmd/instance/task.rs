@@ -33,7 +33,13 @@ impl TaskSignals {
 }
 
 /// Run one task of an instance job (the hidden `fluxgate instance`).
-pub fn run_instance(args: InstanceArgs) -> anyhow::Result<ExitCode> {
+pub fn run_instance(mut args: InstanceArgs) -> anyhow::Result<ExitCode> {
+    if args.script_from_env {
+        args.script = Some(
+            std::env::var(SCRIPT_ENV)
+                .with_context(|| format!("--script-from-env: {SCRIPT_ENV} is not set"))?,
+        );
+    }
     if args.watchdog {
         return client::block_on(watchdog(args.statedir.as_deref()))?;
     }
@@ -338,6 +344,8 @@ async fn run_script(
         .args(&args.args)
         .env(client::URI_ENV, uri)
         .env(client::TOKEN_ENV, token)
+        // The script is its file now; its jobs must not carry it on.
+        .env_remove(SCRIPT_ENV)
         .spawn()
         .with_context(|| format!("cannot run the batch script {}", args.script_name))?;
     let pid = child.id().map(|p| Pid::from_raw(p as i32));

@@ -28,7 +28,7 @@ impl std::fmt::Debug for PgConnect {
 
 /// Is `url` one of PostgreSQL's (rather than a path)?
 pub fn is_postgres_url(url: &str) -> bool {
-    url.starts_with("postgres://") || url.starts_with("postgresql://")
+    fluxgate_shared::conninfo::is_uri(url)
 }
 
 impl PgConnect {
@@ -148,35 +148,12 @@ fn tls_connector(
     Ok(tokio_postgres_rustls::MakeRustlsConnect::new(config))
 }
 
-/// `postgres://user:secret@host/db` as `postgres://user:***@host/db`.
-pub fn hide_password(url: &str) -> String {
-    let Some(rest) = url.split_once("://").map(|(_, r)| r) else {
-        return url.to_string();
-    };
-    let scheme = &url[..url.len() - rest.len()];
-    let (auth, host) = match rest.rsplit_once('@') {
-        Some(split) => split,
-        None => return url.to_string(),
-    };
-    match auth.split_once(':') {
-        Some((user, _)) => format!("{scheme}{user}:***@{host}"),
-        None => url.to_string(),
-    }
-}
+/// Every libpq form of a password masked (`postgres://user:***@host/db`).
+pub use fluxgate_shared::conninfo::hide_password;
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn passwords_are_not_shown() {
-        assert_eq!(
-            hide_password("postgres://u:secret@h:5/db"),
-            "postgres://u:***@h:5/db"
-        );
-        assert_eq!(hide_password("postgres://u@h/db"), "postgres://u@h/db");
-        assert_eq!(hide_password("postgres://h/db"), "postgres://h/db");
-    }
 
     #[test]
     fn a_bad_url_is_refused_with_a_reason() {
