@@ -321,7 +321,17 @@ impl ExecService {
                 .map(|k| k.kvs.into_iter().collect())
                 .unwrap_or_default()
         });
-        self.control(req.id, Control::PmiFence(keys)).await
+        // The barrier's end must not be lost to a queue full of kills: it
+        // waits its turn (the leader's call waits meanwhile), within a bound.
+        let deadline = tokio::time::Instant::now() + PMI_FENCE_WAIT;
+        loop {
+            match self.control(req.id, Control::PmiFence(keys.clone())).await {
+                Err(ExecError::ControlQueueFull(..)) if tokio::time::Instant::now() < deadline => {
+                    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                }
+                other => return other,
+            }
+        }
     }
 
     /// The processes of a job's tasks: this process's and, on the leader,
@@ -477,6 +487,9 @@ async fn send_refusal(out: &ResponseSender, id: u64, note: String, ranks: String
     };
     let _ = out.send(Ok(response(id, R::Release(release)))).await;
 }
+
+/// How long a PMI barrier's union may wait for room in a job's control queue.
+const PMI_FENCE_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Requests of a session not yet read while a start's responses wait: the
 /// reader stops (and the job manager's writes wait) beyond this many.
