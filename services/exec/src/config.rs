@@ -21,6 +21,7 @@ use fluxgate_setup::layered::{self, Layered, SetError, value};
 use fluxgate_shared::IdSet;
 
 use crate::auth::{NodeCredential, ServerIdentity};
+use crate::cgroup::{self, Policy, Want};
 use nix::sched::{CpuSet, sched_getaffinity};
 use nix::unistd::Pid;
 
@@ -77,6 +78,16 @@ pub enum ConfigError {
     /// Only one of the certificate and its key.
     #[error("set both tls_cert and tls_key, or neither")]
     TlsPair,
+    /// A `[cgroup]` setting is not one.
+    #[error("cgroup.{key} {value:?}: {expected}")]
+    Cgroup {
+        /// The key under `cgroup.`.
+        key: &'static str,
+        /// What was given.
+        value: String,
+        /// What is expected.
+        expected: &'static str,
+    },
     /// An https job manager without a CA to check its certificate.
     #[error("job manager {0} uses TLS: pass --tls-ca with the CA that signed its certificate")]
     NoTlsCa(String),
@@ -124,6 +135,22 @@ pub struct Settings {
     pub metrics: MetricsSettings,
     /// `[telemetry]`.
     pub telemetry: TelemetrySettings,
+    /// `[cgroup]`.
+    pub cgroup: CgroupSettings,
+}
+
+/// `[cgroup]` of the exec service: how jobs are contained (docs/CONFIG.md).
+#[derive(Debug, Clone, Default, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CgroupSettings {
+    /// `auto` (cgroups where they can be written) or `off` [default: auto].
+    pub mode: Option<String>,
+    /// The cgroup jobs are made under [default: the service's own].
+    pub root: Option<PathBuf>,
+    /// A job's memory per core it holds, a size such as `2G`.
+    pub memory_per_core: Option<String>,
+    /// Most processes and threads of a job on a node.
+    pub pids_max: Option<u64>,
 }
 
 /// `[metrics]` of the exec service.
@@ -178,6 +205,10 @@ impl Layered for Settings {
         "metrics.listen",
         "telemetry.otlp_endpoint",
         "telemetry.service_name",
+        "cgroup.mode",
+        "cgroup.root",
+        "cgroup.memory_per_core",
+        "cgroup.pids_max",
     ];
 
     fn set(&mut self, key: &str, v: &str) -> Result<(), SetError> {
@@ -206,6 +237,10 @@ impl Layered for Settings {
             "metrics.listen" => self.metrics.listen = text(),
             "telemetry.otlp_endpoint" => self.telemetry.otlp_endpoint = text(),
             "telemetry.service_name" => self.telemetry.service_name = text(),
+            "cgroup.mode" => self.cgroup.mode = text(),
+            "cgroup.root" => self.cgroup.root = path(),
+            "cgroup.memory_per_core" => self.cgroup.memory_per_core = text(),
+            "cgroup.pids_max" => self.cgroup.pids_max = Some(value::count(key, v)?),
             _ => return Err(SetError::UnknownKey(key.to_string())),
         }
         Ok(())
@@ -371,6 +406,8 @@ pub struct Config {
     pub tls_identity: Option<ServerIdentity>,
     /// Where spans are exported (nowhere when its endpoint is empty).
     pub otlp: fluxgate_setup::OtlpConfig,
+    /// How jobs are contained.
+    pub cgroup: Policy,
 }
 
 impl Args {
@@ -478,6 +515,7 @@ impl Config {
             (None, None) => None,
             _ => return Err(ConfigError::TlsPair),
         };
+        let cgroup = cgroup_policy(&args.cgroup)?;
         if job_manager.starts_with("https://") && tls_ca.is_none() {
             return Err(ConfigError::NoTlsCa(job_manager));
         }
@@ -520,6 +558,7 @@ impl Config {
                     .service_name
                     .unwrap_or_else(|| "fluxgate-exec".into()),
             },
+            cgroup,
         })
     }
 
@@ -543,8 +582,41 @@ impl Config {
             tls_ca: None,
             allow_root_jobs: true,
             otlp: fluxgate_setup::OtlpConfig::default(),
+            cgroup: Policy::default(),
         }
     }
+}
+
+/// The containment policy of `[cgroup]`.
+fn cgroup_policy(s: &CgroupSettings) -> Result<Policy, ConfigError> {
+    let want = match s.mode.as_deref() {
+        None | Some("auto") => Want::Auto,
+        Some("off") => Want::Off,
+        Some(other) => {
+            return Err(ConfigError::Cgroup {
+                key: "mode",
+                value: other.to_string(),
+                expected: "auto or off",
+            });
+        }
+    };
+    let memory_per_core = s
+        .memory_per_core
+        .as_deref()
+        .map(|v| {
+            cgroup::size::parse(v).ok_or_else(|| ConfigError::Cgroup {
+                key: "memory_per_core",
+                value: v.to_string(),
+                expected: "a size such as 2G",
+            })
+        })
+        .transpose()?;
+    Ok(Policy {
+        want,
+        root: s.root.clone(),
+        memory_per_core,
+        pids_max: s.pids_max,
+    })
 }
 
 /// The Exec address to announce: `advertise` if set; else the bound address,

@@ -3,6 +3,7 @@
 //! 24 output lines on the start stream.
 
 pub mod auth;
+pub mod cgroup;
 pub mod cli;
 pub mod config;
 pub mod error;

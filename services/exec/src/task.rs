@@ -10,6 +10,7 @@
 use std::io;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::Arc;
 
 use nix::sched::{CpuSet, sched_getaffinity, sched_setaffinity};
 use nix::sys::signal::{Signal, killpg};
@@ -19,6 +20,7 @@ use tokio::process::{Child, Command};
 use tokio::sync::mpsc;
 use tracing::Instrument;
 
+use crate::cgroup::JobCgroup;
 use crate::handoff::{MAX_FRAME, StartFailure, TaskLaunch, decode_reply, encode};
 use crate::rlimit::Rlimit;
 use crate::run_as::RunAs;
@@ -62,6 +64,8 @@ pub struct TaskSpec {
     pub rank: u32,
     /// Resource limits, set in the task's process as its owner.
     pub rlimits: Vec<Rlimit>,
+    /// The job's cgroup on this node, joined before the task execs.
+    pub cgroup: Option<Arc<JobCgroup>>,
 }
 
 /// Something that happened to a task.
@@ -142,7 +146,10 @@ pub async fn spawn_as(
             status: WaitStatus::exited(127),
         });
     };
-    let (mut child, warning) = if who.is_some() || !spec.rlimits.is_empty() {
+    // A task joins its cgroup through the wrapper, which waits for its
+    // identity before doing anything: placed first, it cannot fork outside.
+    let wrap = who.is_some() || !spec.rlimits.is_empty() || spec.cgroup.is_some();
+    let (mut child, warning) = if wrap {
         (spawn_wrapped(spec, who).await?, None)
     } else {
         spawn_direct(spec, program, args)?
@@ -162,6 +169,7 @@ pub async fn spawn_as(
     // streams' ends.
     let stdout_events = events.clone();
     let stderr_events = events.clone();
+    let cgroup = spec.cgroup.clone();
     tokio::spawn(
         async move {
             let stdout = async {
@@ -175,13 +183,17 @@ pub async fn spawn_as(
                 }
             };
             let wait = async {
-                match child.wait().await {
+                let status = match child.wait().await {
                     Ok(s) => crate::status::from_exit(s),
                     Err(e) => {
                         tracing::error!(pid, error = %e, "cannot wait for task");
                         WaitStatus::exited(1)
                     }
+                };
+                if let Some(cg) = &cgroup {
+                    cg.reaped();
                 }
+                status
             };
             let ((), (), status) = tokio::join!(stdout, stderr, wait);
             let _ = events.send(TaskEvent::Exited { rank, status }).await;
@@ -271,6 +283,10 @@ async fn spawn_wrapped(spec: &TaskSpec, who: Option<&RunAs>) -> Result<Child, Sp
         spawn_bound(&mut cmd, cpu_set(&spec.cpus))
             .map_err(|e| failed(format!("cannot start the user switch: {e}")))?
     };
+    let mut child = child;
+    if let Some(cg) = &spec.cgroup {
+        crate::cgroup::task::join(cg, &mut child).map_err(failed)?;
+    }
     let launch = TaskLaunch {
         argv: spec.argv.clone(),
         env: spec.env.clone(),
@@ -287,11 +303,14 @@ async fn spawn_wrapped(spec: &TaskSpec, who: Option<&RunAs>) -> Result<Child, Sp
         Err(e) => failed(format!("the user switch failed: {e}")),
     };
     // The wrapper has ended (or ends now): reap it, its output is unread.
-    let mut child = child;
+    let cgroup = spec.cgroup.clone();
     tokio::spawn(
         async move {
             let _ = child.start_kill();
             let _ = child.wait().await;
+            if let Some(cg) = cgroup {
+                cg.reaped();
+            }
         }
         .in_current_span(),
     );

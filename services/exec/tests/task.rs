@@ -16,6 +16,7 @@ fn spec(argv: &[&str]) -> TaskSpec {
         cpus: Vec::new(),
         rank: 3,
         rlimits: Vec::new(),
+        cgroup: None,
     }
 }
 

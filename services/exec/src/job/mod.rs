@@ -13,10 +13,12 @@
 //! died before it stored them. Each job also keeps the record of its tasks'
 //! processes ([`procs`]) that `Exec.Tasks` answers from.
 
+pub mod contain;
 pub mod ended;
 pub mod peer;
 pub mod procs;
 pub mod run;
+pub mod usage;
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};

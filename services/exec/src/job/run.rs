@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use fluxgate_proto::v1::start_response::Response;
-use fluxgate_proto::v1::{ExecException, Finish, Release, StartRequest, StartResponse};
+use fluxgate_proto::v1::{ExecException, Finish, NodeUsage, Release, StartRequest, StartResponse};
 use fluxgate_shared::{IdSet, JobId, Jobspec};
 use nix::sys::signal::Signal;
 use serde_json::{Value, json};
@@ -31,9 +31,12 @@ use tokio::io::AsyncWriteExt;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
+use super::contain::Contain;
 use super::peer::{Peer, PeerEvent};
 use super::procs::{Procs, TaskProc};
+use super::usage;
 use super::{Control, JobChannels, response};
+use crate::cgroup::{Cgroups, JobCgroup};
 use crate::event::{context, line};
 use crate::files;
 use crate::handoff::{Access, FileRequest};
@@ -83,6 +86,8 @@ pub struct Launch {
     pub run_as: Option<RunAs>,
     /// The job's own credential for its tasks' `FLUXGATE_TOKEN` (may be empty).
     pub credential: String,
+    /// Where the job's cgroup is made.
+    pub cgroups: Arc<Cgroups>,
 }
 
 #[derive(Debug, Default)]
@@ -116,6 +121,10 @@ struct Driver {
     procs: Arc<Procs>,
     /// This machine's name, looked up once, for ranks R names no host for.
     local_hostname: Option<String>,
+    /// The job's cgroup here.
+    contain: Contain,
+    /// What the job used, per node, as the nodes finish.
+    usage: Vec<NodeUsage>,
 }
 
 /// Run a job's part to the end, writing its responses.
@@ -149,6 +158,8 @@ pub async fn run(l: Launch, ch: JobChannels) {
         expiration: None,
         procs,
         local_hostname: None,
+        contain: Contain::default(),
+        usage: Vec::new(),
     };
     if d.leader {
         d.exec_event("init", None).await;
@@ -169,6 +180,13 @@ pub async fn run(l: Launch, ch: JobChannels) {
         }
     }
 
+    if let Err(note) = d.contain(&l).await {
+        d.say_start().await;
+        d.exception("exec", &note).await;
+        d.status = WaitStatus::exited(1).0;
+        d.finish().await;
+        return;
+    }
     let (task_tx, mut task_rx) = mpsc::channel(TASK_EVENT_CAPACITY);
     let failures = d.launch_local(&l, &task_tx).await;
     drop(task_tx);
@@ -203,7 +221,10 @@ pub async fn run(l: Launch, ch: JobChannels) {
     let (mut local_done, mut peers_done, mut control_open) = (false, d.peers.is_empty(), true);
     while !(local_done && peers_done) {
         let kill_at = d.kill_at;
+        let (reaping, linger) = (d.contain.awaiting_tasks(), d.contain.linger_until());
         tokio::select! {
+            _ = tasks_reaped(reaping.clone()), if reaping.is_some() => d.contain.tasks_gone(),
+            _ = sleep_until(linger), if linger.is_some() => d.contain.end_grace(),
             ev = task_rx.recv(), if !local_done => match ev {
                 Some(ev) => d.on_task(ev).await,
                 None => local_done = true,
@@ -220,6 +241,12 @@ pub async fn run(l: Launch, ch: JobChannels) {
         }
     }
     d.finish().await;
+}
+
+async fn tasks_reaped(cg: Option<Arc<JobCgroup>>) {
+    if let Some(cg) = cg {
+        cg.tasks_reaped().await;
+    }
 }
 
 async fn sleep_until(at: Option<Instant>) {
@@ -264,8 +291,29 @@ impl Driver {
         self.send(Response::Start(true)).await;
     }
 
+    /// Make the job's cgroup, before any task starts.
+    async fn contain(&mut self, l: &Launch) -> Result<(), String> {
+        let host = match self.local.first().and_then(|r| r.hostname.clone()) {
+            Some(h) => h,
+            None => self.local_hostname(),
+        };
+        self.contain = Contain::create(&l.cgroups, self.id, &l.jobspec, &self.local, host)?;
+        Ok(())
+    }
+
+    /// A fatal `oom` exception when the OOM killer has been in the job.
+    async fn check_oom(&mut self) {
+        if let Some(note) = self.contain.new_oom() {
+            self.exception("oom", &note).await;
+            self.tear_down(Signal::SIGKILL, "oom", &note);
+        }
+    }
+
     async fn finish(&mut self) {
         tracing::debug!(status = self.status, "tasks done");
+        let usage = self.contain.end().await;
+        self.check_oom().await;
+        self.usage.extend(usage);
         // A tokio file's write completes on a blocking thread after
         // write_all returns: the output files are whole only once flushed,
         // and a reader may open them as soon as `complete` is seen.
@@ -275,11 +323,16 @@ impl Driver {
             }
         }
         if self.leader {
-            self.exec_event("complete", Some(context([("status", json!(self.status))])))
-                .await;
+            let mut ctx = context([("status", json!(self.status))]);
+            if !self.usage.is_empty() {
+                ctx.insert("usage".into(), usage::to_json(&self.usage));
+            }
+            self.exec_event("complete", Some(ctx)).await;
         }
+        let usage = std::mem::take(&mut self.usage);
         self.send(Response::Finish(Finish {
             status: self.status,
+            usage,
         }))
         .await;
         let ranks = if self.leader {
@@ -429,6 +482,7 @@ impl Driver {
                         .collect(),
                     rank: task_rank,
                     rlimits: rlimits.clone(),
+                    cgroup: self.contain.cgroup(),
                 };
                 match task::spawn_as(&spec, l.run_as.as_ref(), events.clone()).await {
                     Ok(t) => {
@@ -495,6 +549,9 @@ impl Driver {
                     metrics::counter!(telemetry::TASKS_FAILED).increment(1);
                 }
                 self.tasks.remove(&rank);
+                if status.0 != 0 {
+                    self.check_oom().await;
+                }
                 if let Some(&i) = self.task_rank.get(&rank) {
                     self.rank_statuses[i].push(status);
                     self.rank_left[i] = self.rank_left[i].saturating_sub(1);
@@ -534,7 +591,10 @@ impl Driver {
                         self.peer_state[i].done = true;
                     }
                 }
-                Some(Response::Finish(f)) => self.status = self.status.max(f.status),
+                Some(Response::Finish(f)) => {
+                    self.status = self.status.max(f.status);
+                    self.usage.extend(f.usage);
+                }
                 Some(Response::Exception(e)) => {
                     let fatal = e.severity == 0;
                     let (kind, note) = (e.r#type.clone(), e.note.clone());
@@ -677,6 +737,10 @@ impl Driver {
     }
 
     fn signal_local(&self, signal: Signal) {
+        // Through the cgroup: every process of the job, and only those.
+        if self.contain.signal(signal) {
+            return;
+        }
         for t in self.tasks.values() {
             if let Err(e) = t.signal(signal) {
                 tracing::warn!(pid = t.pid(), %signal, error = %e, "cannot signal task");
