@@ -52,9 +52,6 @@ impl Contain {
         let cgroup = cgroups
             .job(id, &limits)
             .map_err(|e| format!("cannot make the job's cgroup on {host}: {e}"))?;
-        if let Some(m) = limits.memory.filter(|_| cgroup.is_some()) {
-            tracing::debug!(memory = %size::display(m), cpus = ?limits.cpus, "job cgroup");
-        }
         Ok(Contain {
             cgroup,
             ranks: local.iter().map(|r| r.rank).collect::<IdSet>().to_string(),
