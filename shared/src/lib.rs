@@ -14,6 +14,7 @@ pub mod policy;
 pub mod resource;
 pub mod rset;
 pub mod sched;
+pub mod size;
 
 pub use eventlog::Event;
 pub use hostlist::Hostlist;

@@ -21,7 +21,7 @@ use fluxgate_setup::layered::{self, Layered, SetError, value};
 use fluxgate_shared::IdSet;
 
 use crate::auth::{NodeCredential, ServerIdentity};
-use crate::cgroup::{self, Policy, Want};
+use crate::cgroup::{Policy, Want};
 use nix::sched::{CpuSet, sched_getaffinity};
 use nix::unistd::Pid;
 
@@ -302,7 +302,7 @@ pub struct Args {
     /// Offer cores 0..N-1.
     #[arg(long, value_name = "N")]
     pub cores_count: Option<u32>,
-    /// GPU ids to offer, as an idset (default: none).
+    /// GPU ids to offer, as an idset (default: those the kernel lists: /dev/nvidiaN, /proc/driver/nvidia/gpus, /dev/dri/renderD*).
     #[arg(long, value_name = "IDSET")]
     pub gpus: Option<String>,
     /// Serve N virtual nodes named <hostname>-v0 .. <hostname>-v(N-1), each with the given cores and gpus.
@@ -481,9 +481,10 @@ impl Config {
             (None, Some(n)) => IdSet::from_range(0, n - 1),
             (None, None) => usable_cpus(),
         };
+        // Configuration wins; else the kernel's device files say.
         let gpus = match args.gpus {
             Some(s) => parse_idset("gpus", &s)?,
-            None => IdSet::new(),
+            None => crate::discover::gpus(Path::new("/dev"), Path::new("/proc")),
         };
         let kill_timeout = seconds("kill-timeout", args.kill_timeout.unwrap_or(5.0))?;
         let heartbeat = args
@@ -604,7 +605,7 @@ fn cgroup_policy(s: &CgroupSettings) -> Result<Policy, ConfigError> {
         .memory_per_core
         .as_deref()
         .map(|v| {
-            cgroup::size::parse(v).ok_or_else(|| ConfigError::Cgroup {
+            fluxgate_shared::size::parse(v).ok_or_else(|| ConfigError::Cgroup {
                 key: "memory_per_core",
                 value: v.to_string(),
                 expected: "a size such as 2G",

@@ -144,6 +144,7 @@ pub async fn run(config: Arc<Config>, node: Arc<NodeState>, shutdown: Cancellati
 
 /// The hello this process sends.
 pub fn hello(config: &Config, exec_address: &str, containment: &str) -> Hello {
+    let memory = crate::discover::memory(std::path::Path::new("/proc"));
     Hello {
         nodes: config
             .nodes
@@ -153,6 +154,7 @@ pub fn hello(config: &Config, exec_address: &str, containment: &str) -> Hello {
                 cores: n.cores.to_string(),
                 gpus: n.gpus.to_string(),
                 containment: containment.to_string(),
+                memory,
             })
             .collect(),
         exec_address: exec_address.to_string(),

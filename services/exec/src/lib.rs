@@ -6,6 +6,7 @@ pub mod auth;
 pub mod cgroup;
 pub mod cli;
 pub mod config;
+pub mod discover;
 pub mod error;
 pub mod event;
 pub mod files;

@@ -4,7 +4,9 @@
 use fluxgate_shared::{IdSet, Jobspec};
 use serde_json::Value;
 
-use super::{Limits, Policy, size};
+use fluxgate_shared::size;
+
+use super::{Limits, Policy};
 
 /// What this node has: its memory and how many cores it serves.
 #[derive(Debug, Clone)]

@@ -12,7 +12,6 @@ pub mod detect;
 pub mod fs;
 pub mod job;
 pub mod limits;
-pub mod size;
 pub mod task;
 pub mod v1;
 pub mod v2;

@@ -11,8 +11,9 @@ use fluxgate_shared::IdSet;
 use nix::sys::signal::Signal;
 use tokio::time::Instant;
 
-use crate::cgroup::{Cgroups, JobCgroup, Oom, size};
+use crate::cgroup::{Cgroups, JobCgroup, Oom};
 use crate::layout::RankTasks;
+use fluxgate_shared::size;
 
 /// How long processes a job's tasks left behind (a `setsid` child holding
 /// their output open) may go on once every task has exited.
