@@ -114,7 +114,7 @@ mod tests {
         let mut out = Vec::new();
         Shown(u).table(&mut out).unwrap();
         let text = String::from_utf8(out).unwrap();
-        assert!(text.contains("1.75s"), "{text}");
+        assert!(text.contains("1.750s"), "{text}");
         assert!(text.contains("1M"), "{text}");
         assert!(
             from_exec_eventlog(r#"{"timestamp":1.0,"name":"complete","context":{"status":0}}"#)
