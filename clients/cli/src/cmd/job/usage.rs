@@ -27,10 +27,10 @@ pub struct Args {
 /// The usage of the last `complete` event of an exec eventlog.
 pub fn from_exec_eventlog(text: &str) -> Option<JobUsage> {
     text.lines()
+        .rev()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
         .filter(|e| e["name"] == "complete")
-        .filter_map(|e| JobUsage::from_complete(&e["context"]))
-        .last()
+        .find_map(|e| JobUsage::from_complete(&e["context"]))
 }
 
 struct Shown(JobUsage);
