@@ -148,9 +148,14 @@ pub async fn spawn_as(
     };
     // A task joins its cgroup through the wrapper, which waits for its
     // identity before doing anything: placed first, it cannot fork outside.
-    let wrap = who.is_some() || !spec.rlimits.is_empty() || spec.cgroup.is_some();
+    // On v1 the service's own tasks are born in the cgroup instead.
+    let direct_cg = spec.cgroup.as_deref().filter(|cg| cg.spawns_directly());
+    let wrap =
+        who.is_some() || !spec.rlimits.is_empty() || (spec.cgroup.is_some() && direct_cg.is_none());
     let (mut child, warning) = if wrap {
         (spawn_wrapped(spec, who).await?, None)
+    } else if let Some(cg) = direct_cg {
+        crate::cgroup::task::direct(cg, program, || spawn_direct(spec, program, args))?
     } else {
         spawn_direct(spec, program, args)?
     };

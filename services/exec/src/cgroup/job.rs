@@ -54,6 +54,27 @@ impl JobCgroup {
         Ok(())
     }
 
+    /// True when a task of the service's own user may be spawned straight
+    /// into the cgroup ([`JobCgroup::spawn_inside`]) rather than through
+    /// the wrapper: v1, where one thread can join a cgroup alone.
+    pub fn spawns_directly(&self) -> bool {
+        matches!(self.backend, Backend::V1(_))
+    }
+
+    /// Run `spawn` (which starts one task) so that its process is born in
+    /// the job's cgroup; on success the task counts as live. Only where
+    /// [`JobCgroup::spawns_directly`].
+    pub fn spawn_inside<T>(&self, spawn: impl FnOnce() -> io::Result<T>) -> io::Result<T> {
+        let spawned = match &self.backend {
+            Backend::V1(j) => j.spawn_inside(spawn),
+            Backend::V2(_) => Err(io::Error::other(
+                "a v2 cgroup takes whole processes: start the task through the wrapper",
+            )),
+        }?;
+        self.live.fetch_add(1, Ordering::SeqCst);
+        Ok(spawned)
+    }
+
     /// A task placed here has been reaped.
     pub fn reaped(&self) {
         let before = self
@@ -77,10 +98,15 @@ impl JobCgroup {
 
     /// The processes in the job's cgroup.
     pub fn procs(&self) -> Vec<i32> {
-        match &self.backend {
+        let mut pids = match &self.backend {
             Backend::V1(j) => j.procs(),
             Backend::V2(j) => j.procs(),
-        }
+        };
+        // The service itself, for the instant one of its threads spawns a
+        // task inside, is not the job's.
+        let me = std::process::id() as i32;
+        pids.retain(|&p| p != me);
+        pids
     }
 
     /// True when no process is left in the job's cgroup.
@@ -102,9 +128,11 @@ impl JobCgroup {
     pub fn kill_all(&self, bound: Duration) -> bool {
         let until = Instant::now() + bound;
         loop {
-            if self.signal(Signal::SIGKILL) == 0 && self.is_empty() {
+            // The usual end: nothing left, nothing to freeze.
+            if self.is_empty() {
                 return true;
             }
+            self.signal(Signal::SIGKILL);
             if Instant::now() >= until {
                 return self.is_empty();
             }

@@ -90,8 +90,9 @@ pub struct Policy {
 /// Where the service makes its jobs' cgroups.
 #[derive(Debug)]
 enum Backend {
-    /// v1: the service's directory in each controller's hierarchy.
-    V1(v1::Dirs),
+    /// v1: the service's directory in each controller's hierarchy, and
+    /// the service's own cgroups.
+    V1 { dirs: v1::Dirs, home: v1::Dirs },
     /// v2: the service's directory.
     V2(PathBuf),
     /// None: why.
@@ -165,7 +166,11 @@ impl Cgroups {
                     .iter()
                     .map(|(c, p)| (c.clone(), root.map_or_else(|| p.own.clone(), |r| p.at(r))))
                     .collect();
-                v1::make_children(&roots, &name).map(Backend::V1)
+                let home = places
+                    .iter()
+                    .map(|(c, p)| (c.clone(), p.own.clone()))
+                    .collect();
+                v1::make_children(&roots, &name).map(|dirs| Backend::V1 { dirs, home })
             }
             Layout::V2(place) => {
                 let r = root.map_or_else(|| place.own.clone(), |r| place.at(r));
@@ -179,7 +184,7 @@ impl Cgroups {
     /// `v2`, `v1`, or `off`: what the node reports.
     pub fn mode(&self) -> &'static str {
         match self.backend {
-            Backend::V1(_) => "v1",
+            Backend::V1 { .. } => "v1",
             Backend::V2(_) => "v2",
             Backend::Off(_) => "off",
         }
@@ -227,7 +232,9 @@ impl Cgroups {
         let name = format!("job-{id}");
         let job = match &self.backend {
             Backend::Off(_) => return Ok(None),
-            Backend::V1(dirs) => job::Backend::V1(v1::Job::create(dirs, &name, limits)?),
+            Backend::V1 { dirs, home } => {
+                job::Backend::V1(v1::Job::create(dirs, home, &name, limits)?)
+            }
             Backend::V2(dir) => job::Backend::V2(v2::Job::create(dir, &name, limits)?),
         };
         Ok(Some(Arc::new(JobCgroup::new(job))))
@@ -239,7 +246,7 @@ impl Drop for Cgroups {
         // Empty once every job has been removed; a leftover stays for the
         // administrator to see rather than failing anything.
         let dirs: Vec<PathBuf> = match &self.backend {
-            Backend::V1(dirs) => dirs.values().cloned().collect(),
+            Backend::V1 { dirs, .. } => dirs.values().cloned().collect(),
             Backend::V2(dir) => vec![dir.clone()],
             Backend::Off(_) => Vec::new(),
         };

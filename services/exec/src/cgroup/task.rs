@@ -1,9 +1,42 @@
-//! A task's wrapper put in its job's cgroup: after it is spawned, before
-//! it is told whom to become, so that nothing it runs starts outside.
+//! A task put in its job's cgroup before it runs anything of the job:
+//! its wrapper placed after it is spawned and before it is told whom to
+//! become, or (v1, the service's own user) the task spawned straight into
+//! the cgroup by a thread that joins it for the spawn.
 
 use tokio::process::Child;
 
 use super::JobCgroup;
+use crate::status::WaitStatus;
+use crate::task::SpawnError;
+
+/// Run `spawn` (the direct spawn of one task) with its process born in
+/// `cg`; a cgroup that cannot be joined is the task's start failure.
+pub fn direct<T>(
+    cg: &JobCgroup,
+    what: &str,
+    spawn: impl FnOnce() -> Result<T, SpawnError>,
+) -> Result<T, SpawnError> {
+    let mut spawned = None;
+    let joined = cg.spawn_inside(|| {
+        let r = spawn();
+        let ok = r.is_ok();
+        spawned = Some(r);
+        if ok {
+            Ok(())
+        } else {
+            Err(std::io::Error::other("the spawn failed"))
+        }
+    });
+    match (spawned, joined) {
+        (Some(r), _) => r,
+        (None, Err(e)) => Err(SpawnError {
+            what: what.to_string(),
+            reason: format!("cannot put the task in the job's cgroup: {e}"),
+            status: WaitStatus::exited(126),
+        }),
+        (None, Ok(())) => unreachable!("spawn_inside runs the spawn when it succeeds"),
+    }
+}
 
 /// Place the just-spawned wrapper `child` in `cg`; on failure the wrapper
 /// is killed and reaped, and the error says why (the task's start failure).

@@ -42,13 +42,28 @@ pub fn make_children(parents: &Dirs, name: &str) -> io::Result<Dirs> {
 #[derive(Debug)]
 pub struct Job {
     dirs: Dirs,
+    /// The service's own cgroups, where a thread that spawned a task
+    /// inside the job's goes back to.
+    home: Dirs,
 }
 
 impl Job {
-    /// Make the job's cgroup `name` under `parents` with `limits`.
-    pub fn create(parents: &Dirs, name: &str, limits: &Limits) -> io::Result<Job> {
+    /// Make the job's cgroup `name` under `parents` with `limits`; `home`
+    /// is the service's own cgroup in each hierarchy.
+    pub fn create(parents: &Dirs, home: &Dirs, name: &str, limits: &Limits) -> io::Result<Job> {
+        // No pids hierarchy without a pids limit: one directory less a job.
+        let parents: Dirs = parents
+            .iter()
+            .filter(|(c, _)| limits.pids.is_some() || c.as_str() != "pids")
+            .map(|(c, d)| (c.clone(), d.clone()))
+            .collect();
         let job = Job {
-            dirs: make_children(parents, name)?,
+            dirs: make_children(&parents, name)?,
+            home: home
+                .iter()
+                .filter(|(c, _)| parents.contains_key(*c))
+                .map(|(c, d)| (c.clone(), d.clone()))
+                .collect(),
         };
         if let Err(e) = job.limit(limits) {
             let _ = job.remove();
@@ -102,6 +117,34 @@ impl Job {
         Ok(())
     }
 
+    /// Run `spawn` with the calling thread (only it: v1 moves single
+    /// threads through `tasks`) inside the job's cgroup, so that the
+    /// process it starts is born there; the thread goes home after.
+    pub fn spawn_inside<T>(&self, spawn: impl FnOnce() -> io::Result<T>) -> io::Result<T> {
+        let tid = nix::unistd::gettid().as_raw().to_string();
+        let mut entered: Vec<&str> = Vec::new();
+        let mut result = Ok(());
+        for (ctl, dir) in &self.dirs {
+            if entered.iter().any(|c| self.dirs[*c] == *dir) {
+                continue;
+            }
+            result = fs::write(dir, "tasks", &tid);
+            if result.is_err() {
+                break;
+            }
+            entered.push(ctl);
+        }
+        let spawned = result.and_then(|()| spawn());
+        for ctl in entered {
+            if let Some(home) = self.home.get(ctl)
+                && let Err(e) = fs::write(home, "tasks", &tid)
+            {
+                tracing::error!(error = %e, "a thread cannot leave a job's cgroup");
+            }
+        }
+        spawned
+    }
+
     /// The processes in the job's cgroup.
     pub fn procs(&self) -> Vec<i32> {
         self.members_dir().map(fs::procs).unwrap_or_default()
@@ -115,7 +158,10 @@ impl Job {
         if let Some(dir) = freezer {
             freeze(dir, true);
         }
-        let pids = self.procs();
+        // A thread of this service may be inside for an instant while it
+        // spawns a task: the service is listed, never signalled.
+        let me = std::process::id() as i32;
+        let pids: Vec<i32> = self.procs().into_iter().filter(|&p| p != me).collect();
         for &pid in &pids {
             let _ = kill(Pid::from_raw(pid), signal);
         }
@@ -226,7 +272,7 @@ mod tests {
             memory: Some(1 << 30),
             pids: Some(100),
         };
-        let job = Job::create(&parents, "job1", &limits).unwrap();
+        let job = Job::create(&parents, &parents, "job1", &limits).unwrap();
         let read = |ctl: &str, f: &str| fs::read(&parents[ctl].join("job1"), f).unwrap();
         assert_eq!(read("cpuset", "cpuset.cpus"), "2-3");
         assert_eq!(read("cpuset", "cpuset.mems"), "0");
@@ -238,12 +284,16 @@ mod tests {
         assert_eq!(read("cpuacct", "cgroup.procs"), "4242");
         // A shared hierarchy is one directory, written once.
         assert_eq!(job.distinct().len(), 5);
+        // Without a pids limit, no pids directory.
+        let job = Job::create(&parents, &parents, "job2", &Limits::default()).unwrap();
+        assert!(!job.dirs.contains_key("pids"));
+        assert_eq!(job.home.len(), 4);
     }
 
     #[test]
     fn usage_and_oom_come_from_the_v1_files() {
         let (_tmp, parents) = fixture();
-        let job = Job::create(&parents, "j", &Limits::default()).unwrap();
+        let job = Job::create(&parents, &parents, "j", &Limits::default()).unwrap();
         let (cpu, mem) = (&job.dirs["cpuacct"], &job.dirs["memory"]);
         std::fs::write(cpu.join("cpuacct.usage_user"), "1500000000\n").unwrap();
         std::fs::write(cpu.join("cpuacct.usage_sys"), "250000000\n").unwrap();
@@ -274,7 +324,7 @@ mod tests {
     #[test]
     fn signalling_freezes_reads_the_members_and_thaws() {
         let (_tmp, parents) = fixture();
-        let job = Job::create(&parents, "j", &Limits::default()).unwrap();
+        let job = Job::create(&parents, &parents, "j", &Limits::default()).unwrap();
         // No such process: the signal goes nowhere, the freezer is thawed after.
         std::fs::write(job.dirs["freezer"].join("cgroup.procs"), "").unwrap();
         assert_eq!(job.signal(Signal::SIGTERM), 0);
