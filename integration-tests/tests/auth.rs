@@ -470,6 +470,7 @@ async fn nodes_need_the_node_credential_to_join() {
                 hostname: "node0".into(),
                 cores: "0".into(),
                 gpus: String::new(),
+                ..Default::default()
             }],
             exec_address: "http://127.0.0.1:1".into(),
         })),

@@ -17,6 +17,7 @@ pub mod resource;
 pub mod rset;
 pub mod sched;
 pub mod taskmap;
+pub mod size;
 
 pub use eventlog::Event;
 pub use hostlist::Hostlist;

@@ -21,6 +21,7 @@ use fluxgate_setup::layered::{self, Layered, SetError, value};
 use fluxgate_shared::IdSet;
 
 use crate::auth::{NodeCredential, ServerIdentity};
+use crate::cgroup::{Policy, Want};
 use nix::sched::{CpuSet, sched_getaffinity};
 use nix::unistd::Pid;
 
@@ -77,6 +78,16 @@ pub enum ConfigError {
     /// Only one of the certificate and its key.
     #[error("set both tls_cert and tls_key, or neither")]
     TlsPair,
+    /// A `[cgroup]` setting is not one.
+    #[error("cgroup.{key} {value:?}: {expected}")]
+    Cgroup {
+        /// The key under `cgroup.`.
+        key: &'static str,
+        /// What was given.
+        value: String,
+        /// What is expected.
+        expected: &'static str,
+    },
     /// An https job manager without a CA to check its certificate.
     #[error("job manager {0} uses TLS: pass --tls-ca with the CA that signed its certificate")]
     NoTlsCa(String),
@@ -126,6 +137,8 @@ pub struct Settings {
     pub telemetry: TelemetrySettings,
     /// `[limits]`.
     pub limits: LimitsSettings,
+    /// `[cgroup]`.
+    pub cgroup: CgroupSettings,
 }
 
 /// `[limits]` of the exec service: its listener's connections
@@ -163,6 +176,20 @@ impl LimitsSettings {
             fd_reserve: self.fd_reserve.unwrap_or(d.fd_reserve),
         }
     }
+}
+
+/// `[cgroup]` of the exec service: how jobs are contained (docs/CONFIG.md).
+#[derive(Debug, Clone, Default, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CgroupSettings {
+    /// `auto` (cgroups where they can be written) or `off` [default: auto].
+    pub mode: Option<String>,
+    /// The cgroup jobs are made under [default: the service's own].
+    pub root: Option<PathBuf>,
+    /// A job's memory per core it holds, a size such as `2G`.
+    pub memory_per_core: Option<String>,
+    /// Most processes and threads of a job on a node.
+    pub pids_max: Option<u64>,
 }
 
 /// `[metrics]` of the exec service.
@@ -227,6 +254,10 @@ impl Layered for Settings {
         "limits.handshake_timeout",
         "limits.idle_timeout",
         "limits.fd_reserve",
+        "cgroup.mode",
+        "cgroup.root",
+        "cgroup.memory_per_core",
+        "cgroup.pids_max",
     ];
 
     fn set(&mut self, key: &str, v: &str) -> Result<(), SetError> {
@@ -264,6 +295,10 @@ impl Layered for Settings {
             }
             "limits.idle_timeout" => self.limits.idle_timeout = Some(value::number(key, v)?),
             "limits.fd_reserve" => self.limits.fd_reserve = Some(value::count(key, v)?),
+            "cgroup.mode" => self.cgroup.mode = text(),
+            "cgroup.root" => self.cgroup.root = path(),
+            "cgroup.memory_per_core" => self.cgroup.memory_per_core = text(),
+            "cgroup.pids_max" => self.cgroup.pids_max = Some(value::count(key, v)?),
             _ => return Err(SetError::UnknownKey(key.to_string())),
         }
         Ok(())
@@ -325,7 +360,7 @@ pub struct Args {
     /// Offer cores 0..N-1.
     #[arg(long, value_name = "N")]
     pub cores_count: Option<u32>,
-    /// GPU ids to offer, as an idset (default: none).
+    /// GPU ids to offer, as an idset (default: those the kernel lists: /dev/nvidiaN, /proc/driver/nvidia/gpus, /dev/dri/renderD*).
     #[arg(long, value_name = "IDSET")]
     pub gpus: Option<String>,
     /// Serve N virtual nodes named <hostname>-v0 .. <hostname>-v(N-1), each with the given cores and gpus.
@@ -431,6 +466,8 @@ pub struct Config {
     pub otlp: fluxgate_setup::OtlpConfig,
     /// The listener's connection limits.
     pub conns: fluxgate_setup::ConnLimits,
+    /// How jobs are contained.
+    pub cgroup: Policy,
 }
 
 impl Args {
@@ -504,9 +541,10 @@ impl Config {
             (None, Some(n)) => IdSet::from_range(0, n - 1),
             (None, None) => usable_cpus(),
         };
+        // Configuration wins; else the kernel's device files say.
         let gpus = match args.gpus {
             Some(s) => parse_idset("gpus", &s)?,
-            None => IdSet::new(),
+            None => crate::discover::gpus(Path::new("/dev"), Path::new("/proc")),
         };
         let kill_timeout = seconds("kill-timeout", args.kill_timeout.unwrap_or(5.0))?;
         let heartbeat = args
@@ -538,6 +576,7 @@ impl Config {
             (None, None) => None,
             _ => return Err(ConfigError::TlsPair),
         };
+        let cgroup = cgroup_policy(&args.cgroup)?;
         if job_manager.starts_with("https://") && tls_ca.is_none() {
             return Err(ConfigError::NoTlsCa(job_manager));
         }
@@ -581,6 +620,7 @@ impl Config {
                     .service_name
                     .unwrap_or_else(|| "fluxgate-exec".into()),
             },
+            cgroup,
         })
     }
 
@@ -605,8 +645,41 @@ impl Config {
             allow_root_jobs: true,
             otlp: fluxgate_setup::OtlpConfig::default(),
             conns: fluxgate_setup::ConnLimits::default(),
+            cgroup: Policy::default(),
         }
     }
+}
+
+/// The containment policy of `[cgroup]`.
+fn cgroup_policy(s: &CgroupSettings) -> Result<Policy, ConfigError> {
+    let want = match s.mode.as_deref() {
+        None | Some("auto") => Want::Auto,
+        Some("off") => Want::Off,
+        Some(other) => {
+            return Err(ConfigError::Cgroup {
+                key: "mode",
+                value: other.to_string(),
+                expected: "auto or off",
+            });
+        }
+    };
+    let memory_per_core = s
+        .memory_per_core
+        .as_deref()
+        .map(|v| {
+            fluxgate_shared::size::parse(v).ok_or_else(|| ConfigError::Cgroup {
+                key: "memory_per_core",
+                value: v.to_string(),
+                expected: "a size such as 2G",
+            })
+        })
+        .transpose()?;
+    Ok(Policy {
+        want,
+        root: s.root.clone(),
+        memory_per_core,
+        pids_max: s.pids_max,
+    })
 }
 
 /// The Exec address to announce: `advertise` if set; else the bound address,

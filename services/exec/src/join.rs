@@ -143,7 +143,8 @@ pub async fn run(config: Arc<Config>, node: Arc<NodeState>, shutdown: Cancellati
 }
 
 /// The hello this process sends.
-pub fn hello(config: &Config, exec_address: &str) -> Hello {
+pub fn hello(config: &Config, exec_address: &str, containment: &str) -> Hello {
+    let memory = crate::discover::memory(std::path::Path::new("/proc"));
     Hello {
         nodes: config
             .nodes
@@ -152,6 +153,8 @@ pub fn hello(config: &Config, exec_address: &str) -> Hello {
                 hostname: n.hostname.clone(),
                 cores: n.cores.to_string(),
                 gpus: n.gpus.to_string(),
+                containment: containment.to_string(),
+                memory,
             })
             .collect(),
         exec_address: exec_address.to_string(),
@@ -193,7 +196,11 @@ async fn session(
     let mut client = NodeClient::new(channel);
     let (tx, rx) = mpsc::channel(4);
     let hello = JoinMessage {
-        message: Some(Message::Hello(hello(config, &node.address))),
+        message: Some(Message::Hello(hello(
+            config,
+            &node.address,
+            node.containment(),
+        ))),
     };
     // Cannot fail: the receiver is alive and the channel empty.
     let _ = tx.try_send(hello);

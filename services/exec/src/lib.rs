@@ -5,8 +5,10 @@
 pub mod affinity;
 pub mod auth;
 pub mod bounded_open;
+pub mod cgroup;
 pub mod cli;
 pub mod config;
+pub mod discover;
 pub mod error;
 pub mod event;
 pub mod files;

@@ -27,6 +27,7 @@ use crate::job::stdin::Chunk;
 use tonic::{Request, Response, Status};
 use tracing::Instrument;
 
+use crate::cgroup::Cgroups;
 use crate::config::Config;
 use crate::error::{ExecError, PlanError};
 use crate::event::line;
@@ -45,6 +46,8 @@ pub struct NodeState {
     /// The Exec address announced in the hello.
     pub address: String,
     ranks: RwLock<IdSet>,
+    /// How this node contains jobs (`v2`, `v1` or `off`), once known.
+    containment: std::sync::OnceLock<&'static str>,
 }
 
 impl NodeState {
@@ -53,7 +56,14 @@ impl NodeState {
         NodeState {
             address,
             ranks: RwLock::new(IdSet::new()),
+            containment: std::sync::OnceLock::new(),
         }
+    }
+
+    /// How this node contains jobs: `v2`, `v1` (cgroups) or `off`
+    /// (process groups only); empty before the service has looked.
+    pub fn containment(&self) -> &'static str {
+        self.containment.get().copied().unwrap_or("")
     }
 
     /// The ranks the job manager assigned in its last welcome.
@@ -75,12 +85,18 @@ pub struct ExecService {
     jobs: JobTable,
     shutting_down: Arc<AtomicBool>,
     credential: crate::auth::NodeCredential,
+    cgroups: Arc<Cgroups>,
 }
 
 impl ExecService {
     /// A service for `config`, announced at `node.address`.
     pub fn new(config: Arc<Config>, node: Arc<NodeState>) -> Self {
+        let cores = config.nodes.iter().map(|n| n.cores.count()).sum();
+        let cgroups = Cgroups::init(config.cgroup.clone(), cores);
+        let _ = node.containment.set(cgroups.mode());
+        tracing::info!(mode = cgroups.mode(), "job containment");
         ExecService {
+            cgroups,
             node,
             jobs: JobTable::default(),
             shutting_down: Arc::new(AtomicBool::new(false)),
@@ -413,6 +429,7 @@ impl ExecService {
             credential: req.credential.clone(),
             instance_uri: self.config.job_manager.clone(),
             expiration: r.expiration(),
+            cgroups: self.cgroups.clone(),
         })
     }
 

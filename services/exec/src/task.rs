@@ -21,6 +21,7 @@ use tokio::process::{Child, Command};
 use tokio::sync::mpsc;
 use tracing::Instrument;
 
+use crate::cgroup::JobCgroup;
 use crate::handoff::{MAX_FRAME, StartFailure, TaskLaunch, decode_reply, encode};
 use crate::rlimit::Rlimit;
 use crate::run_as::RunAs;
@@ -71,6 +72,8 @@ pub struct TaskSpec {
     pub inherit: Vec<(String, Arc<OwnedFd>)>,
     /// A terminal instead of stdin, stdout and stderr (`-o pty`).
     pub pty: Option<TaskPty>,
+    /// The job's cgroup on this node, joined before the task execs.
+    pub cgroup: Option<Arc<JobCgroup>>,
 }
 
 /// The two ends of a task's terminal.
@@ -160,9 +163,19 @@ pub async fn spawn_as(
             status: WaitStatus::exited(127),
         });
     };
-    // A terminal needs a session, which the wrapper makes.
-    let (mut child, warning) = if who.is_some() || !spec.rlimits.is_empty() || spec.pty.is_some() {
+    // A task joins its cgroup through the wrapper, which waits for its
+    // identity before doing anything: placed first, it cannot fork outside.
+    // On v1 the service's own tasks are born in the cgroup instead. A
+    // terminal needs a session, which the wrapper makes too.
+    let direct_cg = spec.cgroup.as_deref().filter(|cg| cg.spawns_directly());
+    let wrap = who.is_some()
+        || !spec.rlimits.is_empty()
+        || spec.pty.is_some()
+        || (spec.cgroup.is_some() && direct_cg.is_none());
+    let (mut child, warning) = if wrap {
         (spawn_wrapped(spec, who).await?, None)
+    } else if let Some(cg) = direct_cg {
+        crate::cgroup::task::direct(cg, program, || spawn_direct(spec, program, args))?
     } else {
         spawn_direct(spec, program, args)?
     };
@@ -187,6 +200,7 @@ pub async fn spawn_as(
     // streams' ends.
     let stdout_events = events.clone();
     let stderr_events = events.clone();
+    let cgroup = spec.cgroup.clone();
     tokio::spawn(
         async move {
             let stdout = async {
@@ -200,13 +214,17 @@ pub async fn spawn_as(
                 }
             };
             let wait = async {
-                match child.wait().await {
+                let status = match child.wait().await {
                     Ok(s) => crate::status::from_exit(s),
                     Err(e) => {
                         tracing::error!(pid, error = %e, "cannot wait for task");
                         WaitStatus::exited(1)
                     }
+                };
+                if let Some(cg) = &cgroup {
+                    cg.reaped();
                 }
+                status
             };
             let ((), (), status) = tokio::join!(stdout, stderr, wait);
             let _ = events.send(TaskEvent::Exited { rank, status }).await;
@@ -328,6 +346,10 @@ async fn spawn_wrapped(spec: &TaskSpec, who: Option<&RunAs>) -> Result<Child, Sp
         spawn_bound(&mut cmd, cpu_set(&spec.cpus), &[])
             .map_err(|e| failed(format!("cannot start the user switch: {e}")))?
     };
+    let mut child = child;
+    if let Some(cg) = &spec.cgroup {
+        crate::cgroup::task::join(cg, &mut child).map_err(failed)?;
+    }
     let launch = TaskLaunch {
         argv: spec.argv.clone(),
         env: spec.env.clone(),
@@ -354,11 +376,14 @@ async fn spawn_wrapped(spec: &TaskSpec, who: Option<&RunAs>) -> Result<Child, Sp
         Err(e) => failed(format!("the user switch failed: {e}")),
     };
     // The wrapper has ended (or ends now): reap it, its output is unread.
-    let mut child = child;
+    let cgroup = spec.cgroup.clone();
     tokio::spawn(
         async move {
             let _ = child.start_kill();
             let _ = child.wait().await;
+            if let Some(cg) = cgroup {
+                cg.reaped();
+            }
         }
         .in_current_span(),
     );

@@ -12,6 +12,7 @@ mod context;
 mod memo;
 mod record;
 mod state;
+pub mod usage;
 
 pub use action::{Action, ActionGuards};
 pub use record::{

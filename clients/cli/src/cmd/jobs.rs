@@ -19,6 +19,7 @@ use crate::client;
 use crate::cmd::instance::probe;
 use crate::jobfmt::instance::InstanceInfo;
 use crate::jobfmt::{Template, record};
+use fluxgate_shared::job::usage::Total;
 
 /// Arguments of `fluxgate jobs`.
 #[derive(Debug, clap::Args)]
@@ -268,7 +269,8 @@ async fn list_level(
 ) -> anyhow::Result<()> {
     let jobs = select(args, list_all(inst, request.clone()).await?, ids);
     let inside = instances(inst, fmt, &jobs).await;
-    show(args, fmt, &jobs, now, &inside)?;
+    let used = usages(inst, fmt, &jobs).await;
+    show(args, fmt, &jobs, now, &inside, &used)?;
     if depth == 0 {
         return Ok(());
     }
@@ -321,6 +323,43 @@ async fn instances(
     out
 }
 
+/// What the ended jobs of `jobs` used, by job id, when `fmt` shows
+/// `cpu_time` or `max_rss`: read from each one's exec eventlog (one request
+/// a job, made only for those fields).
+async fn usages(
+    inst: &mut client::Instance,
+    fmt: &str,
+    jobs: &[pb::JobSummary],
+) -> HashMap<u64, Total> {
+    let mut out = HashMap::new();
+    let wanted = Template::parse(fmt, record::heading)
+        .is_ok_and(|t| t.field_names().any(|f| f == "cpu_time" || f == "max_rss"));
+    if !wanted {
+        return out;
+    }
+    for j in jobs.iter().filter(|j| j.state == "INACTIVE") {
+        let key = "exec.eventlog".to_string();
+        let request = pb::InfoRequest {
+            id: j.id,
+            keys: vec![key.clone()],
+            offset: 0,
+            max_bytes: 0,
+        };
+        let Ok(resp) = inst.jobs.info(request).await else {
+            continue;
+        };
+        let usage = resp
+            .into_inner()
+            .values
+            .get(&key)
+            .and_then(|t| crate::cmd::job::usage::from_exec_eventlog(t));
+        if let Some(u) = usage {
+            out.insert(j.id, u.total);
+        }
+    }
+    out
+}
+
 /// One instance's listing filtered and in flux's order ([`flux_order`]).
 fn select(args: &Args, mut jobs: Vec<pb::JobSummary>, ids: &[u64]) -> Vec<pb::JobSummary> {
     if !ids.is_empty() {
@@ -357,6 +396,7 @@ fn show(
     jobs: &[pb::JobSummary],
     now: f64,
     inside: &HashMap<u64, InstanceInfo>,
+    used: &HashMap<u64, Total>,
 ) -> anyhow::Result<()> {
     let users = jobs
         .iter()
@@ -368,8 +408,15 @@ fn show(
     if args.json {
         println!("{}", jobs_json(jobs));
     } else {
-        args.fmt
-            .print(fmt, jobs.to_vec(), &users, now, args.no_header, inside)?;
+        args.fmt.print(
+            fmt,
+            jobs.to_vec(),
+            &users,
+            now,
+            args.no_header,
+            inside,
+            used,
+        )?;
     }
     Ok(())
 }

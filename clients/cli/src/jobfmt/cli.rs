@@ -9,6 +9,7 @@ use std::process::ExitCode;
 use anyhow::{anyhow, bail};
 use fluxgate_proto::v1 as pb;
 use fluxgate_shared::JobId;
+use fluxgate_shared::job::usage::Total;
 use jiff::tz::TimeZone;
 
 use super::instance::InstanceInfo;
@@ -100,6 +101,7 @@ impl FormatArgs {
     }
 
     /// Print `jobs` (already in job-list order) with `fmt`.
+    #[allow(clippy::too_many_arguments)]
     pub fn print(
         &self,
         fmt: &str,
@@ -108,6 +110,7 @@ impl FormatArgs {
         now: f64,
         no_header: bool,
         inside: &HashMap<u64, InstanceInfo>,
+        usage: &HashMap<u64, Total>,
     ) -> anyhow::Result<()> {
         let mut records: Vec<JobRecord> = jobs
             .into_iter()
@@ -118,7 +121,11 @@ impl FormatArgs {
                     .unwrap_or_else(|| j.userid.to_string());
                 let f58 = client::f58(JobId::from(j.id));
                 let info = inside.get(&j.id).cloned();
-                let record = JobRecord::new(j, user, f58, now);
+                let used = usage.get(&j.id).copied();
+                let mut record = JobRecord::new(j, user, f58, now);
+                if let Some(u) = used {
+                    record = record.with_usage(u);
+                }
                 match info {
                     Some(info) => record.with_instance(info),
                     None => record,

@@ -9,6 +9,7 @@ use fluxgate_proto::v1 as pb;
 use fluxgate_shared::JobId;
 use fluxgate_shared::JobState;
 use fluxgate_shared::job::JobResult;
+use fluxgate_shared::job::usage::Total;
 use serde_json::Value as Json;
 
 use super::instance::InstanceInfo;
@@ -28,6 +29,8 @@ pub struct JobRecord {
     annotations: Json,
     /// What the instance this job runs reports, when it runs one.
     instance: Option<InstanceInfo>,
+    /// What the job used, once it has ended in cgroups.
+    usage: Option<Total>,
 }
 
 impl JobRecord {
@@ -41,6 +44,15 @@ impl JobRecord {
             f58,
             annotations,
             instance: None,
+            usage: None,
+        }
+    }
+
+    /// The record with what the job used (`cpu_time`, `max_rss`).
+    pub fn with_usage(self, usage: Total) -> JobRecord {
+        JobRecord {
+            usage: Some(usage),
+            ..self
         }
     }
 
@@ -355,6 +367,8 @@ pub fn heading(field: &str) -> Option<String> {
         "contextual_info" => "INFO",
         "contextual_time" => "TIME",
         "inactive_reason" => "INACTIVE-REASON",
+        "cpu_time" => "CPU_TIME",
+        "max_rss" => "MAX_RSS",
         "annotations.sched.t_estimate" | "sched.t_estimate" => "T_ESTIMATE",
         "annotations.sched.reason_pending" | "sched.reason_pending" => "REASON",
         "annotations.sched.resource_summary" | "sched.resource_summary" => "RESOURCES",
@@ -518,6 +532,13 @@ impl JobRecord {
             "contextual_time" if self.pending() => Value::Float(0.0),
             "contextual_time" => Value::Float(self.runtime()),
             "inactive_reason" => self.inactive_reason(),
+            // Empty where the job's nodes did not contain it in cgroups.
+            "cpu_time" => self
+                .usage
+                .map_or_else(Value::empty, |u| Value::Float(u.cpu_time())),
+            "max_rss" => self.usage.map_or_else(Value::empty, |u| {
+                Value::Int(i64::try_from(u.max_rss).unwrap_or(i64::MAX))
+            }),
             // A job that runs no instance has none of these, as in flux.
             n if n.starts_with("instance.") => self
                 .instance

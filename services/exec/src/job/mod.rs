@@ -15,12 +15,14 @@
 //! processes ([`procs`]) that `Exec.Tasks` answers from.
 
 pub mod control;
+pub mod contain;
 pub mod ended;
 pub mod peer;
 pub mod procs;
 pub mod pty;
 pub mod run;
 pub mod stdin;
+pub mod usage;
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};

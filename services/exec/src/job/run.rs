@@ -24,7 +24,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use fluxgate_proto::v1::start_response::Response;
-use fluxgate_proto::v1::{ExecException, Finish, PmiKeys, Release, StartRequest, StartResponse};
+use fluxgate_proto::v1::{
+    ExecException, Finish, NodeUsage, PmiKeys, Release, StartRequest, StartResponse,
+};
 use fluxgate_shared::jobspec::{Input, ShellOptions};
 use fluxgate_shared::pmi::{Dict, Gather};
 use fluxgate_shared::taskmap::Taskmap;
@@ -35,11 +37,14 @@ use tokio::io::AsyncWriteExt;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
+use super::contain::Contain;
 use super::peer::{Peer, PeerEvent};
 use super::procs::{Procs, TaskProc};
+use super::usage;
 use super::{Control, JobChannels, response};
 use super::{pty, stdin};
 use crate::affinity;
+use crate::cgroup::{Cgroups, JobCgroup};
 use crate::event::{context, line};
 use crate::files;
 use crate::handoff::{Access, FileRequest};
@@ -103,6 +108,8 @@ pub struct Launch {
     pub instance_uri: String,
     /// R's expiration, when the job has a time limit.
     pub expiration: Option<f64>,
+    /// Where the job's cgroup is made.
+    pub cgroups: Arc<Cgroups>,
 }
 
 #[derive(Debug, Default)]
@@ -154,6 +161,10 @@ struct Driver {
     /// Tasks in the whole job, and the command's base name, for its notes.
     ntasks: u32,
     command: String,
+    /// The job's cgroup here.
+    contain: Contain,
+    /// What the job used, per node, as the nodes finish.
+    usage: Vec<NodeUsage>,
 }
 
 /// flux-core's `doom`: once the first task exits, the others have the
@@ -187,6 +198,13 @@ pub async fn run(l: Launch, ch: JobChannels) {
         return;
     }
     if d.leader && !d.prepare_leader(&l).await {
+        return;
+    }
+    if let Err(note) = d.contain(&l).await {
+        d.say_start().await;
+        d.exception("exec", &note).await;
+        d.status = WaitStatus::exited(1).0;
+        d.finish().await;
         return;
     }
     d.set_expiration(l.expiration);
@@ -236,6 +254,8 @@ impl Driver {
             peer_member: Vec::new(),
             doom: Doom::default(),
             warn_at: None,
+            contain: Contain::default(),
+            usage: Vec::new(),
             ntasks: l.layout.ntasks,
             command: l
                 .jobspec
@@ -317,7 +337,10 @@ impl Driver {
         let mut control_open = true;
         while !(local_done && peers_done) {
             let kill_at = self.kill_at;
+            let (reaping, linger) = (self.contain.awaiting_tasks(), self.contain.linger_until());
             tokio::select! {
+                _ = tasks_reaped(reaping.clone()), if reaping.is_some() => self.contain.tasks_gone(),
+                _ = sleep_until(linger), if linger.is_some() => self.contain.end_grace(),
                 ev = task_rx.recv(), if !local_done => match ev {
                     Some(ev) => self.on_task(ev).await,
                     None => local_done = true,
@@ -344,6 +367,12 @@ async fn recv_pmi(rx: &mut Option<mpsc::Receiver<ClientEvent>>) -> Option<Client
     match rx {
         Some(rx) => rx.recv().await,
         None => std::future::pending().await,
+    }
+}
+
+async fn tasks_reaped(cg: Option<Arc<JobCgroup>>) {
+    if let Some(cg) = cg {
+        cg.tasks_reaped().await;
     }
 }
 
@@ -389,8 +418,29 @@ impl Driver {
         self.send(Response::Start(true)).await;
     }
 
+    /// Make the job's cgroup, before any task starts.
+    async fn contain(&mut self, l: &Launch) -> Result<(), String> {
+        let host = match self.local.first().and_then(|r| r.hostname.clone()) {
+            Some(h) => h,
+            None => self.local_hostname(),
+        };
+        self.contain = Contain::create(&l.cgroups, self.id, &l.jobspec, &self.local, host)?;
+        Ok(())
+    }
+
+    /// A fatal `oom` exception when the OOM killer has been in the job.
+    async fn check_oom(&mut self) {
+        if let Some(note) = self.contain.new_oom() {
+            self.exception("oom", &note).await;
+            self.tear_down(Signal::SIGKILL, "oom", &note);
+        }
+    }
+
     async fn finish(&mut self) {
         tracing::debug!(status = self.status, "tasks done");
+        let usage = self.contain.end().await;
+        self.check_oom().await;
+        self.usage.extend(usage);
         // A tokio file's write completes on a blocking thread after
         // write_all returns: the output files are whole only once flushed,
         // and a reader may open them as soon as `complete` is seen.
@@ -400,11 +450,16 @@ impl Driver {
             }
         }
         if self.leader {
-            self.exec_event("complete", Some(context([("status", json!(self.status))])))
-                .await;
+            let mut ctx = context([("status", json!(self.status))]);
+            if !self.usage.is_empty() {
+                ctx.insert("usage".into(), usage::to_json(&self.usage));
+            }
+            self.exec_event("complete", Some(ctx)).await;
         }
+        let usage = std::mem::take(&mut self.usage);
         self.send(Response::Finish(Finish {
             status: self.status,
+            usage,
         }))
         .await;
         let ranks = if self.leader {
@@ -556,6 +611,7 @@ impl Driver {
                     stdin: inputs.pipes.remove(&task_rank),
                     inherit,
                     pty: inputs.ptys.remove(&task_rank),
+                    cgroup: self.contain.cgroup(),
                 };
                 match task::spawn_as(&spec, l.run_as.as_ref(), events.clone()).await {
                     Ok(t) => {
@@ -663,6 +719,9 @@ impl Driver {
                 {
                     self.abort(&note).await;
                 }
+                if status.0 != 0 {
+                    self.check_oom().await;
+                }
                 if let Some(&i) = self.task_rank.get(&rank) {
                     let host = self.local[i].hostname.clone();
                     self.first_exit(rank, host, status).await;
@@ -706,6 +765,7 @@ impl Driver {
                 }
                 Some(Response::Finish(f)) => {
                     self.status = self.status.max(f.status);
+                    self.usage.extend(f.usage);
                     // Every task of that peer has exited.
                     let p = &self.peers[i];
                     let first = p.ranks.first().unwrap_or(0);
@@ -1108,6 +1168,10 @@ impl Driver {
     }
 
     fn signal_local(&self, signal: Signal) {
+        // Through the cgroup: every process of the job, and only those.
+        if self.contain.signal(signal) {
+            return;
+        }
         for t in self.tasks.values() {
             if let Err(e) = t.signal(signal) {
                 tracing::warn!(pid = t.pid(), %signal, error = %e, "cannot signal task");

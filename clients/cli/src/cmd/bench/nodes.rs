@@ -196,6 +196,7 @@ async fn node(
                 hostname: format!("sim{i}"),
                 cores: format!("0-{}", CORES - 1),
                 gpus: String::new(),
+                ..Default::default()
             }],
             exec_address: exec_addr,
         })),
@@ -394,7 +395,13 @@ impl Exec for SimExec {
                 };
                 for r in [
                     response(id, R::Start(true)),
-                    response(id, R::Finish(pb::Finish { status: 0 })),
+                    response(
+                        id,
+                        R::Finish(pb::Finish {
+                            status: 0,
+                            ..Default::default()
+                        }),
+                    ),
                     response(id, R::Release(release)),
                 ] {
                     if tx.send(r).await.is_err() {

@@ -12,6 +12,7 @@ pub mod status;
 pub mod submit;
 pub mod taskmap;
 pub mod timeleft;
+pub mod usage;
 
 /// Arguments of `fluxgate job`.
 #[derive(Debug, clap::Args)]
@@ -57,6 +58,8 @@ enum Command {
     Hostpids(hostpids::Args),
     /// Submit a jobspec from a file or stdin (as flux job submit).
     Submit(submit::Args),
+    /// CPU time and peak memory a job used, per node and in total.
+    Usage(usage::Args),
 }
 
 /// Run `fluxgate job`.
@@ -78,6 +81,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Command::Memo(a) => memo::run(a),
         Command::Timeleft(a) => timeleft::run(a),
         Command::Taskmap(a) => taskmap::run(a),
+        Command::Usage(a) => usage::run(a),
         Command::Hostpids(a) => hostpids::run(a),
     }
 }

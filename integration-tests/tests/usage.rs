@@ -1,0 +1,92 @@
+//! Containment seen from the job manager, on this machine's cgroups (as
+//! root, as CI runs): what a two-node job used comes back from both nodes
+//! and is shown by `fluxgate job usage` and `fluxgate jobs -o`, and a job
+//! over its memory limit ends with the `oom` exception.
+
+use std::process::Output;
+
+use fluxgate_integration_tests::{Instance, binary};
+use fluxgate_shared::jobspec::JobspecBuilder;
+use serde_json::{Value, json};
+use tokio::process::Command;
+
+/// `fluxgate ARGS` against `inst`, run to its end.
+async fn fluxgate(inst: &Instance, args: &[&str]) -> Output {
+    let mut cmd = Command::new(binary("fluxgate"));
+    cmd.args(args)
+        .env("FLUXGATE_URI", &inst.uri)
+        .kill_on_drop(true);
+    if let Some(t) = &inst.owner_token {
+        cmd.env("FLUXGATE_TOKEN", t);
+    }
+    cmd.output().await.expect("run fluxgate")
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_two_node_jobs_usage_is_shown_per_node_and_in_total() {
+    let inst = Instance::start(2, 1).await;
+    let busy = "i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done";
+    let id = inst
+        .submit(
+            &JobspecBuilder::new(["sh", "-c", busy]).nodes(2).ntasks(2),
+            None,
+        )
+        .await;
+    inst.wait_clean(id).await;
+    let id = id.to_string();
+
+    let out = fluxgate(&inst, &["job", "usage", "--json", &id]).await;
+    assert!(out.status.success(), "{out:?}");
+    let usage: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let nodes = usage["nodes"].as_array().unwrap();
+    assert_eq!(nodes.len(), 2, "{usage}");
+    let cpu = |v: &Value| v["user"].as_f64().unwrap() + v["system"].as_f64().unwrap();
+    assert!(nodes.iter().all(|n| cpu(n) > 0.0), "{usage}");
+    let sum: f64 = nodes.iter().map(cpu).sum();
+    assert!((cpu(&usage["total"]) - sum).abs() < 1e-6, "{usage}");
+    assert!(usage["total"]["max_rss"].as_u64().unwrap() > 0, "{usage}");
+
+    let out = fluxgate(&inst, &["job", "usage", &id]).await;
+    let table = stdout(&out);
+    assert!(table.starts_with("RANKS"), "{table}");
+    assert!(
+        table.lines().last().unwrap().starts_with("total"),
+        "{table}"
+    );
+
+    let out = fluxgate(&inst, &["jobs", "-a", "-n", "-o", "{cpu_time} {max_rss}"]).await;
+    let line = stdout(&out);
+    let fields: Vec<&str> = line.split_whitespace().collect();
+    assert_eq!(fields.len(), 2, "{line:?}");
+    let shown: f64 = fields[0].parse().unwrap();
+    assert!(
+        (shown - cpu(&usage["total"])).abs() < 1e-3,
+        "{line} vs {usage}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_over_its_memory_limit_ends_with_the_oom_exception() {
+    let inst = Instance::start(1, 1).await;
+    let id = inst
+        .submit(
+            &JobspecBuilder::new(["dd", "if=/dev/zero", "of=/dev/null", "bs=128M", "count=1"])
+                .setopt("cgroup", json!({"memory": {"max": "32M"}})),
+            None,
+        )
+        .await;
+    let events = inst.wait_clean(id).await;
+    let exception = events
+        .iter()
+        .find(|e| e.name == "exception")
+        .unwrap_or_else(|| panic!("no exception in {events:?}"));
+    let ctx = serde_json::to_value(exception.context.as_ref().unwrap()).unwrap();
+    assert_eq!(ctx["type"], "oom", "{ctx}");
+    assert_eq!(ctx["severity"], 0, "{ctx}");
+    let note = ctx["note"].as_str().unwrap();
+    assert!(note.contains("went over its memory limit of 32M"), "{note}");
+}

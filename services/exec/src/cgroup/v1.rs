@@ -1,0 +1,336 @@
+//! A job's cgroup in v1 hierarchies (legacy and hybrid layouts): one
+//! directory per hierarchy, the limits through the v1 files, the
+//! whole-tree kill through the freezer.
+
+use std::collections::BTreeMap;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+
+use super::{Limits, Oom, Usage, fs};
+
+/// How long a freeze may take before the signals go out anyway.
+const FREEZE_WAIT: Duration = Duration::from_millis(200);
+
+/// Directories by controller (several controllers may share one).
+pub type Dirs = BTreeMap<String, PathBuf>;
+
+/// Make the child `name` of each parent directory; a cpuset child gets its
+/// parent's CPUs and memory nodes, without which no process may join it.
+pub fn make_children(parents: &Dirs, name: &str) -> io::Result<Dirs> {
+    let mut made: Vec<PathBuf> = Vec::new();
+    let mut dirs = Dirs::new();
+    for (ctl, parent) in parents {
+        let dir = parent.join(name);
+        if !made.contains(&dir) {
+            fs::make_dir(&dir)?;
+            if ctl == "cpuset" {
+                fs::write(&dir, "cpuset.cpus", &fs::read(parent, "cpuset.cpus")?)?;
+                fs::write(&dir, "cpuset.mems", &fs::read(parent, "cpuset.mems")?)?;
+            }
+            made.push(dir.clone());
+        }
+        dirs.insert(ctl.clone(), dir);
+    }
+    Ok(dirs)
+}
+
+/// One job's cgroup.
+#[derive(Debug)]
+pub struct Job {
+    dirs: Dirs,
+    /// The service's own cgroups, where a thread that spawned a task
+    /// inside the job's goes back to.
+    home: Dirs,
+}
+
+impl Job {
+    /// Make the job's cgroup `name` under `parents` with `limits`; `home`
+    /// is the service's own cgroup in each hierarchy.
+    pub fn create(parents: &Dirs, home: &Dirs, name: &str, limits: &Limits) -> io::Result<Job> {
+        // No pids hierarchy without a pids limit: one directory less a job.
+        let parents: Dirs = parents
+            .iter()
+            .filter(|(c, _)| limits.pids.is_some() || c.as_str() != "pids")
+            .map(|(c, d)| (c.clone(), d.clone()))
+            .collect();
+        let job = Job {
+            dirs: make_children(&parents, name)?,
+            home: home
+                .iter()
+                .filter(|(c, _)| parents.contains_key(*c))
+                .map(|(c, d)| (c.clone(), d.clone()))
+                .collect(),
+        };
+        if let Err(e) = job.limit(limits) {
+            let _ = job.remove();
+            return Err(e);
+        }
+        Ok(job)
+    }
+
+    fn limit(&self, limits: &Limits) -> io::Result<()> {
+        if let (Some(cpus), Some(dir)) = (&limits.cpus, self.dirs.get("cpuset")) {
+            fs::write(dir, "cpuset.cpus", cpus)?;
+        }
+        if let (Some(bytes), Some(dir)) = (limits.memory, self.dirs.get("memory")) {
+            fs::write(dir, "memory.limit_in_bytes", &bytes.to_string())?;
+            // Memory and swap together no more than memory: no swap. The
+            // file exists only where swap accounting is on.
+            if dir.join("memory.memsw.limit_in_bytes").exists() {
+                fs::write(dir, "memory.memsw.limit_in_bytes", &bytes.to_string())?;
+            }
+        }
+        if let (Some(n), Some(dir)) = (limits.pids, self.dirs.get("pids")) {
+            fs::write(dir, "pids.max", &n.to_string())?;
+        }
+        Ok(())
+    }
+
+    /// The distinct directories, in controller order.
+    fn distinct(&self) -> Vec<&Path> {
+        let mut out: Vec<&Path> = Vec::new();
+        for d in self.dirs.values() {
+            if !out.contains(&d.as_path()) {
+                out.push(d);
+            }
+        }
+        out
+    }
+
+    /// The directory whose `cgroup.procs` lists the job's processes.
+    fn members_dir(&self) -> Option<&Path> {
+        ["freezer", "pids", "memory", "cpuset", "cpuacct"]
+            .iter()
+            .find_map(|c| self.dirs.get(*c))
+            .map(PathBuf::as_path)
+    }
+
+    /// Put process `pid` (and its threads) in every hierarchy's cgroup.
+    pub fn place(&self, pid: i32) -> io::Result<()> {
+        for dir in self.distinct() {
+            fs::write(dir, "cgroup.procs", &pid.to_string())?;
+        }
+        Ok(())
+    }
+
+    /// Run `spawn` with the calling thread (only it: v1 moves single
+    /// threads through `tasks`) inside the job's cgroup, so that the
+    /// process it starts is born there; the thread goes home after.
+    pub fn spawn_inside<T>(&self, spawn: impl FnOnce() -> io::Result<T>) -> io::Result<T> {
+        let tid = nix::unistd::gettid().as_raw().to_string();
+        let mut entered: Vec<&str> = Vec::new();
+        let mut result = Ok(());
+        for (ctl, dir) in &self.dirs {
+            if entered.iter().any(|c| self.dirs[*c] == *dir) {
+                continue;
+            }
+            result = fs::write(dir, "tasks", &tid);
+            if result.is_err() {
+                break;
+            }
+            entered.push(ctl);
+        }
+        let spawned = result.and_then(|()| spawn());
+        for ctl in entered {
+            if let Some(home) = self.home.get(ctl)
+                && let Err(e) = fs::write(home, "tasks", &tid)
+            {
+                tracing::error!(error = %e, "a thread cannot leave a job's cgroup");
+            }
+        }
+        spawned
+    }
+
+    /// The processes in the job's cgroup.
+    pub fn procs(&self) -> Vec<i32> {
+        self.members_dir().map(fs::procs).unwrap_or_default()
+    }
+
+    /// Send `signal` to every process of the job, frozen meanwhile so that
+    /// none forks past the signal or exits and gives its pid away; how
+    /// many were signalled.
+    pub fn signal(&self, signal: Signal) -> usize {
+        let freezer = self.dirs.get("freezer");
+        if let Some(dir) = freezer {
+            freeze(dir, true);
+        }
+        // A thread of this service may be inside for an instant while it
+        // spawns a task: the service is listed, never signalled.
+        let me = std::process::id() as i32;
+        let pids: Vec<i32> = self.procs().into_iter().filter(|&p| p != me).collect();
+        for &pid in &pids {
+            let _ = kill(Pid::from_raw(pid), signal);
+        }
+        if let Some(dir) = freezer {
+            freeze(dir, false);
+        }
+        pids.len()
+    }
+
+    /// CPU time and peak memory.
+    pub fn usage(&self) -> Usage {
+        let cpu = self.dirs.get("cpuacct");
+        let ns = |name| cpu.and_then(|d| fs::number(d, name));
+        let (user_ns, system_ns) = match (ns("cpuacct.usage_user"), ns("cpuacct.usage_sys")) {
+            (Some(u), Some(s)) => (u, s),
+            // Older kernels: only cpuacct.stat, in clock ticks.
+            _ => {
+                let ticks = |key| {
+                    cpu.and_then(|d| fs::keyed(d, "cpuacct.stat", key))
+                        .unwrap_or(0)
+                        .saturating_mul(super::NS_PER_TICK)
+                };
+                (ticks("user"), ticks("system"))
+            }
+        };
+        let memory = self.dirs.get("memory");
+        Usage {
+            user_ns,
+            system_ns,
+            peak_memory: memory.and_then(|d| fs::number(d, "memory.max_usage_in_bytes")),
+        }
+    }
+
+    /// What the OOM killer did in the job.
+    pub fn oom(&self) -> Oom {
+        let Some(dir) = self.dirs.get("memory") else {
+            return Oom::default();
+        };
+        Oom {
+            // `oom_kill` (Linux 4.13); before, only that the limit was hit.
+            kills: fs::keyed(dir, "memory.oom_control", "oom_kill")
+                .or_else(|| fs::number(dir, "memory.failcnt").map(|n| u64::from(n > 0)))
+                .unwrap_or(0),
+            limit: fs::number(dir, "memory.limit_in_bytes"),
+            peak: fs::number(dir, "memory.max_usage_in_bytes"),
+        }
+    }
+
+    /// Remove the job's directories.
+    pub fn remove(&self) -> io::Result<()> {
+        let mut first = Ok(());
+        for dir in self.distinct() {
+            if let Err(e) = fs::remove_dir(dir)
+                && first.is_ok()
+            {
+                first = Err(e);
+            }
+        }
+        first
+    }
+}
+
+/// Freeze or thaw the cgroup of `dir`; a freeze waits (a little) until it holds.
+fn freeze(dir: &Path, frozen: bool) {
+    let state = if frozen { "FROZEN" } else { "THAWED" };
+    if fs::write(dir, "freezer.state", state).is_err() || !frozen {
+        return;
+    }
+    let until = Instant::now() + FREEZE_WAIT;
+    while fs::read(dir, "freezer.state").is_ok_and(|s| s == "FREEZING") && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A v1 fixture: one directory per hierarchy (cpu and cpuacct shared),
+    /// the service's cgroup with a cpuset.
+    fn fixture() -> (tempfile::TempDir, Dirs) {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut dirs = Dirs::new();
+        for (ctl, hier) in [
+            ("cpuset", "cpuset"),
+            ("memory", "memory"),
+            ("pids", "pids"),
+            ("freezer", "freezer"),
+            ("cpuacct", "cpu,cpuacct"),
+        ] {
+            let d = tmp.path().join(hier).join("svc");
+            std::fs::create_dir_all(&d).unwrap();
+            dirs.insert(ctl.to_string(), d);
+        }
+        std::fs::write(dirs["cpuset"].join("cpuset.cpus"), "0-7\n").unwrap();
+        std::fs::write(dirs["cpuset"].join("cpuset.mems"), "0\n").unwrap();
+        (tmp, dirs)
+    }
+
+    #[test]
+    fn a_job_gets_its_cpus_memory_without_swap_and_pids() {
+        let (_tmp, parents) = fixture();
+        let mem = parents["memory"].join("job1");
+        std::fs::create_dir(&mem).unwrap();
+        std::fs::write(mem.join("memory.memsw.limit_in_bytes"), "").unwrap();
+        let limits = Limits {
+            cpus: Some("2-3".into()),
+            memory: Some(1 << 30),
+            pids: Some(100),
+        };
+        let job = Job::create(&parents, &parents, "job1", &limits).unwrap();
+        let read = |ctl: &str, f: &str| fs::read(&parents[ctl].join("job1"), f).unwrap();
+        assert_eq!(read("cpuset", "cpuset.cpus"), "2-3");
+        assert_eq!(read("cpuset", "cpuset.mems"), "0");
+        assert_eq!(read("memory", "memory.limit_in_bytes"), "1073741824");
+        assert_eq!(read("memory", "memory.memsw.limit_in_bytes"), "1073741824");
+        assert_eq!(read("pids", "pids.max"), "100");
+        job.place(4242).unwrap();
+        assert_eq!(read("freezer", "cgroup.procs"), "4242");
+        assert_eq!(read("cpuacct", "cgroup.procs"), "4242");
+        // A shared hierarchy is one directory, written once.
+        assert_eq!(job.distinct().len(), 5);
+        // Without a pids limit, no pids directory.
+        let job = Job::create(&parents, &parents, "job2", &Limits::default()).unwrap();
+        assert!(!job.dirs.contains_key("pids"));
+        assert_eq!(job.home.len(), 4);
+    }
+
+    #[test]
+    fn usage_and_oom_come_from_the_v1_files() {
+        let (_tmp, parents) = fixture();
+        let job = Job::create(&parents, &parents, "j", &Limits::default()).unwrap();
+        let (cpu, mem) = (&job.dirs["cpuacct"], &job.dirs["memory"]);
+        std::fs::write(cpu.join("cpuacct.usage_user"), "1500000000\n").unwrap();
+        std::fs::write(cpu.join("cpuacct.usage_sys"), "250000000\n").unwrap();
+        std::fs::write(mem.join("memory.max_usage_in_bytes"), "8388608\n").unwrap();
+        std::fs::write(mem.join("memory.limit_in_bytes"), "4194304\n").unwrap();
+        std::fs::write(
+            mem.join("memory.oom_control"),
+            "oom_kill_disable 0\nunder_oom 0\noom_kill 2\n",
+        )
+        .unwrap();
+        let u = job.usage();
+        assert_eq!((u.user_ns, u.system_ns), (1_500_000_000, 250_000_000));
+        assert_eq!(u.peak_memory, Some(8 << 20));
+        assert_eq!(
+            job.oom(),
+            Oom {
+                kills: 2,
+                limit: Some(4 << 20),
+                peak: Some(8 << 20)
+            }
+        );
+        std::fs::remove_file(cpu.join("cpuacct.usage_user")).unwrap();
+        std::fs::write(cpu.join("cpuacct.stat"), "user 300\nsystem 100\n").unwrap();
+        let u = job.usage();
+        assert_eq!((u.user_ns, u.system_ns), (3_000_000_000, 1_000_000_000));
+    }
+
+    #[test]
+    fn signalling_freezes_reads_the_members_and_thaws() {
+        let (_tmp, parents) = fixture();
+        let job = Job::create(&parents, &parents, "j", &Limits::default()).unwrap();
+        // No such process: the signal goes nowhere, the freezer is thawed after.
+        std::fs::write(job.dirs["freezer"].join("cgroup.procs"), "").unwrap();
+        assert_eq!(job.signal(Signal::SIGTERM), 0);
+        assert_eq!(
+            fs::read(&job.dirs["freezer"], "freezer.state").unwrap(),
+            "THAWED"
+        );
+    }
+}
