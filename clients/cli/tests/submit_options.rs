@@ -200,6 +200,13 @@ fn env_file_rules_apply_in_order() {
         env(&["--env=DROP_X=y", &format!("--env=^{f}"), "--env=C=$B"]),
         json!({"A": "1", "B": "1/x", "C": "1/x", "HOME": "/home/u"})
     );
+    // Rules apply in command-line order, whichever option gave them.
+    assert_eq!(env(&[&format!("--env-file={f}"), "--env=-*"]), json!({}));
+    assert_eq!(
+        env(&["--env=X=1", "--env-remove=X", "--env=Y=2"]),
+        json!({"Y": "2"})
+    );
+    assert_eq!(env(&["--env-remove=X", "--env=X=1"]), json!({"X": "1"}));
     // A variable the job already has is not copied over it.
     assert_eq!(
         env(&["--env=HOME=/else", &format!("--env-file={f}")])["HOME"],

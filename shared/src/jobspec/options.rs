@@ -14,7 +14,7 @@ use super::attributes::parse_fsd;
 #[error("{0}")]
 pub struct OptionError(pub String);
 
-/// Signal names Python's `signal` module knows on Linux, with numbers.
+/// The names Python's `signal` module gives numbers on Linux.
 const SIGNALS: &[(&str, i64)] = &[
     ("SIGHUP", 1),
     ("SIGINT", 2),
@@ -54,6 +54,14 @@ const SIGNALS: &[(&str, i64)] = &[
     ("SIGRTMAX", 64),
     ("SIG_DFL", 0),
     ("SIG_IGN", 1),
+    // Other integers of the module that `getattr(signal, val)` finds.
+    ("SIG_BLOCK", 0),
+    ("SIG_UNBLOCK", 1),
+    ("SIG_SETMASK", 2),
+    ("NSIG", 65),
+    ("ITIMER_REAL", 0),
+    ("ITIMER_VIRTUAL", 1),
+    ("ITIMER_PROF", 2),
 ];
 
 /// flux's `decode_signal`: a number, a name (`SIGUSR1`) or a name

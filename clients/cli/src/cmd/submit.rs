@@ -27,7 +27,10 @@ use crate::cmd::copies::{CopyOpts, progress_bar};
 use crate::cmd::stdin::Ranks;
 
 mod begin_time;
+mod env_rules;
 mod files;
+
+use env_rules::EnvRules;
 
 use files::{python_os_error, soft_rlimit};
 
@@ -76,15 +79,9 @@ pub struct JobOpts {
     /// Set shell option OPT; -o opt=VAL sets it to VAL (JSON when it parses).
     #[arg(short = 'o', long = "setopt", value_name = "OPT")]
     setopt: Vec<String>,
-    /// Control environment export (VAR, VAR=VAL, -PATTERN, PATTERN).
-    #[arg(long = "env", value_name = "RULE")]
-    env: Vec<String>,
-    /// Remove environment variables matching PATTERN.
-    #[arg(long = "env-remove", value_name = "PATTERN")]
-    env_remove: Vec<String>,
-    /// Read a set of environment rules from FILE (as --env=^FILE).
-    #[arg(long = "env-file", value_name = "FILE")]
-    env_file: Vec<String>,
+    /// `--env`, `--env-remove` and `--env-file`, in their order.
+    #[command(flatten)]
+    env: EnvRules,
     /// Control how soft resource limits are propagated to the job
     /// (-PATTERN: not this one, NAME: the current limit, NAME=VALUE).
     #[arg(long = "rlimit", value_name = "RULE")]
@@ -301,9 +298,8 @@ impl JobOpts {
             ),
             ("--gpus-per-node=", Fillable::count(&mut self.gpus_per_node)),
             ("-t", Fillable::One(self.time_limit.as_mut())),
-            ("--env=", Fillable::Many(&mut self.env)),
-            ("--env-file=", Fillable::Many(&mut self.env_file)),
-            ("--env-remove=", Fillable::Many(&mut self.env_remove)),
+            // As in flux, --env-remove and --env-file are --env rules.
+            ("--env=", Fillable::Many(&mut self.env.0)),
             ("--urgency=", Fillable::One(self.urgency.as_mut())),
             ("-o ", Fillable::Many(&mut self.setopt)),
             ("--setattr=", Fillable::Many(&mut self.setattr)),
@@ -376,13 +372,7 @@ impl JobOpts {
         if let Some(t) = &self.time_limit {
             b = b.duration(&time_limit_fsd(t))?;
         }
-        let rules: Vec<String> = self
-            .env
-            .iter()
-            .cloned()
-            .chain(self.env_file.iter().map(|f| format!("^{f}")))
-            .collect();
-        let mut env = filtered_environment(std::env::vars(), &self.env_remove, &rules)?;
+        let mut env = filtered_environment(std::env::vars(), &[], &self.env.0)?;
         if let Some((id, true)) = cc {
             env.insert("FLUX_JOB_CC".into(), id.to_string());
         }
@@ -558,7 +548,7 @@ impl JobOpts {
             opts.ntasks = Some(1.into());
         }
         let nodes = opts.nodes.get_or_insert(1.into()).value("--nodes")?;
-        opts.env.push(format!("{}={uri}", client::URI_ENV));
+        opts.env.0.push(format!("{}={uri}", client::URI_ENV));
         if opts.job_name.is_none() {
             opts.job_name = Some(name.to_string());
         }
