@@ -37,6 +37,9 @@ pub enum BuildError {
         /// Why not.
         reason: String,
     },
+    /// A per-resource request flux refuses (flux's words).
+    #[error("{0}")]
+    PerResource(String),
     /// The result is not a valid version 1 jobspec.
     #[error(transparent)]
     Invalid(#[from] JobspecError),
@@ -64,6 +67,29 @@ pub struct JobspecBuilder {
     dependencies: Vec<Dependency>,
     setattrs: Vec<(String, Value)>,
     setopts: Vec<(String, Value)>,
+    signal: Option<Value>,
+    label_io: bool,
+    unbuffered: bool,
+    constraints: Option<Value>,
+    files: Vec<(String, Value)>,
+    per_resource: Option<PerResource>,
+}
+
+/// flux's per-resource request (`--cores`, `--tasks-per-node`,
+/// `--tasks-per-core`, `--gpus-per-node`, `JobspecV1.per_resource`):
+/// cores or nodes, and how many tasks to start on each node or core.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PerResource {
+    /// `--cores`: total cores.
+    pub ncores: Option<u64>,
+    /// `-N`: nodes.
+    pub nnodes: Option<u64>,
+    /// `("node", n)` for `--tasks-per-node`, `("core", n)` for `--tasks-per-core`.
+    pub tasks_per: Option<(&'static str, u64)>,
+    /// `--gpus-per-node`.
+    pub gpus_per_node: Option<u64>,
+    /// Nodes exclusively.
+    pub exclusive: bool,
 }
 
 impl JobspecBuilder {
@@ -136,6 +162,42 @@ impl JobspecBuilder {
     /// Resource limits to propagate (`shell.options.rlimit`).
     pub fn rlimits(mut self, rlimits: Map<String, Value>) -> Self {
         self.rlimits = Some(rlimits);
+        self
+    }
+
+    /// `--signal`: the `signal` shell option, as [`super::signal_option`] gives it.
+    pub fn signal(mut self, signal: Value) -> Self {
+        self.signal = Some(signal);
+        self
+    }
+
+    /// `--label-io`: label lines of output written to a file with the task rank.
+    pub fn label_io(mut self, yes: bool) -> Self {
+        self.label_io = yes;
+        self
+    }
+
+    /// `--unbuffered`: no output buffering, short batch timeouts.
+    pub fn unbuffered(mut self, yes: bool) -> Self {
+        self.unbuffered = yes;
+        self
+    }
+
+    /// `--requires`: the RFC 31 constraint object.
+    pub fn constraints(mut self, c: Value) -> Self {
+        self.constraints = Some(c);
+        self
+    }
+
+    /// `--add-file`: an RFC 37 file object under `attributes.system.files`.
+    pub fn add_file(mut self, name: impl Into<String>, file: Value) -> Self {
+        self.files.push((name.into(), file));
+        self
+    }
+
+    /// Ask for resources per node or core rather than per task.
+    pub fn per_resource(mut self, p: PerResource) -> Self {
+        self.per_resource = Some(p);
         self
     }
 
@@ -220,6 +282,38 @@ impl JobspecBuilder {
                 return Err(BuildError::ZeroCount(what));
             }
         }
+        let (resource, count) = match &self.per_resource {
+            Some(p) => per_resource_shape(p)?,
+            None => self.task_shape()?,
+        };
+        let mut root = Map::new();
+        root.insert("resources".into(), json!([resource]));
+        root.insert(
+            "tasks".into(),
+            json!([{"command": self.command, "slot": "task", "count": count}]),
+        );
+        let duration = match self.duration {
+            Some(d) => json!(d),
+            None => json!(0),
+        };
+        let mut system = Map::new();
+        system.insert("duration".into(), duration);
+        if let Some((kind, n)) = self.per_resource.as_ref().and_then(|p| p.tasks_per) {
+            system.insert(
+                "shell".into(),
+                json!({"options": {"per-resource": {"type": kind, "count": n}}}),
+            );
+        }
+        root.insert("attributes".into(), json!({ "system": system }));
+        root.insert("version".into(), json!(1));
+        let mut root = Value::Object(root);
+        self.set_options(&mut root)?;
+        Ok(root)
+    }
+
+    /// The resources and task count of a per-task request (`-N`, `-n`,
+    /// `-c`, `-g`), as flux's `JobspecV1.from_command`.
+    fn task_shape(&self) -> Result<(Value, Value), BuildError> {
         // `-N` without `-n`: one task per node, nodes exclusive (flux CLI).
         let (ntasks, exclusive) = match (self.ntasks, self.nnodes) {
             (Some(n), _) => (n, self.exclusive.unwrap_or(false)),
@@ -259,52 +353,44 @@ impl JobspecBuilder {
             }
             None => (slot(ntasks, slot_with), json!({"per_slot": 1})),
         };
-        let mut root = Map::new();
-        root.insert("resources".into(), json!([resource]));
-        root.insert(
-            "tasks".into(),
-            json!([{"command": self.command, "slot": "task", "count": count}]),
-        );
-        let duration = match self.duration {
-            Some(d) => json!(d),
-            None => json!(0),
-        };
-        root.insert(
-            "attributes".into(),
-            json!({"system": {"duration": duration}}),
-        );
-        root.insert("version".into(), json!(1));
-        let mut root = Value::Object(root);
+        Ok((resource, count))
+    }
 
-        let mut set = |key: &str, value: Value| set_path(&mut root, key, value);
+    /// Everything but the resources, in the order flux-core sets it
+    /// (`_set_extra_options`, then `apply_options`), so keys come out in
+    /// flux's order.
+    fn set_options(&self, root: &mut Value) -> Result<(), BuildError> {
+        let mut set = |key: &str, value: Value| set_path(root, key, value);
         if let Some(env) = &self.environment {
             set("attributes.system.environment", json!(env))?;
         }
         if let Some(cwd) = &self.cwd {
             set("attributes.system.cwd", json!(cwd))?;
         }
-        if let Some(r) = &self.rlimits {
-            set(
-                "attributes.system.shell.options.rlimit",
-                Value::Object(r.clone()),
-            )?;
-        }
         if let Some(name) = &self.name {
             set("attributes.system.job.name", json!(name))?;
         }
         let stdio = [
-            ("input.stdin", &self.input),
-            ("output.stdout", &self.output),
-            ("output.stderr", &self.error),
+            ("input.stdin", &self.input, false),
+            ("output.stdout", &self.output, self.label_io),
+            ("output.stderr", &self.error, self.label_io),
         ];
-        for (stream, path) in stdio {
+        for (stream, path, label) in stdio {
             // "kvs" and "none" mean the default: no file.
             if let Some(p) = path.as_ref().filter(|p| *p != "kvs" && *p != "none") {
-                set(
-                    &format!("attributes.system.shell.options.{stream}"),
-                    json!({"type": "file", "path": p}),
-                )?;
+                let mut file = json!({"type": "file", "path": p});
+                if label {
+                    file["label"] = json!(true);
+                }
+                set(&format!("attributes.system.shell.options.{stream}"), file)?;
             }
+        }
+        if self.unbuffered {
+            let opts = "attributes.system.shell.options";
+            set(&format!("{opts}.output.stdout.buffer.type"), json!("none"))?;
+            set(&format!("{opts}.output.stderr.buffer.type"), json!("none"))?;
+            set(&format!("{opts}.output.batch-timeout"), json!(0.05))?;
+            set(&format!("{opts}.input.batch-timeout"), json!(0.0))?;
         }
         if let Some(q) = &self.queue {
             set("attributes.system.queue", json!(q))?;
@@ -312,12 +398,21 @@ impl JobspecBuilder {
         if let Some(b) = &self.bank {
             set("attributes.system.bank", json!(b))?;
         }
+        if let Some(r) = &self.rlimits {
+            set(
+                "attributes.system.shell.options.rlimit",
+                Value::Object(r.clone()),
+            )?;
+        }
+        if let Some(sig) = &self.signal {
+            set("attributes.system.shell.options.signal", sig.clone())?;
+        }
         if !self.dependencies.is_empty() {
             let deps: Vec<Value> = self.dependencies.iter().map(Dependency::to_value).collect();
             set("attributes.system.dependencies", Value::Array(deps))?;
         }
-        for (key, value) in &self.setattrs {
-            set(&attr_key(key), value.clone())?;
+        if let Some(c) = &self.constraints {
+            set("attributes.system.constraints", c.clone())?;
         }
         for (key, value) in &self.setopts {
             set(
@@ -325,13 +420,82 @@ impl JobspecBuilder {
                 value.clone(),
             )?;
         }
-        Ok(root)
+        for (key, value) in &self.setattrs {
+            set(&attr_key(key), value.clone())?;
+        }
+        for (name, file) in &self.files {
+            let files = root
+                .pointer_mut("/attributes/system")
+                .and_then(Value::as_object_mut)
+                .map(|sys| sys.entry("files").or_insert_with(|| json!({})))
+                .and_then(Value::as_object_mut)
+                .ok_or_else(|| BuildError::SetAttr {
+                    key: "attributes.system.files".into(),
+                    reason: "it is not an object".into(),
+                })?;
+            files.insert(name.clone(), file.clone());
+        }
+        Ok(())
     }
 
     /// Build and validate the jobspec.
     pub fn build(&self) -> Result<Jobspec, BuildError> {
         Ok(Jobspec::from_value(self.to_value()?)?)
     }
+}
+
+/// The resources and task count of a per-resource request, as flux's
+/// `JobspecV1.per_resource` makes them, with its error words.
+fn per_resource_shape(p: &PerResource) -> Result<(Value, Value), BuildError> {
+    let err = |m: &str| Err(BuildError::PerResource(m.to_string()));
+    if p.ncores == Some(0) {
+        return err("ncores must be an integer >= 1");
+    }
+    if p.gpus_per_node.is_some() && p.nnodes.is_none() {
+        return err("gpus_per_node must be specified with nnodes");
+    }
+    if p.nnodes == Some(0) {
+        return err("nnodes must be an integer >= 1");
+    }
+    if p.nnodes.is_none() && p.exclusive {
+        return Err(BuildError::ExclusiveWithoutNodes);
+    }
+    let (nslots, slot_size) = match (p.nnodes, p.ncores) {
+        (Some(nodes), Some(cores)) => {
+            if cores < nodes {
+                return err("number of cores cannot be less than nnodes");
+            }
+            if cores % nodes != 0 {
+                return err("number of cores must be evenly divisible by node count");
+            }
+            (1, cores / nodes)
+        }
+        (None, Some(cores)) => (cores, 1),
+        (Some(_), None) if !p.exclusive => {
+            return err("Specifying nnodes also requires ncores or exclusive");
+        }
+        (Some(_), None) => (1, 1),
+        (None, None) => return err("must specify node or core count with per_resource"),
+    };
+    let mut children = vec![json!({"type": "core", "count": slot_size})];
+    if let Some(g) = p.gpus_per_node.filter(|g| *g > 0) {
+        children.push(json!({"type": "gpu", "count": g}));
+    }
+    let slot = slot(nslots, children);
+    let resource = match p.nnodes {
+        Some(nodes) => {
+            let mut node = Map::new();
+            node.insert("type".into(), json!("node"));
+            node.insert("count".into(), json!(nodes));
+            if p.exclusive {
+                node.insert("exclusive".into(), json!(true));
+            }
+            node.insert("with".into(), json!([slot]));
+            Value::Object(node)
+        }
+        None => slot,
+    };
+    Ok((resource, json!({"per_slot": 1})))
 }
 
 fn slot(count: u64, with: Vec<Value>) -> Value {

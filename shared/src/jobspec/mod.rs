@@ -16,8 +16,10 @@ mod builder;
 mod credentials;
 mod dependency;
 mod error;
+mod glob;
 mod input;
 mod jj;
+mod options;
 mod resources;
 mod shell;
 mod tasks;
@@ -27,12 +29,17 @@ use std::collections::BTreeMap;
 use serde_json::{Map, Value};
 
 pub use attributes::{DurationError, ExecTest, SystemAttributes, parse_fsd};
-pub use builder::{BuildError, JobspecBuilder};
+pub use builder::{BuildError, JobspecBuilder, PerResource};
 pub use credentials::{CREDENTIAL_VARIABLES, strip_credentials};
 pub use dependency::{Dependency, DependencyError, DependencyScheme};
 pub use error::JobspecError;
+pub use glob::glob_match;
 pub use input::{Limits, alias_budget, check_depth, json_to_value, text_to_value, yaml_to_value};
 pub use jj::{JjCounts, JjError, jj_counts};
+pub use options::{
+    AddFile, OptionError, RLIMIT_NAMES, content_fileref, file_fileref, filtered_rlimits,
+    parse_add_file, signal_option,
+};
 pub use resources::{Count, CountOperator, CountRange, ResourceType, Vertex};
 pub use shell::{Affinity, Input, Pty, ShellOptionError, ShellOptions, WarnSignal};
 pub use tasks::{Task, TaskCount};

@@ -307,7 +307,7 @@ fn exit_timeout(v: &Value) -> Result<Option<f64>, ShellOptionError> {
         Value::Number(n) => n.as_f64().unwrap_or(-1.0),
         _ => -1.0,
     };
-    if !(seconds >= 0.0) {
+    if seconds.is_nan() || seconds < 0.0 {
         return Err(bad("exit-timeout", "expected none or a duration"));
     }
     Ok(Some(seconds))

@@ -11,6 +11,7 @@
 
 use std::io::Write;
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use anyhow::Context;
@@ -144,18 +145,34 @@ pub async fn outcome(inst: &mut Instance, id: JobId) -> anyhow::Result<Outcome> 
     Ok(t.outcome())
 }
 
+/// `--label-io`: output is shown after its task rank, `RANK: `, as flux's
+/// `attach --label-io` shows it. Process-wide: set once by `run`.
+static LABEL_IO: AtomicBool = AtomicBool::new(false);
+
+/// Label the output shown from now on with its task rank.
+pub(crate) fn label_io() {
+    LABEL_IO.store(true, Ordering::Relaxed);
+}
+
 /// Write one RFC 24 `data` event (or `log` event) to our stdout/stderr.
 pub(crate) fn show_output(ev: &Event) {
     match ev.name.as_str() {
         "data" => {
             let Ok(data) = ev.ctx_str("data") else { return };
+            let label = match ev.ctx("rank") {
+                Some(r) if LABEL_IO.load(Ordering::Relaxed) && !data.is_empty() => {
+                    format!("{}: ", r.to_string().trim_matches('"'))
+                }
+                _ => String::new(),
+            };
+            let out = [label.as_bytes(), data.as_bytes()].concat();
             if ev.ctx_str("stream").unwrap_or("stdout") == "stderr" {
                 let mut e = std::io::stderr().lock();
-                let _ = e.write_all(data.as_bytes());
+                let _ = e.write_all(&out);
                 let _ = e.flush();
             } else {
                 let mut o = std::io::stdout().lock();
-                let _ = o.write_all(data.as_bytes());
+                let _ = o.write_all(&out);
                 let _ = o.flush();
             }
         }
