@@ -2,13 +2,20 @@
 //! (one job manager and N exec processes on loopback), talk to it over gRPC,
 //! and take it down again, whatever the test did.
 
+pub mod command;
+pub mod guest;
+pub mod poll;
 pub mod postgres;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
+
+pub use command::{cmd, output_with_stdin, script, sleeper, text};
+pub use guest::{GuestUser, require_root};
+pub use poll::{eventually, eventually_blocking, exits_within, exits_within_blocking};
 
 pub use fluxgate_launch::{Cores, Exec, JobManager};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use fluxgate_proto::v1 as pb;
 use fluxgate_proto::v1::job_manager_client::JobManagerClient;
@@ -365,19 +372,19 @@ impl Instance {
     }
 
     async fn wait_count(&self, key: &str, n: usize) {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
+        eventually(Duration::from_secs(30), async || {
             let st = self.status().await;
             let up = st[key].as_str().unwrap_or("");
             let count = fluxgate_shared::IdSet::parse(up)
                 .map(|s| s.count())
                 .unwrap_or(0);
             if count as usize == n {
-                return;
+                Ok(())
+            } else {
+                Err(format!("{n} nodes not {key}: {st}"))
             }
-            assert!(Instant::now() < deadline, "nodes not up in 30s: {st}");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        })
+        .await;
     }
 
     /// Kill exec process `i` with SIGKILL (a node dies).
@@ -686,69 +693,4 @@ pub fn instance_token(uri: &str) -> Option<String> {
         .ok()
         .map(|t| t.trim().to_string())
         .filter(|t| !t.is_empty())
-}
-
-/// A real unprivileged account made for one test with `useradd`, removed
-/// with `userdel` when dropped, so attacks run as a user who is not root.
-#[derive(Debug)]
-pub struct GuestUser {
-    /// Its login name (unique per test process and tag).
-    pub name: String,
-    /// Its uid.
-    pub uid: u32,
-}
-
-impl GuestUser {
-    /// A new account `fg<tag><pid>`; None (with a message) when not root.
-    pub fn create(tag: &str) -> Option<GuestUser> {
-        if !nix::unistd::geteuid().is_root() {
-            println!("skipped: creating a guest account needs root");
-            return None;
-        }
-        let name = format!("fg{tag}{}", std::process::id());
-        let _ = Command::new("userdel").arg("-r").arg(&name).output();
-        let out = Command::new("useradd")
-            .args(["-M", "-N", "-s", "/bin/sh"])
-            .arg(&name)
-            .output()
-            .expect("run useradd");
-        assert!(
-            out.status.success(),
-            "useradd {name}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let uid = nix::unistd::User::from_name(&name)
-            .expect("passwd")
-            .expect("the new account exists")
-            .uid
-            .as_raw();
-        Some(GuestUser { name, uid })
-    }
-
-    /// `sh -c SCRIPT` run as this user (runuser), with `env` set.
-    pub fn shell(&self, script: &str, env: &[(&str, &str)]) -> std::process::Output {
-        let mut cmd = Command::new("runuser");
-        cmd.args(["-u", &self.name, "--", "sh", "-c", script])
-            .env_remove("FLUXGATE_TOKEN")
-            .current_dir("/")
-            .stdin(Stdio::null());
-        for (k, v) in env {
-            cmd.env(k, v);
-        }
-        cmd.output().expect("run runuser")
-    }
-}
-
-impl Drop for GuestUser {
-    fn drop(&mut self) {
-        // The test waited for the account's processes; should one linger,
-        // the account goes anyway (-f) rather than outlive the test.
-        let removed = Command::new("userdel")
-            .arg(&self.name)
-            .status()
-            .is_ok_and(|s| s.success());
-        if !removed {
-            let _ = Command::new("userdel").arg("-f").arg(&self.name).status();
-        }
-    }
 }

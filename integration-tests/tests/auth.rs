@@ -597,10 +597,7 @@ async fn an_exec_service_runs_nothing_for_a_caller_without_the_node_credential()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_job_runs_as_its_owner() {
-    if !nix::unistd::geteuid().is_root() {
-        println!("skipped: running jobs as another uid needs root");
-        return;
-    }
+    fluxgate_integration_tests::require_root("running jobs as another uid");
     let inst = Instance::start_auth(1, 1).await;
     let nobody = inst.token("nobody", NOBODY, Some(600));
     let r = inst
@@ -629,10 +626,7 @@ async fn a_job_runs_as_its_owner() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn root_jobs_are_refused_unless_allowed() {
-    if !nix::unistd::geteuid().is_root() {
-        println!("skipped: the owner is not root here");
-        return;
-    }
+    fluxgate_integration_tests::require_root("a root-owned instance");
     let setup = Setup {
         auth: true,
         refuse_root_jobs: true,
@@ -654,10 +648,7 @@ async fn root_jobs_are_refused_unless_allowed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unprivileged_exec_service_runs_only_its_own_uids_jobs() {
-    if !nix::unistd::geteuid().is_root() {
-        println!("skipped: starting an exec service as another uid needs root");
-        return;
-    }
+    fluxgate_integration_tests::require_root("starting an exec service as another uid");
     // The instance is root's; its node runs as nobody: root's job is refused.
     let setup = Setup {
         exec_uid: Some(NOBODY),
@@ -984,9 +975,7 @@ fn assert_private_tree(dir: &std::path::Path) {
 #[test]
 fn fluxgate_start_keeps_its_state_private_and_admits_only_its_owner() {
     use std::os::unix::fs::PermissionsExt;
-    let Some(guest) = fluxgate_integration_tests::GuestUser::create("st") else {
-        return;
-    };
+    let guest = fluxgate_integration_tests::GuestUser::create("st");
     // A parent others may enter, so only the state directory's own mode
     // keeps the guest out; the state directory starts loose, as an old one.
     let top = tempfile::tempdir().expect("tempdir");
@@ -1045,9 +1034,7 @@ fn fluxgate_start_keeps_its_state_private_and_admits_only_its_owner() {
 
 #[test]
 fn a_state_directory_of_another_user_is_refused() {
-    let Some(guest) = fluxgate_integration_tests::GuestUser::create("sd") else {
-        return;
-    };
+    let guest = fluxgate_integration_tests::GuestUser::create("sd");
     let top = tempfile::tempdir().expect("tempdir");
     let statedir = top.path().join("theirs");
     std::fs::create_dir(&statedir).expect("mkdir");
@@ -1072,9 +1059,7 @@ fn a_state_directory_of_another_user_is_refused() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_jobs_credential_acts_for_its_owner_only_while_the_job_runs() {
     use std::os::unix::fs::PermissionsExt;
-    let Some(guest) = fluxgate_integration_tests::GuestUser::create("jc") else {
-        return;
-    };
+    let guest = fluxgate_integration_tests::GuestUser::create("jc");
     let inst = Instance::start_auth(1, 2).await;
     let owner = inst.owner_token.clone().expect("owner token");
     let others = submit_held(&inst, &owner).await;

@@ -7,11 +7,10 @@ use fluxgate_shared::JobId;
 use fluxgate_shared::jobspec::JobspecBuilder;
 
 /// `sleep SECS` on `nodes` whole nodes, with a time limit of `limit` seconds.
+/// `sleep SECS` on `nodes` whole nodes, one task each, limited to `limit` s.
 fn sleeper(secs: &str, nodes: u64, limit: f64) -> JobspecBuilder {
-    JobspecBuilder::new(["sleep", secs])
-        .nodes(nodes)
+    fluxgate_integration_tests::sleeper(secs, nodes)
         .ntasks(nodes)
-        .exclusive(true)
         .duration_secs(limit)
 }
 

@@ -4,9 +4,10 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use fluxgate_integration_tests::{Instance, stored_log};
+use fluxgate_integration_tests::poll::poll_until;
+use fluxgate_integration_tests::{Instance, eventually, stored_log};
 use fluxgate_proto::v1 as pb;
 use fluxgate_shared::JobId;
 use fluxgate_shared::job::{JobState, replay};
@@ -53,10 +54,12 @@ async fn acknowledged_submits_survive_sigkill_under_load() {
         }));
     }
     // Let the load build, then kill the job manager without warning.
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while acked.lock().await.len() < 300 && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    // Past the wait, the kill comes anyway: the count is asserted below.
+    let _ = poll_until(Duration::from_secs(20), async || {
+        let n = acked.lock().await.len();
+        (n >= 300).then_some(()).ok_or(format!("{n} acknowledged"))
+    })
+    .await;
     eprintln!("acknowledged before the kill: {}", acked.lock().await.len());
     inst.restart_jm(false).await;
     stop.store(true, Ordering::Relaxed);
@@ -72,8 +75,7 @@ async fn acknowledged_submits_survive_sigkill_under_load() {
 
     // Every acknowledged job is there and ends.
     let mut jobs = inst.jobs().await;
-    let deadline = Instant::now() + Duration::from_secs(120);
-    loop {
+    eventually(Duration::from_secs(120), async || {
         let list = inst.list(127).await;
         let inactive: std::collections::HashSet<u64> = list
             .iter()
@@ -85,15 +87,14 @@ async fn acknowledged_submits_survive_sigkill_under_load() {
             .filter(|id| !inactive.contains(&u64::from(**id)))
             .count();
         if missing == 0 {
-            break;
+            return Ok(());
         }
-        assert!(
-            Instant::now() < deadline,
+        Err(format!(
             "{missing} of {} acknowledged jobs not inactive after restart",
             acked.len()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+        ))
+    })
+    .await;
     // Each stored eventlog is whole: it parses strictly and replays to INACTIVE.
     for id in &acked {
         let events = stored_log(&mut jobs, *id, "eventlog").await;

@@ -6,10 +6,10 @@
 use std::collections::HashSet;
 use std::path::Path;
 use std::process::Child;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use fluxgate_integration_tests::postgres::PgServer;
-use fluxgate_integration_tests::{binary, host, names, spawn_jm};
+use fluxgate_integration_tests::{binary, eventually, exits_within, host, names, spawn_jm};
 use fluxgate_launch::{Cores, Exec, JobManager};
 use fluxgate_proto::v1 as pb;
 use fluxgate_proto::v1::job_manager_client::JobManagerClient;
@@ -116,14 +116,11 @@ impl Pair {
     }
 
     async fn wait_leader(&self, within: Duration) -> usize {
-        let deadline = Instant::now() + within;
-        loop {
-            if let Some(i) = self.leader_index().await {
-                return i;
-            }
-            assert!(Instant::now() < deadline, "no job manager leads");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        eventually(within, async || {
+            let leader = self.leader_index().await;
+            leader.ok_or_else(|| "no job manager leads".to_string())
+        })
+        .await
     }
 
     async fn client(&self) -> JobManagerClient<Channel> {
@@ -148,10 +145,9 @@ impl Pair {
         client: &mut JobManagerClient<Channel>,
         req: pb::SubmitRequest,
     ) -> JobId {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
+        eventually(Duration::from_secs(30), async || {
             match client.submit(req.clone()).await {
-                Ok(r) => return JobId::from(r.into_inner().id),
+                Ok(r) => Ok(JobId::from(r.into_inner().id)),
                 Err(s) => {
                     assert!(
                         matches!(
@@ -162,21 +158,17 @@ impl Pair {
                         ),
                         "submit refused: {s:?}"
                     );
-                    assert!(
-                        Instant::now() < deadline,
-                        "no leader took the submit: {s:?}"
-                    );
-                    tokio::time::sleep(Duration::from_millis(20)).await;
                     *client = self.client().await;
+                    Err(format!("no leader took the submit: {s:?}"))
                 }
             }
-        }
+        })
+        .await
     }
 
     /// Every line of the job's main eventlog once it is inactive, read strictly.
     async fn ended(&self, id: JobId) -> Vec<Event> {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
+        eventually(Duration::from_secs(60), async || {
             let mut client = self.client().await;
             let stream = client
                 .watch_eventlog(pb::WatchEventlogRequest {
@@ -194,13 +186,13 @@ impl Pair {
                     let clean = ev.name == "clean";
                     events.push(ev);
                     if clean {
-                        return events;
+                        return Ok(events);
                     }
                 }
             }
-            assert!(Instant::now() < deadline, "job {id} did not end");
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+            Err(format!("job {id} did not end"))
+        })
+        .await
     }
 
     async fn count_jobs(&self) -> usize {
@@ -328,14 +320,7 @@ async fn a_paused_leader_is_deposed_and_never_commits_again() {
     pair.signal(first, Signal::SIGCONT);
     // Resumed, the old leader finds its epoch over and stops.
     let mut old = pair.jms[first].take().expect("running");
-    let deadline = Instant::now() + Duration::from_secs(15);
-    let status = loop {
-        if let Some(status) = old.try_wait().expect("wait") {
-            break status;
-        }
-        assert!(Instant::now() < deadline, "the deposed leader kept running");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let status = exits_within(&mut old, Duration::from_secs(15), "the deposed leader").await;
     assert!(!status.success(), "a deposed leader exits with an error");
     let epoch = pair.pg.query(&pair.url, "SELECT epoch FROM leader");
     assert_eq!(epoch.trim(), "2", "one takeover");

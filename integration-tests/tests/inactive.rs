@@ -4,7 +4,7 @@
 //! waitable one is reaped exactly once, and requests on them say they are
 //! inactive.
 
-use fluxgate_integration_tests::{Instance, names};
+use fluxgate_integration_tests::{Instance, cmd, names};
 use fluxgate_proto::v1 as pb;
 use fluxgate_shared::JobId;
 use fluxgate_shared::job::StateMask;
@@ -12,10 +12,6 @@ use fluxgate_shared::jobspec::JobspecBuilder;
 use tonic::Code;
 
 const WAITABLE: u32 = pb::SubmitFlag::Waitable as u32;
-
-fn cmd(argv: &[&str]) -> JobspecBuilder {
-    JobspecBuilder::new(argv.iter().copied())
-}
 
 async fn submit_flags(inst: &Instance, js: &JobspecBuilder, flags: u32) -> JobId {
     let text = js.build().expect("valid jobspec").to_json();

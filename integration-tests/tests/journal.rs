@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use fluxgate_integration_tests::Instance;
+use fluxgate_integration_tests::{Instance, eventually};
 use fluxgate_proto::v1 as pb;
 use fluxgate_shared::jobspec::JobspecBuilder;
 use fluxgate_shared::{Event, JobId};
@@ -264,29 +264,24 @@ async fn a_reader_that_falls_behind_is_told_to_resync_and_gets_a_fresh_snapshot(
         }
     }
     // Wait until the last of them is held in SCHED, as List shows.
-    let deadline = tokio::time::Instant::now() + READ_LIMIT;
-    while inst
-        .list(0)
-        .await
-        .iter()
-        .filter(|j| j.state == "SCHED")
-        .count()
-        < JOBS
-    {
-        assert!(tokio::time::Instant::now() < deadline, "jobs never held");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    eventually(READ_LIMIT, async || {
+        let list = inst.list(0).await;
+        let held = list.iter().filter(|j| j.state == "SCHED").count();
+        (held >= JOBS)
+            .then_some(())
+            .ok_or(format!("{held} of {JOBS} jobs held"))
+    })
+    .await;
     // List shows a state before its lines are durable, and lines are
     // published only then: wait until the last job's last line is stored.
-    while !inst
-        .log(last, "eventlog")
-        .await
-        .iter()
-        .any(|e| e.name.as_str() == "priority")
-    {
-        assert!(tokio::time::Instant::now() < deadline, "lines never stored");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    eventually(READ_LIMIT, async || {
+        let log = inst.log(last, "eventlog").await;
+        let stored = log.iter().any(|e| e.name.as_str() == "priority");
+        stored
+            .then_some(())
+            .ok_or(format!("lines never stored: {log:?}"))
+    })
+    .await;
 
     // What was buffered, then RESYNC, then every held job in a snapshot.
     loop {

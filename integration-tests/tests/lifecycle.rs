@@ -2,14 +2,9 @@
 //! scenario matches what Flux itself writes (see the flux-golden reference
 //! logs), with the same context keys.
 
-use fluxgate_integration_tests::{Instance, keys, names, output_data};
+use fluxgate_integration_tests::{Instance, cmd, keys, names, output_data};
 use fluxgate_proto::v1 as pb;
 use fluxgate_shared::Event;
-use fluxgate_shared::jobspec::JobspecBuilder;
-
-fn cmd(argv: &[&str]) -> JobspecBuilder {
-    JobspecBuilder::new(argv.iter().copied())
-}
 
 /// Exec eventlog names without the optional `shell.*` ones (RFC 50 lets the
 /// shell add them; fluxgate adds none).

@@ -1,8 +1,8 @@
 //! The job manager's Prometheus endpoint, scraped over HTTP from the real binary.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use fluxgate_integration_tests::Instance;
+use fluxgate_integration_tests::{Instance, eventually};
 use fluxgate_shared::jobspec::JobspecBuilder;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -54,18 +54,15 @@ async fn counters_and_gauges_follow_jobs() {
         .await;
     inst.wait_clean(bad).await;
 
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let text = loop {
+    let text = eventually(Duration::from_secs(10), async || {
         let text = scrape(&addr).await;
         if value(&text, "fluxgate_jobs{state=\"INACTIVE\"}") == Some(2.0) {
-            break text;
+            Ok(text)
+        } else {
+            Err(format!("no INACTIVE jobs counted:\n{text}"))
         }
-        assert!(
-            Instant::now() < deadline,
-            "no INACTIVE jobs counted in 10s:\n{text}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    })
+    .await;
     let at_least = |series: &str, n: f64| {
         let v = value(&text, series).unwrap_or_else(|| panic!("{series} missing:\n{text}"));
         assert!(v >= n, "{series} = {v}, expected at least {n}");

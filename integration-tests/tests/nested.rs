@@ -12,7 +12,8 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
 use fluxgate_integration_tests::{
-    Authed, Bearer, GuestUser, Instance, binary, instance_token, names, output_data,
+    Authed, Bearer, GuestUser, Instance, binary, eventually, exits_within, instance_token, names,
+    output_data, script,
 };
 use fluxgate_proto::v1 as pb;
 use fluxgate_proto::v1::job_manager_client::JobManagerClient;
@@ -71,14 +72,6 @@ fn fluxgate(uri: &str, dir: &Path, args: &[&str]) -> std::process::Output {
         .expect("run fluxgate")
 }
 
-/// Write an executable script.
-fn script(dir: &Path, name: &str, text: &str) {
-    use std::os::unix::fs::PermissionsExt;
-    let p = dir.join(name);
-    std::fs::write(&p, text).expect("write script");
-    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).expect("chmod");
-}
-
 /// `fluxgate batch ARGS` against `uri`: the job id it printed.
 fn batch(uri: &str, dir: &Path, args: &[&str]) -> JobId {
     let mut all = vec!["batch"];
@@ -125,14 +118,12 @@ async fn end_job(inst: &Instance, id: JobId) {
 /// The first active job of the instance at `uri` that `pred` accepts,
 /// waiting up to 30 s for one (`what` names it in the failure).
 async fn job_in(uri: &str, what: &str, pred: impl Fn(&pb::JobSummary) -> bool) -> JobId {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        if let Some(j) = active(uri).await.iter().find(|j| pred(j)) {
-            return JobId::from(j.id);
-        }
-        assert!(Instant::now() < deadline, "no {what} in {uri}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    eventually(Duration::from_secs(30), async || {
+        let jobs = active(uri).await;
+        let found = jobs.iter().find(|j| pred(j)).map(|j| JobId::from(j.id));
+        found.ok_or_else(|| format!("no {what} in {uri}"))
+    })
+    .await
 }
 
 /// Follow the eventlog of job `id` of the (open) instance at `uri`.
@@ -175,8 +166,7 @@ async fn inner_instance(level1: &str) -> (JobId, String) {
 }
 
 async fn memo_uri(jobs: &mut JobManagerClient<Authed>, id: JobId) -> String {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
+    eventually(Duration::from_secs(30), async || {
         let text = jobs
             .info(pb::InfoRequest {
                 id: id.into(),
@@ -194,12 +184,12 @@ async fn memo_uri(jobs: &mut JobManagerClient<Authed>, id: JobId) -> String {
             if ev.name == "memo"
                 && let Some(u) = ev.ctx("uri").and_then(|v| v.as_str())
             {
-                return u.to_string();
+                return Ok(u.to_string());
             }
         }
-        assert!(Instant::now() < deadline, "no uri memo on {id}: {text}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+        Err(format!("no uri memo on {id}: {text}"))
+    })
+    .await
 }
 
 /// The stored resource eventlog of the instance at `uri`.
@@ -220,8 +210,7 @@ async fn resource_eventlog(uri: &str) -> Vec<Event> {
 
 /// Wait until the instance at `uri` has a resource-update with `expiration`.
 async fn wait_resource_update(uri: &str, expiration: f64) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
+    eventually(Duration::from_secs(20), async || {
         let log = resource_eventlog(uri).await;
         let seen = log.iter().any(|e| {
             e.name == "resource-update"
@@ -230,15 +219,14 @@ async fn wait_resource_update(uri: &str, expiration: f64) {
                     .is_some_and(|t| (t - expiration).abs() < 1.0)
         });
         if seen {
-            return;
+            return Ok(());
         }
-        assert!(
-            Instant::now() < deadline,
+        Err(format!(
             "no resource-update expiration={expiration} at {uri}: {:?}",
             names(&log)
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+        ))
+    })
+    .await;
 }
 
 /// Active jobs of the instance at `uri`.
@@ -494,11 +482,14 @@ async fn parent_cancel_tears_down_the_child_and_its_jobs() {
         .expect("exception");
     assert_eq!(exc.ctx("type").and_then(|v| v.as_str()), Some("cancel"));
     // The child instance is gone.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while JobManagerClient::connect(child.clone()).await.is_ok() {
-        assert!(Instant::now() < deadline, "child instance still serving");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    eventually(
+        Duration::from_secs(10),
+        async || match JobManagerClient::connect(child.clone()).await {
+            Ok(_) => Err("child instance still serving".to_string()),
+            Err(_) => Ok(()),
+        },
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -868,14 +859,14 @@ async fn alloc_ends_when_its_job_is_cancelled() {
         .stderr(Stdio::null())
         .spawn()
         .expect("spawn alloc");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let id = loop {
-        if let Some(j) = inst.list(127).await.iter().find(|j| j.name == "alloc") {
-            break JobId::from(j.id);
-        }
-        assert!(Instant::now() < deadline, "no alloc job");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let id = eventually(Duration::from_secs(30), async || {
+        let jobs = inst.list(127).await;
+        let alloc = jobs.iter().find(|j| j.name == "alloc");
+        alloc
+            .map(|j| JobId::from(j.id))
+            .ok_or("no alloc job".to_string())
+    })
+    .await;
     let mut jobs = inst.jobs().await;
     memo_uri(&mut jobs, id).await;
     jobs.cancel(pb::CancelRequest {
@@ -885,17 +876,12 @@ async fn alloc_ends_when_its_job_is_cancelled() {
     .await
     .expect("cancel");
     inst.wait_clean(id).await;
-    let deadline = Instant::now() + Duration::from_secs(15);
-    let status = loop {
-        if let Some(s) = alloc.try_wait().expect("wait") {
-            break s;
-        }
-        if Instant::now() > deadline {
-            let _ = alloc.kill();
-            panic!("alloc still running after its job was cancelled");
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let status = exits_within(
+        &mut alloc,
+        Duration::from_secs(15),
+        "alloc after its job was cancelled",
+    )
+    .await;
     assert!(!status.success());
 }
 
@@ -1000,18 +986,16 @@ async fn a_child_instance_admits_only_its_owner() {
     let kept = fluxgate_os::private::instance_token_path(nix::unistd::getuid().as_raw(), &child);
     assert!(kept.exists(), "{} missing", kept.display());
     // Another user on this machine can neither call it nor read its token.
-    if let Some(guest) = &guest {
-        let f = binary("fluxgate");
-        let out = guest.shell(
-            &format!("{} jobs -a", f.display()),
-            &[("FLUXGATE_URI", child.as_str())],
-        );
-        assert!(!out.status.success());
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(err.contains("requires credentials"), "{err}");
-        let out = guest.shell(&format!("cat {}", kept.display()), &[]);
-        assert!(!out.status.success(), "the guest read the child's token");
-    }
+    let f = binary("fluxgate");
+    let out = guest.shell(
+        &format!("{} jobs -a", f.display()),
+        &[("FLUXGATE_URI", child.as_str())],
+    );
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("requires credentials"), "{err}");
+    let out = guest.shell(&format!("cat {}", kept.display()), &[]);
+    assert!(!out.status.success(), "the guest read the child's token");
     end_job(&inst, id).await;
     assert!(!kept.exists(), "{} outlived the instance", kept.display());
 }

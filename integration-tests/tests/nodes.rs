@@ -1,6 +1,6 @@
 //! Nodes that die, come back, and stay drained across restarts.
 
-use fluxgate_integration_tests::{Instance, names};
+use fluxgate_integration_tests::{Instance, eventually, names};
 use fluxgate_proto::v1 as pb;
 use fluxgate_shared::jobspec::JobspecBuilder;
 
@@ -138,16 +138,16 @@ async fn a_silent_node_is_torpid_and_unused_until_it_speaks_again() {
     let config = config.to_str().unwrap().to_string();
     let inst = Instance::start_with(1, 1, &["--config", &config]).await;
     inst.signal_exec(0, nix::sys::signal::Signal::SIGSTOP);
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    loop {
+    let st = eventually(std::time::Duration::from_secs(20), async || {
         let st = inst.status().await;
         if st["torpid"] == "0" {
-            assert_eq!(st["up"], "", "a torpid node is not schedulable: {st}");
-            break;
+            Ok(st)
+        } else {
+            Err(format!("never torpid: {st}"))
         }
-        assert!(std::time::Instant::now() < deadline, "never torpid: {st}");
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
+    })
+    .await;
+    assert_eq!(st["up"], "", "a torpid node is not schedulable: {st}");
     // A job submitted now waits: nothing is allocated on a torpid node.
     let id = inst.submit(&JobspecBuilder::new(["true"]), None).await;
     inst.events_until(id, "eventlog", "priority").await;

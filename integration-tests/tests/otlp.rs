@@ -2,9 +2,9 @@
 //! exec service send their spans to an OTLP receiver run by the test.
 
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use fluxgate_integration_tests::{Instance, Setup};
+use fluxgate_integration_tests::{Instance, Setup, eventually};
 use fluxgate_proto::v1 as pb;
 use fluxgate_shared::jobspec::JobspecBuilder;
 use nix::sys::signal::Signal;
@@ -62,21 +62,18 @@ impl Receiver {
 
     /// The first span `pick` accepts, waiting up to 15 s for it.
     async fn wait_for(&self, what: &str, pick: impl Fn(&str, &Span) -> bool) -> Span {
-        let deadline = Instant::now() + Duration::from_secs(15);
-        loop {
-            {
-                let spans = self.spans.lock().expect("receiver lock");
-                if let Some((_, s)) = spans.iter().find(|(svc, s)| pick(svc, s)) {
-                    return s.clone();
-                }
-                let names: Vec<String> = spans
-                    .iter()
-                    .map(|(v, s)| format!("{v}: {}", s.name))
-                    .collect();
-                assert!(Instant::now() < deadline, "no {what} in 15s; got {names:?}");
+        eventually(Duration::from_secs(15), async || {
+            let spans = self.spans.lock().expect("receiver lock");
+            if let Some((_, s)) = spans.iter().find(|(svc, s)| pick(svc, s)) {
+                return Ok(s.clone());
             }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+            let names: Vec<String> = spans
+                .iter()
+                .map(|(v, s)| format!("{v}: {}", s.name))
+                .collect();
+            Err(format!("no {what}; got {names:?}"))
+        })
+        .await
     }
 }
 

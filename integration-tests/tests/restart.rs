@@ -4,13 +4,8 @@
 
 use std::collections::HashSet;
 
-use fluxgate_integration_tests::{Instance, names};
+use fluxgate_integration_tests::{Instance, cmd, names};
 use fluxgate_proto::v1 as pb;
-use fluxgate_shared::jobspec::JobspecBuilder;
-
-fn cmd(argv: &[&str]) -> JobspecBuilder {
-    JobspecBuilder::new(argv.iter().copied())
-}
 
 async fn restart_keeps_jobs(graceful: bool) {
     let mut inst = Instance::start(1, 1).await;

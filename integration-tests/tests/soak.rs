@@ -11,7 +11,7 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use fluxgate_integration_tests::{Instance, stored_log};
+use fluxgate_integration_tests::{Instance, eventually, stored_log};
 use fluxgate_proto::v1 as pb;
 use fluxgate_shared::JobId;
 use fluxgate_shared::eventlog::parse_eventlog;
@@ -76,19 +76,15 @@ async fn jobs_survive_repeated_sigkill_of_the_job_manager() {
     let submitted_in = started.elapsed();
 
     // Every acknowledged job reaches INACTIVE, and appears once.
-    let deadline = Instant::now() + Duration::from_secs(60 + total as u64 / 20);
-    loop {
-        let active = inst.list(63).await.len();
-        if active == 0 {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
+    let within = Duration::from_secs(60 + total as u64 / 20);
+    eventually(within, async || match inst.list(63).await.len() {
+        0 => Ok(()),
+        active => Err(format!(
             "{active} jobs still active; {} acknowledged",
             acked.len()
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+        )),
+    })
+    .await;
     let list = inst.list(127).await;
     assert!(list.iter().all(|j| j.state == "INACTIVE"));
     let mut seen: HashMap<u64, usize> = HashMap::new();

@@ -358,44 +358,10 @@ fn f58_ascii() -> bool {
     !(locale.contains("utf-8") || locale.contains("utf8"))
 }
 
-/// `strsignal(3)` for the signals jobs usually die of.
-pub fn signal_name(sig: i32) -> String {
-    let name = match sig {
-        1 => "Hangup",
-        2 => "Interrupt",
-        3 => "Quit",
-        4 => "Illegal instruction",
-        5 => "Trace/breakpoint trap",
-        6 => "Aborted",
-        7 => "Bus error",
-        8 => "Floating point exception",
-        9 => "Killed",
-        10 => "User defined signal 1",
-        11 => "Segmentation fault",
-        12 => "User defined signal 2",
-        13 => "Broken pipe",
-        14 => "Alarm clock",
-        15 => "Terminated",
-        _ => return format!("Unknown signal {sig}"),
-    };
-    name.to_string()
-}
-
 /// flux-core's `flux_job_waitstatus_to_exitcode`: the exit code a command
 /// reports for a job's wait status, and the message it prints when nonzero.
 pub fn waitstatus_to_exitcode(ws: i32) -> (i32, Option<String>) {
-    let ws = fluxgate_shared::job::WaitStatus(ws);
-    if let Some(sig) = ws.signal() {
-        return (128 + sig, Some(format!("job shell {}", signal_name(sig))));
-    }
-    let code = (ws.0 >> 8) & 0xff;
-    if code > 128 {
-        (code, Some(format!("task(s) {}", signal_name(code - 128))))
-    } else if code > 0 {
-        (code, Some(format!("task(s) exited with exit code {code}")))
-    } else {
-        (0, None)
-    }
+    fluxgate_shared::job::WaitStatus(ws).exit_report()
 }
 
 /// One eventlog line as the wire carries it (without its newline).

@@ -1,12 +1,6 @@
 //! `fluxgate`: the user and admin command line.
 
-mod client;
-mod cmd;
-mod follow;
-mod jobfmt;
-mod output;
-mod parse;
-mod services;
+use fluxgate_cli::{cmd, output, parse};
 
 use std::process::ExitCode;
 
@@ -29,7 +23,7 @@ enum Command {
     Hostlist(cmd::hostlist::Args),
     /// Encode, decode and combine RFC 20 resource sets (as flux R).
     #[command(name = "R")]
-    R(cmd::r::Args),
+    R(cmd::resource::r::Args),
     /// Job commands.
     Job(cmd::job::Args),
     /// Submit a job (as flux submit).
@@ -73,7 +67,8 @@ enum Command {
     Token(cmd::token::Args),
     /// gRPC health check of a job manager or exec service (exit 0 when SERVING).
     Health(cmd::health::Args),
-    /// Measure an instance: throughput, latency, memory, restart time.
+    /// Measure an instance: throughput, latency, memory, restart time
+    /// (runs fluxgate-bench).
     #[command(after_long_help = cmd::bench::HELP)]
     Bench(cmd::bench::Args),
     /// Replay a workload trace (SWF) through the scheduler in virtual time.
@@ -88,10 +83,7 @@ enum Command {
 impl Command {
     /// Does it start services (job manager, exec services) on this machine?
     fn starts_services(&self) -> bool {
-        matches!(
-            self,
-            Command::Start(_) | Command::Instance(_) | Command::Bench(_)
-        )
+        matches!(self, Command::Start(_) | Command::Instance(_))
     }
 }
 
@@ -156,7 +148,7 @@ fn main() -> ExitCode {
     let (name, result) = match cli.command {
         Command::Idset(args) => ("idset", cmd::idset::run(args)),
         Command::Hostlist(args) => ("hostlist", cmd::hostlist::run(args)),
-        Command::R(args) => ("R", cmd::r::run(args)),
+        Command::R(args) => ("R", cmd::resource::r::run(args)),
         Command::Job(args) => ("job", cmd::job::run(args)),
         Command::Submit(args) => ("submit", cmd::submit::run_submit(args)),
         Command::Bulksubmit(args) => ("bulksubmit", cmd::bulksubmit::run(args)),

@@ -3,27 +3,18 @@
 
 mod common;
 
-use std::io::Write;
 use std::process::{Command, Stdio};
 
 use common::{in_instance, text};
+use fluxgate_integration_tests::output_with_stdin;
 
 /// Run `fluxgate bulksubmit --dry-run ARGS` with `stdin`, no instance.
 fn dry_run(args: &[&str], stdin: &str) -> String {
-    let mut child = Command::new(common::cli())
-        .arg("bulksubmit")
-        .arg("--dry-run")
+    let mut cmd = Command::new(common::cli());
+    cmd.args(["bulksubmit", "--dry-run"])
         .args(args)
-        .env("FLUXGATE_URI", "http://127.0.0.1:1")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut pipe = child.stdin.take().unwrap();
-    pipe.write_all(stdin.as_bytes()).unwrap();
-    drop(pipe);
-    let out = child.wait_with_output().unwrap();
+        .env("FLUXGATE_URI", "http://127.0.0.1:1");
+    let out = output_with_stdin(&mut cmd, stdin);
     assert!(out.status.success(), "{args:?}: {out:?}");
     text(&out.stdout)
 }

@@ -5,8 +5,9 @@
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use fluxgate_integration_tests::{exits_within_blocking, text};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
@@ -46,14 +47,7 @@ impl Service {
     fn terminate(mut self) -> std::process::ExitStatus {
         let mut child = self.0.take().expect("running");
         kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM).expect("SIGTERM");
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            if let Some(status) = child.try_wait().expect("wait") {
-                return status;
-            }
-            assert!(Instant::now() < deadline, "no exit 30s after SIGTERM");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        exits_within_blocking(&mut child, Duration::from_secs(30), "SIGTERM")
     }
 }
 
@@ -73,10 +67,6 @@ fn health(args: &[&str]) -> Output {
         .env_remove("FLUXGATE_URI")
         .output()
         .expect("run fluxgate health")
-}
-
-fn text(out: &[u8]) -> String {
-    String::from_utf8_lossy(out).into_owned()
 }
 
 #[test]

@@ -1,7 +1,8 @@
 //! `fluxgate hostlist` against flux-hostlist(1)'s own test expectations.
 
-use std::io::Write;
 use std::process::{Command, Stdio};
+
+use fluxgate_integration_tests::output_with_stdin;
 
 struct Out {
     stdout: String,
@@ -10,18 +11,8 @@ struct Out {
 }
 
 fn run(args: &[&str], stdin: Option<&str>) -> Out {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_fluxgate"))
-        .arg("hostlist")
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut pipe = child.stdin.take().unwrap();
-    pipe.write_all(stdin.unwrap_or("").as_bytes()).unwrap();
-    drop(pipe);
-    let out = child.wait_with_output().unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_fluxgate"));
+    let out = output_with_stdin(cmd.arg("hostlist").args(args), stdin.unwrap_or(""));
     Out {
         stdout: String::from_utf8(out.stdout).unwrap(),
         stderr: String::from_utf8(out.stderr).unwrap(),

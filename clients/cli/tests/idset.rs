@@ -1,21 +1,12 @@
 //! `fluxgate idset`: decode, combine, encode.
 
-use std::io::Write;
-use std::process::{Command, Stdio};
+use std::process::Command;
+
+use fluxgate_integration_tests::output_with_stdin;
 
 fn run(args: &[&str], stdin: &str) -> (i32, String, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_fluxgate"))
-        .arg("idset")
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut pipe = child.stdin.take().unwrap();
-    pipe.write_all(stdin.as_bytes()).unwrap();
-    drop(pipe);
-    let out = child.wait_with_output().unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_fluxgate"));
+    let out = output_with_stdin(cmd.arg("idset").args(args), stdin);
     (
         out.status.code().unwrap(),
         String::from_utf8(out.stdout).unwrap(),

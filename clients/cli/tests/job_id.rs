@@ -1,8 +1,9 @@
 //! `fluxgate job id` against the outputs of `flux job id` (flux-core t2201-job-cmd.t
 //! and the RFC 19 vectors).
 
-use std::io::Write;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
+
+use fluxgate_integration_tests::output_with_stdin;
 
 /// Run `fluxgate job id ARGS` with `stdin` and a UTF-8 or C locale.
 fn job_id(args: &[&str], stdin: Option<&str>, utf8: bool) -> Output {
@@ -20,16 +21,7 @@ fn job_id(args: &[&str], stdin: Option<&str>, utf8: bool) -> Output {
     if utf8 {
         cmd.env("LANG", "C.UTF-8");
     }
-    cmd.stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = cmd.spawn().unwrap();
-    let mut pipe = child.stdin.take().unwrap();
-    if let Some(text) = stdin {
-        pipe.write_all(text.as_bytes()).unwrap();
-    }
-    drop(pipe);
-    child.wait_with_output().unwrap()
+    output_with_stdin(&mut cmd, stdin.unwrap_or(""))
 }
 
 fn ok(args: &[&str]) -> String {

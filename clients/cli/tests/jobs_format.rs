@@ -10,8 +10,8 @@ use common::{in_instance, text};
 #[test]
 fn jobs_formats_as_flux_jobs() {
     let out = in_instance(
-        r#"a=$($F submit true); b=$($F submit false);
-           $F job wait-event -q $a clean; $F job wait-event -q $b clean;
+        r#"a=$($F submit true); $F job wait-event -q $a clean;
+           b=$($F submit false); $F job wait-event -q $b clean;
            echo "ids $a $b"
            echo "== f58"; $F jobs -a -o '{id.f58} {result}'
            echo "== long"; $F jobs -a -o long
@@ -31,7 +31,8 @@ fn jobs_formats_as_flux_jobs() {
         .unwrap_or_default();
     assert_eq!(ids.len(), 2, "{stdout} {stderr}");
     let (a, b) = (ids[0], ids[1]);
-    // Inactive jobs are listed most recent first, as job-list orders them.
+    // Inactive jobs are listed most recent first, as job-list orders them;
+    // `false` is submitted once `true` is clean, so it ends last.
     assert_eq!(
         section("f58"),
         [

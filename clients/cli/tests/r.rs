@@ -1,7 +1,8 @@
 //! `fluxgate R` against the expectations of flux-core's t/t0026-flux-R.t.
 
-use std::io::Write;
-use std::process::{Command, Stdio};
+use std::process::Command;
+
+use fluxgate_integration_tests::output_with_stdin;
 
 struct Out {
     code: i32,
@@ -10,21 +11,8 @@ struct Out {
 }
 
 fn r(args: &[&str], stdin: &str) -> Out {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_fluxgate"))
-        .arg("R")
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn fluxgate");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(stdin.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_fluxgate"));
+    let out = output_with_stdin(cmd.arg("R").args(args), stdin);
     Out {
         code: out.status.code().unwrap_or(-1),
         stdout: String::from_utf8(out.stdout).unwrap(),

@@ -8,9 +8,12 @@ mod common;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::{Group, cli, require_services, text};
+use fluxgate_integration_tests::command::has_program;
+use fluxgate_integration_tests::eventually_blocking;
+use fluxgate_integration_tests::poll::poll_until_blocking;
 
 /// How long anything awaited on the screen may take.
 const DEADLINE: Duration = Duration::from_secs(60);
@@ -43,15 +46,14 @@ impl Tmux {
     /// The screen once `ok` holds for it; fail with the last screen at
     /// the deadline.
     fn wait_for(&self, what: &str, ok: impl Fn(&str) -> bool) -> String {
-        let deadline = Instant::now() + DEADLINE;
-        loop {
+        eventually_blocking(DEADLINE, || {
             let screen = self.capture();
             if ok(&screen) {
-                return screen;
+                Ok(screen)
+            } else {
+                Err(format!("no {what} on screen:\n{screen}"))
             }
-            assert!(Instant::now() < deadline, "no {what} on screen:\n{screen}");
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        })
     }
 }
 
@@ -66,16 +68,9 @@ impl Drop for Tmux {
 
 /// Wait for `path` to exist, then read it.
 fn wait_file(path: &Path) -> String {
-    let deadline = Instant::now() + DEADLINE;
-    while !path.exists() {
-        assert!(
-            Instant::now() < deadline,
-            "{} never appeared",
-            path.display()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    std::fs::read_to_string(path).expect("read")
+    eventually_blocking(DEADLINE, || {
+        std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))
+    })
 }
 
 /// Run the CLI with the instance's environment; its trimmed stdout.
@@ -105,10 +100,10 @@ fn in_state(screen: &str, job: &str, st: &str) -> bool {
 
 #[test]
 fn top_follows_jobs_opens_eventlogs_and_instances_and_quits() {
-    if Command::new("tmux").arg("-V").output().is_err() {
-        eprintln!("skipped: tmux is not on PATH (apt-get install tmux)");
-        return;
-    }
+    assert!(
+        has_program("tmux", "-V"),
+        "tmux is not on PATH (apt-get install tmux; CI installs it)"
+    );
     require_services();
     let dir = tempfile::tempdir().expect("tempdir");
     let d = dir.path();
@@ -234,33 +229,23 @@ fn top_follows_jobs_opens_eventlogs_and_instances_and_quits() {
     });
     // Its instance may take a moment to serve and to run its job: Enter
     // again (from its eventlog, if it was not up yet) until it shows.
-    let deadline = Instant::now() + DEADLINE;
-    loop {
+    eventually_blocking(DEADLINE, || {
         tmux.keys("Enter");
-        let inner = Instant::now() + Duration::from_secs(3);
-        let mut shown = false;
-        while Instant::now() < inner {
+        let shown = poll_until_blocking(Duration::from_secs(3), || {
             let s = tmux.capture();
-            if s.contains(&format!("> {outer}  size: 1 nodes")) && s.contains("inner") {
-                shown = true;
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(100));
+            let inner = s.contains(&format!("> {outer}  size: 1 nodes")) && s.contains("inner");
+            inner.then_some(()).ok_or(s)
+        });
+        if shown.is_ok() {
+            return Ok(());
         }
-        if shown {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no inner instance:\n{}",
-            tmux.capture()
-        );
         // Back to the outer list (from its eventlog or a half-open view).
         tmux.keys("Escape");
         tmux.wait_for("the outer list", |s| {
             s.contains("size: 2 nodes") && s.contains("JOBID")
         });
-    }
+        Err(format!("no inner instance:\n{}", tmux.capture()))
+    });
     tmux.keys("q");
     tmux.wait_for("the outer instance again", |s| {
         s.contains("size: 2 nodes") && row(s, &outer).is_some()

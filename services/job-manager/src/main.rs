@@ -10,7 +10,7 @@ use fluxgate_setup::{LogFormat, init_logging, layered};
 
 /// mimalloc, not glibc's malloc: under load the job manager allocates many
 /// small, short-lived objects across threads, where glibc's arenas spent a
-/// quarter of its time (docs/PERFORMANCE.md).
+/// quarter of its time (docs/PERFORMANCE-HISTORY.md, "Where the time goes").
 #[global_allocator]
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

@@ -8,8 +8,8 @@
 use fluxgate_proto::v1 as pb;
 use fluxgate_shared::JobId;
 use fluxgate_shared::JobState;
-use fluxgate_shared::job::JobResult;
 use fluxgate_shared::job::usage::Total;
+use fluxgate_shared::job::{JobResult, WaitStatus, signal_description};
 use serde_json::Value as Json;
 
 use super::instance::InstanceInfo;
@@ -103,10 +103,7 @@ impl JobRecord {
 
     fn returncode(&self) -> Value {
         match (self.job.waitstatus, self.result()) {
-            (Some(ws), _) if ws & 0x7f != 0 && ws & 0x7f != 0x7f => {
-                Value::Int(-i64::from(ws & 0x7f))
-            }
-            (Some(ws), _) => Value::Int(i64::from((ws >> 8) & 0xff)),
+            (Some(ws), _) => Value::Int(i64::from(WaitStatus(ws).returncode())),
             (None, Some(JobResult::Canceled)) => Value::Int(-128),
             (None, Some(JobResult::Failed)) => Value::Int(1),
             (None, _) => Value::empty(),
@@ -178,7 +175,7 @@ impl JobRecord {
                 format!("Exception: type={}{note}", j.exception_type)
             }
             Some(JobResult::Failed) => match self.returncode() {
-                Value::Int(rc) if rc > 128 => signal_name(rc - 128),
+                Value::Int(rc) if rc > 128 => signal_description((rc - 128) as i32),
                 Value::Int(126) => "Command invoked cannot execute".into(),
                 Value::Int(127) => "command not found".into(),
                 Value::Int(128) => "Invalid argument to exit".into(),
@@ -276,45 +273,6 @@ fn py_repr(v: &Json) -> String {
         }
         other => json_value(other).to_py_str(),
     }
-}
-
-/// glibc's `strsignal()` text, as flux prints a job killed by a signal.
-fn signal_name(sig: i64) -> String {
-    let s = match sig {
-        1 => "Hangup",
-        2 => "Interrupt",
-        3 => "Quit",
-        4 => "Illegal instruction",
-        5 => "Trace/breakpoint trap",
-        6 => "Aborted",
-        7 => "Bus error",
-        8 => "Floating point exception",
-        9 => "Killed",
-        10 => "User defined signal 1",
-        11 => "Segmentation fault",
-        12 => "User defined signal 2",
-        13 => "Broken pipe",
-        14 => "Alarm clock",
-        15 => "Terminated",
-        16 => "Stack fault",
-        17 => "Child exited",
-        18 => "Continued",
-        19 => "Stopped (signal)",
-        20 => "Stopped",
-        21 => "Stopped (tty input)",
-        22 => "Stopped (tty output)",
-        23 => "Urgent I/O condition",
-        24 => "CPU time limit exceeded",
-        25 => "File size limit exceeded",
-        26 => "Virtual timer expired",
-        27 => "Profiling timer expired",
-        28 => "Window changed",
-        29 => "I/O possible",
-        30 => "Power failure",
-        31 => "Bad system call",
-        n => return format!("Unknown signal {n}"),
-    };
-    s.into()
 }
 
 /// The field names flux-jobs(1) accepts and their column headers; `None`

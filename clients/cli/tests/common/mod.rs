@@ -3,16 +3,15 @@
 //! beside the CLI binary: `cargo build --workspace`).
 
 // Each test file uses a part of it.
-#![allow(dead_code)]
+#![allow(dead_code, unused_imports)]
 
 use std::io::Read;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
 
-use nix::sys::signal::{Signal, killpg};
-use nix::unistd::Pid;
+use fluxgate_integration_tests::exits_within_blocking;
 
 /// The CLI under test.
 pub fn cli() -> PathBuf {
@@ -28,30 +27,6 @@ pub fn require_services() {
             "{b} is missing from {}: run `cargo build --workspace` first",
             dir.display()
         );
-    }
-}
-
-/// A process in its own group (a `fluxgate start` or `bench` run) whose group
-/// is stopped if the test ends first: SIGTERM, then SIGKILL after `grace`.
-pub struct Group {
-    /// The process, until the test has waited for it itself.
-    pub child: Option<Child>,
-    /// How long SIGTERM has to stop everything before SIGKILL.
-    pub grace: Duration,
-}
-
-impl Drop for Group {
-    fn drop(&mut self) {
-        if let Some(c) = &mut self.child {
-            let pg = Pid::from_raw(c.id() as i32);
-            let _ = killpg(pg, Signal::SIGTERM);
-            let deadline = Instant::now() + self.grace;
-            while Instant::now() < deadline && matches!(c.try_wait(), Ok(None)) {
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            let _ = killpg(pg, Signal::SIGKILL);
-            let _ = c.wait();
-        }
     }
 }
 
@@ -98,18 +73,8 @@ pub fn in_instance_with(script: &str, env: &[(&str, String)]) -> Output {
         child: Some(child),
         grace: Duration::from_secs(5),
     };
-    let deadline = Instant::now() + Duration::from_secs(120);
-    let status = loop {
-        let c = run.child.as_mut().expect("child");
-        if let Some(st) = c.try_wait().expect("try_wait") {
-            break st;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "fluxgate start did not finish in 120 s"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let c = run.child.as_mut().expect("child");
+    let status = exits_within_blocking(c, Duration::from_secs(120), "fluxgate start");
     run.child = None;
     Output {
         status,
@@ -118,10 +83,8 @@ pub fn in_instance_with(script: &str, env: &[(&str, String)]) -> Output {
     }
 }
 
-/// Output bytes as text.
-pub fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
+pub use fluxgate_integration_tests::command::Group;
+pub use fluxgate_integration_tests::text;
 
 /// The lines a script printed after its `== NAME` marker, up to the next
 /// marker; none when the marker is missing.

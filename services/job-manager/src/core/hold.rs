@@ -78,6 +78,39 @@ impl Holds {
         let b = bank.map(|b| self.banks.entry(Arc::clone(b)).or_default());
         (u, b)
     }
+
+    /// Count `id` as running for `user` and `bank`, with `nodes` nodes.
+    fn charge(&mut self, id: JobId, user: u32, bank: Option<Arc<str>>, nodes: u64) {
+        let (u, b) = self.load_mut(user, bank.as_ref());
+        u.running += 1;
+        u.nodes += nodes;
+        if let Some(b) = b {
+            b.running += 1;
+            b.nodes += nodes;
+        }
+        self.charges.insert(id, Charge { user, bank, nodes });
+    }
+
+    /// Stop counting `id` as running; its charge, if it was counted.
+    fn uncharge(&mut self, id: JobId) -> Option<Charge> {
+        let c = self.charges.remove(&id)?;
+        let (u, b) = self.load_mut(c.user, c.bank.as_ref());
+        u.running = u.running.saturating_sub(1);
+        u.nodes = u.nodes.saturating_sub(c.nodes);
+        if let Some(b) = b {
+            b.running = b.running.saturating_sub(1);
+            b.nodes = b.nodes.saturating_sub(c.nodes);
+        }
+        Some(c)
+    }
+
+    /// What `jobs` shows for a held job: the limit's name.
+    pub(super) fn hold_reason(&self, id: JobId) -> Option<&'static str> {
+        match self.reason(id)? {
+            Hold::Limit(h) => Some(h.name()),
+            Hold::QueueStopped => None,
+        }
+    }
 }
 
 impl<S: Store> Core<S> {
@@ -155,32 +188,8 @@ impl<S: Store> Core<S> {
             b.active += 1;
         }
         if holds {
-            self.charge(id, user, bank, nodes);
+            self.holds.charge(id, user, bank, nodes);
         }
-    }
-
-    fn charge(&mut self, id: JobId, user: u32, bank: Option<Arc<str>>, nodes: u64) {
-        let (u, b) = self.holds.load_mut(user, bank.as_ref());
-        u.running += 1;
-        u.nodes += nodes;
-        if let Some(b) = b {
-            b.running += 1;
-            b.nodes += nodes;
-        }
-        self.holds.charges.insert(id, Charge { user, bank, nodes });
-    }
-
-    /// Stop counting `id` as running; true if it was.
-    fn uncharge(&mut self, id: JobId) -> Option<Charge> {
-        let c = self.holds.charges.remove(&id)?;
-        let (u, b) = self.holds.load_mut(c.user, c.bank.as_ref());
-        u.running = u.running.saturating_sub(1);
-        u.nodes = u.nodes.saturating_sub(c.nodes);
-        if let Some(b) = b {
-            b.running = b.running.saturating_sub(1);
-            b.nodes = b.nodes.saturating_sub(c.nodes);
-        }
-        Some(c)
     }
 
     /// The job asks for resources (SCHED, priority above 0): hand it to the
@@ -217,7 +226,7 @@ impl<S: Store> Core<S> {
                 }
                 return;
             }
-            self.charge(id, user, bank, nodes);
+            self.holds.charge(id, user, bank, nodes);
         }
         self.request_alloc(id);
     }
@@ -231,7 +240,7 @@ impl<S: Store> Core<S> {
         };
         self.holds.unhold(id, user, bank.as_ref());
         self.cancel_alloc(id);
-        if !holds && let Some(c) = self.uncharge(id) {
+        if !holds && let Some(c) = self.holds.uncharge(id) {
             self.release_limits(c.user, c.bank);
         }
     }
@@ -249,7 +258,7 @@ impl<S: Store> Core<S> {
         if let Some(b) = b {
             b.active = b.active.saturating_sub(1);
         }
-        if let Some(c) = self.uncharge(id) {
+        if let Some(c) = self.holds.uncharge(id) {
             self.release_limits(c.user, c.bank);
         }
     }
@@ -322,7 +331,7 @@ impl<S: Store> Core<S> {
             .collect();
         for id in ids {
             self.cancel_alloc(id);
-            if let Some(c) = self.uncharge(id) {
+            if let Some(c) = self.holds.uncharge(id) {
                 self.release_limits(c.user, c.bank);
             }
             self.holds.held.insert(id, Hold::QueueStopped);
@@ -350,13 +359,5 @@ impl<S: Store> Core<S> {
             self.admit_alloc(id);
         }
         self.out.resched = true;
-    }
-
-    /// What `jobs` shows for a held job: the limit's name.
-    pub(super) fn hold_reason(&self, id: JobId) -> Option<&'static str> {
-        match self.holds.reason(id)? {
-            Hold::Limit(h) => Some(h.name()),
-            Hold::QueueStopped => None,
-        }
     }
 }

@@ -17,9 +17,42 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use fluxgate_shared::JobId;
 use fluxgate_shared::job::{Job, JobResult, JobState};
 
+use super::Spec;
 use super::effect::Effect;
-use super::{Inactive, Spec};
 use crate::store::{Store, StoreError};
+
+/// What is kept in memory of an inactive job: enough to list and wait on it.
+#[derive(Debug, Clone)]
+pub struct Inactive {
+    /// Owner.
+    pub userid: u32,
+    /// Job name.
+    pub name: Box<str>,
+    /// How it ended.
+    pub result: JobResult,
+    /// Largest wait status, when it ran.
+    pub waitstatus: Option<i32>,
+    /// Submit, run and inactive times.
+    pub t_submit: f64,
+    /// Start time, if it started.
+    pub t_run: Option<f64>,
+    /// Inactive time.
+    pub t_inactive: f64,
+    /// Its urgency when it ended.
+    pub urgency: u8,
+    /// Tasks it asked for.
+    pub ntasks: u32,
+    /// Nodes it asked for (or got).
+    pub nnodes: u32,
+    /// Nodes it ran on.
+    pub nodelist: Box<str>,
+    /// First fatal exception: type and note.
+    pub exception: Option<Box<(String, String)>>,
+    /// Not yet reaped by `Wait`.
+    pub waitable: bool,
+    /// Its queue, when it named one.
+    pub queue: Option<Box<str>>,
+}
 
 impl Inactive {
     /// What is kept of `job` once it is inactive: `t_run` from its `start`

@@ -165,7 +165,7 @@ impl<S: Store> Core<S> {
             let Some(a) = self.jobs.get(&id) else {
                 continue;
             };
-            let row = active_row(id, a, self.hold_reason(id));
+            let row = active_row(id, a, self.holds.hold_reason(id));
             bytes += row.size_estimate();
             out.push(row);
         }

@@ -41,7 +41,7 @@ mod wait;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use fluxgate_shared::job::{Job, JobResult, JobState};
+use fluxgate_shared::job::{Job, JobState};
 use fluxgate_shared::jobid::FluidGenerator;
 use fluxgate_shared::rset::AllocRequest;
 use fluxgate_shared::{Event, JobId, Jobspec, ResourceSet};
@@ -60,6 +60,7 @@ pub use commit::{Carrier, Committer};
 pub use depend::Antecedents;
 pub use effect::{Answer, Effect, Reply};
 pub use fairshare::AccountRow;
+pub use inactive::Inactive;
 pub use list::{JobInfo, ListFilter, merge as merge_listings, stored_inactive};
 pub use nodes::{Heartbeats, JoinRefused, NodeInfo, NodeMsg, Nodes};
 pub use queues::{QueueAction, QueueRequest, QueueStatus};
@@ -245,39 +246,6 @@ impl Spec {
                 .saturating_mul(jobspec.cores_per_slot().max(1)),
         }
     }
-}
-
-/// What is kept in memory of an inactive job: enough to list and wait on it.
-#[derive(Debug, Clone)]
-pub struct Inactive {
-    /// Owner.
-    pub userid: u32,
-    /// Job name.
-    pub name: Box<str>,
-    /// How it ended.
-    pub result: JobResult,
-    /// Largest wait status, when it ran.
-    pub waitstatus: Option<i32>,
-    /// Submit, run and inactive times.
-    pub t_submit: f64,
-    /// Start time, if it started.
-    pub t_run: Option<f64>,
-    /// Inactive time.
-    pub t_inactive: f64,
-    /// Its urgency when it ended.
-    pub urgency: u8,
-    /// Tasks it asked for.
-    pub ntasks: u32,
-    /// Nodes it asked for (or got).
-    pub nnodes: u32,
-    /// Nodes it ran on.
-    pub nodelist: Box<str>,
-    /// First fatal exception: type and note.
-    pub exception: Option<Box<(String, String)>>,
-    /// Not yet reaped by `Wait`.
-    pub waitable: bool,
-    /// Its queue, when it named one.
-    pub queue: Option<Box<str>>,
 }
 
 /// Writes and after-commit effects gathered while one message is handled.

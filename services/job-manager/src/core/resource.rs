@@ -16,6 +16,7 @@ use fluxgate_shared::resource::{
     AcquireDelta, DrainMode, ResourceEvent, ResourceState, StatusGroups, checkpoint,
     last_definition_times,
 };
+use fluxgate_shared::rset::Pool;
 use fluxgate_shared::{Hostlist, IdSet, ResourceSet};
 use serde_json::{Map, Value};
 use tokio::sync::{mpsc, oneshot};
@@ -111,6 +112,64 @@ pub struct Resources {
 }
 
 impl Resources {
+    /// The `resource-drain` event that drains `targets`, once `reason`
+    /// is within bounds and the targets are valid.
+    fn plan_drain(
+        &self,
+        targets: &str,
+        reason: Option<&str>,
+        mode: DrainMode,
+    ) -> Result<ResourceEvent, Error> {
+        if let Some(r) = reason {
+            super::bounds::check_note("drain reason", r)?;
+        }
+        let planned = self.state.plan_drain(targets, reason, mode, &IdSet::new());
+        planned.map_err(|e| Error::Invalid(e.to_string()))
+    }
+
+    /// The `resource-undrain` event that undrains `targets` (none when
+    /// nothing changes), once `reason` is within bounds.
+    fn plan_undrain(
+        &self,
+        targets: &str,
+        reason: Option<&str>,
+        force: bool,
+    ) -> Result<Option<ResourceEvent>, Error> {
+        if let Some(r) = reason {
+            super::bounds::check_note("undrain reason", r)?;
+        }
+        let planned = self.state.plan_undrain(targets, reason, force);
+        planned.map_err(|e| Error::Invalid(e.to_string()))
+    }
+
+    /// What `Resource.Status` shows, with the scheduler's `pool` (none
+    /// before the inventory is defined).
+    fn view(&self, pool: Option<&Pool>) -> ResourceView {
+        let allocated = pool.map(Pool::allocated);
+        let alloc_ranks = allocated.as_ref().map(|r| r.ranks()).unwrap_or_default();
+        let groups = self.state.status(&IdSet::new(), &alloc_ranks);
+        let drains = self
+            .state
+            .drain_groups()
+            .iter()
+            .map(|g| {
+                (
+                    g.ranks.clone(),
+                    self.state.nodelist(&g.ranks).encode(),
+                    g.timestamp,
+                    g.reason.clone().unwrap_or_default(),
+                )
+            })
+            .collect();
+        ResourceView {
+            inventory: pool.map(|p| p.inventory().clone()),
+            groups,
+            up: self.up.clone(),
+            drains,
+            allocated,
+        }
+    }
+
     /// The RFC 44 state.
     pub fn state(&self) -> &ResourceState {
         &self.state
@@ -124,6 +183,19 @@ impl Resources {
     /// Rank `rank` was heard from at `now`.
     pub fn heard(&mut self, rank: u32, now: Instant) {
         self.last_heard.insert(rank, now);
+    }
+
+    /// Note that `ranks` were heard from at `now`; those of them that were
+    /// torpid, which are lively again.
+    fn heard_from(&mut self, ranks: &[u32], now: Instant) -> IdSet {
+        let mut lively = IdSet::new();
+        for &r in ranks {
+            self.heard(r, now);
+            if self.state.torpid().contains(r) {
+                lively.insert(r);
+            }
+        }
+        lively
     }
 
     /// Ranks of `online` not heard from within `limit` of `now` and not
@@ -335,16 +407,8 @@ impl<S: Store> Core<S> {
                 mode,
                 reply,
             } => {
-                let r = reason
-                    .as_deref()
-                    .map_or(Ok(()), |r| super::bounds::check_note("drain reason", r))
-                    .and_then(|()| {
-                        self.res
-                            .state
-                            .plan_drain(&targets, reason.as_deref(), mode, &IdSet::new())
-                            .map_err(|e| Error::Invalid(e.to_string()))
-                    })
-                    .map(|ev| self.post_resource(ev));
+                let planned = self.res.plan_drain(&targets, reason.as_deref(), mode);
+                let r = planned.map(|ev| self.post_resource(ev));
                 self.reply(reply, r);
             }
             ResourceMsg::Undrain {
@@ -353,49 +417,12 @@ impl<S: Store> Core<S> {
                 force,
                 reply,
             } => {
-                let r = reason
-                    .as_deref()
-                    .map_or(Ok(()), |r| super::bounds::check_note("undrain reason", r))
-                    .and_then(|()| {
-                        self.res
-                            .state
-                            .plan_undrain(&targets, reason.as_deref(), force)
-                            .map_err(|e| Error::Invalid(e.to_string()))
-                    })
-                    .map(|ev| {
-                        if let Some(ev) = ev {
-                            self.post_resource(ev);
-                        }
-                    });
+                let planned = self.res.plan_undrain(&targets, reason.as_deref(), force);
+                let r = planned.map(|ev| ev.map_or((), |ev| self.post_resource(ev)));
                 self.reply(reply, r);
             }
             ResourceMsg::Acquire { reply } => {
-                if self.res.acquirer.as_ref().is_some_and(|tx| !tx.is_closed()) {
-                    let _ = reply.send(Err(Error::Unavailable(
-                        "resources are already acquired by another scheduler (EBUSY)".into(),
-                    )));
-                    return;
-                }
-                let Some(pool) = self.sched.pool() else {
-                    let _ = reply.send(Err(Error::Unavailable(
-                        "the resource inventory is not defined yet: waiting for nodes to join"
-                            .into(),
-                    )));
-                    return;
-                };
-                let (tx, rx) = mpsc::channel(ACQUIRE_BUFFER);
-                let first = fluxgate_shared::resource::acquire_initial(
-                    pool.inventory().to_json(),
-                    &self.res.up,
-                );
-                // Queued behind what is already committed, so the deltas that
-                // follow apply to exactly this first response.
-                self.effect(Effect::Acquire {
-                    to: tx.clone(),
-                    msg: first,
-                });
-                self.res.acquirer = Some(tx);
-                let _ = reply.send(Ok(rx));
+                let _ = reply.send(self.acquire());
             }
             ResourceMsg::Update { expiration, reply } => {
                 let r = self.update_expiration(expiration);
@@ -415,35 +442,39 @@ impl<S: Store> Core<S> {
                 self.reply(reply, r);
             }
             ResourceMsg::Status { reply } => {
-                let allocated = self.sched.pool().map(|p| p.allocated());
-                let alloc_ranks = allocated.as_ref().map(|r| r.ranks()).unwrap_or_default();
-                let groups = self.res.state.status(&IdSet::new(), &alloc_ranks);
-                let drains = self
-                    .res
-                    .state
-                    .drain_groups()
-                    .iter()
-                    .map(|g| {
-                        (
-                            g.ranks.clone(),
-                            self.res.state.nodelist(&g.ranks).encode(),
-                            g.timestamp,
-                            g.reason.clone().unwrap_or_default(),
-                        )
-                    })
-                    .collect();
-                let view = ResourceView {
-                    inventory: self.sched.pool().map(|p| p.inventory().clone()),
-                    groups,
-                    up: self.res.up.clone(),
-                    drains,
-                    allocated,
-                };
+                let view = self.res.view(self.sched.pool());
                 // Answered after what is already queued is committed, so that a
                 // caller who sees a change also finds it in the journal.
                 self.reply(reply, view);
             }
         }
+    }
+
+    /// A scheduler acquires the resources (RFC 28): the channel of its
+    /// responses, the first of which is queued now; refused while another
+    /// holds them or before the inventory is defined.
+    fn acquire(&mut self) -> Result<mpsc::Receiver<Map<String, Value>>, Error> {
+        if self.res.acquirer.as_ref().is_some_and(|tx| !tx.is_closed()) {
+            return Err(Error::Unavailable(
+                "resources are already acquired by another scheduler (EBUSY)".into(),
+            ));
+        }
+        let Some(pool) = self.sched.pool() else {
+            return Err(Error::Unavailable(
+                "the resource inventory is not defined yet: waiting for nodes to join".into(),
+            ));
+        };
+        let (tx, rx) = mpsc::channel(ACQUIRE_BUFFER);
+        let first =
+            fluxgate_shared::resource::acquire_initial(pool.inventory().to_json(), &self.res.up);
+        // Queued behind what is already committed, so the deltas that
+        // follow apply to exactly this first response.
+        self.effect(Effect::Acquire {
+            to: tx.clone(),
+            msg: first,
+        });
+        self.res.acquirer = Some(tx);
+        Ok(rx)
     }
 
     /// Post `resource-update` and tell the acquirer; the scheduler starts no
@@ -603,13 +634,7 @@ impl<S: Store> Core<S> {
     /// Heartbeat bookkeeping: silence past the torpid timeout posts `torpid`,
     /// a heartbeat from a torpid node posts `lively`.
     pub(super) fn heartbeat(&mut self, ranks: &[u32], now: Instant) {
-        let mut lively = IdSet::new();
-        for &r in ranks {
-            self.res.heard(r, now);
-            if self.res.state.torpid().contains(r) {
-                lively.insert(r);
-            }
-        }
+        let lively = self.res.heard_from(ranks, now);
         if !lively.is_empty() {
             self.post_resource(ResourceEvent::Lively { idset: lively });
         }

@@ -26,7 +26,7 @@ pub async fn job_counts(inst: &mut Instance) -> anyhow::Result<JobCounts> {
         userid: None,
         ..Default::default()
     };
-    let jobs = crate::cmd::jobs::list_all(inst, request).await?;
+    let jobs = crate::cmd::jobs::pager::list_all(inst, request).await?;
     Ok(JobCounts::count(&jobs))
 }
 
@@ -37,6 +37,7 @@ pub async fn resources(inst: &mut Instance) -> anyhow::Result<Resources> {
 }
 
 /// The instance's R of each resource state.
+#[derive(Debug)]
 pub struct ResourceSets {
     /// Every resource it has.
     pub all: ResourceSet,

@@ -139,26 +139,11 @@ fn moves_resources(e: &pb::JobJournalEntry) -> bool {
 
 /// Every job, newest first, up to [`MAX_LIST_PAGES`] pages.
 async fn list_all(inst: &mut Instance) -> anyhow::Result<Vec<pb::JobSummary>> {
-    let mut jobs = Vec::new();
-    let mut before = 0;
-    for _ in 0..MAX_LIST_PAGES {
-        let page = inst
-            .jobs
-            .list(pb::ListRequest {
-                states: JobState::ALL.iter().fold(0, |m, s| m | s.bit()),
-                before,
-                ..Default::default()
-            })
-            .await
-            .map_err(client::status_error)?
-            .into_inner();
-        jobs.extend(page.jobs);
-        if page.next == 0 {
-            break;
-        }
-        before = page.next;
-    }
-    Ok(jobs)
+    let request = pb::ListRequest {
+        states: JobState::ALL.iter().fold(0, |m, s| m | s.bit()),
+        ..Default::default()
+    };
+    crate::cmd::jobs::list_pages(inst, request, MAX_LIST_PAGES).await
 }
 
 /// Nodes and cores used and in all, from `Resource.List`.

@@ -1,4 +1,6 @@
-//! `fluxgate bench WORKLOAD`: a load generator that measures an instance.
+//! `fluxgate-bench WORKLOAD` (also `fluxgate bench WORKLOAD`): a load
+//! generator that measures an instance, in its own binary so that the
+//! user's command line does not carry it.
 //!
 //! Each run starts an instance of its own (job manager and exec service in
 //! a temporary statedir, as `fluxgate start` does, torn down at the end
@@ -25,14 +27,14 @@ use std::process::ExitCode;
 
 use anyhow::{anyhow, bail};
 
-use crate::client;
-use crate::output::{self, Mode};
-use crate::services::Signals;
+use fluxgate_cli::client;
+use fluxgate_cli::output::{self, Mode};
+use fluxgate_cli::services::Signals;
 
 use figures::{Figures, Table};
 use target::{NodeSpec, Target};
 
-/// The man page of `fluxgate bench`, shown by `--help`.
+/// The man page of `fluxgate-bench`, shown by `--help`.
 pub const HELP: &str = "\
 WORKLOADS
   sim      N simulated jobs (attribute system.exec.test.run_duration=0,
@@ -42,7 +44,7 @@ WORKLOADS
   real     N jobs running `true` on one real exec service (this machine's
            cores). Default: 1000 jobs.
   latency  N `fluxgate run true` one after the other, each a whole process
-           (this executable); p50/p99 are their wall times. Default: 100.
+           (the fluxgate beside this one); p50/p99 are their wall times. Default: 100.
   held     N jobs submitted held (urgency 0); the job manager's memory
            before and after, and per job. Default: 1000000.
   restart  Fill the store with N inactive sim jobs and N/10 held ones, then
@@ -299,8 +301,33 @@ impl Args {
     }
 }
 
-/// Run `fluxgate bench`.
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+/// `fluxgate-bench`: measure an instance.
+#[derive(Debug, clap::Parser)]
+#[command(name = "fluxgate-bench", version, about, after_long_help = HELP)]
+struct Cli {
+    #[command(flatten)]
+    args: Args,
+}
+
+fn main() -> ExitCode {
+    let cli = <Cli as clap::Parser>::parse();
+    // As `fluxgate start`, before any service is started: descriptors the
+    // calling shell left open must not reach the services. A failure leaves
+    // them open, which is no worse than before; say so.
+    if let Err(e) = fluxgate_os::fds::close_inherited() {
+        eprintln!("fluxgate-bench: cannot close inherited descriptors: {e}");
+    }
+    match run(cli.args) {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("fluxgate-bench: {}", output::printable(&format!("{err:#}")));
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Run the workload `args` name.
+fn run(args: Args) -> anyhow::Result<ExitCode> {
     let cases = args.cases()?;
     let remote = std::env::var(client::URI_ENV)
         .ok()

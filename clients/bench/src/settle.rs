@@ -12,8 +12,8 @@ use anyhow::bail;
 use fluxgate_proto::v1 as pb;
 use fluxgate_shared::JobId;
 
-use crate::client::{self, Instance};
-use crate::cmd::attach;
+use fluxgate_cli::client::{self, Instance};
+use fluxgate_cli::cmd::attach;
 
 /// RFC 21 states before SCHED: a held job is settled once past them.
 const BEFORE_SCHED: u32 = 1 | 2 | 4;
@@ -81,7 +81,7 @@ pub async fn summaries(
         ..Default::default()
     };
     // Every page: a listing reply is bounded in bytes.
-    let jobs = crate::cmd::jobs::list_all(inst, request).await?;
+    let jobs = fluxgate_cli::cmd::jobs::list_all(inst, request).await?;
     if jobs.len() != count {
         bail!(
             "{} jobs named {name} are inactive, {count} were submitted",

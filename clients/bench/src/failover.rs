@@ -19,9 +19,9 @@ use nix::unistd::Pid;
 use serde_json::json;
 use tonic_health::pb::health_check_response::ServingStatus;
 
-use crate::client::{self, Instance};
-use crate::cmd::health;
-use crate::services::{self, Cores, Exec, JobManager, Launcher};
+use fluxgate_cli::client::{self, Instance};
+use fluxgate_cli::cmd::health;
+use fluxgate_cli::services::{self, Cores, Exec, JobManager, Launcher};
 
 use super::submit::sim_jobspec;
 

@@ -3,6 +3,11 @@
 //! list `{state:>10} {nnodes:>6} {ncores:>6} {ngpus:>5} {nodelist}`,
 //! status `{state:>12}{up:>2} {nnodes:>6} {nodelist}` (✔ up, ✗ down), drain
 //! `{timestamp:%b%d %R:<12} {state:<8.8} {reason:<30.30} {nodelist}`.
+//! The family's other commands: `resource info` ([`info`]) and `fluxgate R`
+//! ([`r`]), which reads and writes the resource sets these commands show.
+
+pub mod info;
+pub mod r;
 
 use std::io::{self, Write};
 use std::process::ExitCode;
@@ -305,14 +310,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 /// `info`: the one-line summary of resources in `states`.
 async fn info(inst: &mut Instance, states: &[String]) -> anyhow::Result<()> {
     let inv = inventory(inst).await?;
-    let by = crate::cmd::resource_info::ByState {
+    let by = info::ByState {
         all: rset(&inv.all)?,
         up: rset(&inv.up)?,
         down: rset(&inv.down)?,
         allocated: rset(&inv.allocated)?,
     };
-    let r = crate::cmd::resource_info::select(&by, states)?;
-    println!("{}", crate::cmd::resource_info::summary(&r));
+    let r = info::select(&by, states)?;
+    println!("{}", info::summary(&r));
     Ok(())
 }
 

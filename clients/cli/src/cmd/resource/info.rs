@@ -5,6 +5,7 @@ use anyhow::bail;
 use fluxgate_shared::rset::ResourceSet;
 
 /// The instance's resources by state, as the Resource.List RPC gives them.
+#[derive(Debug)]
 pub struct ByState {
     /// Every resource of the instance.
     pub all: ResourceSet,

@@ -16,9 +16,9 @@ use fluxgate_shared::Hostlist;
 use nix::sys::signal::Signal;
 use tonic_health::pb::health_check_response::ServingStatus;
 
-use crate::client::{self, Instance};
-use crate::cmd::health;
-use crate::services::{self, Cores, Exec, JobManager, Launcher};
+use fluxgate_cli::client::{self, Instance};
+use fluxgate_cli::cmd::health;
+use fluxgate_cli::services::{self, Cores, Exec, JobManager, Launcher};
 
 use super::cpu::CpuTimes;
 use super::metrics::{self, Counters};

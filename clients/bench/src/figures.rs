@@ -6,7 +6,7 @@ use std::io::{self, Write};
 
 use serde_json::{Value, json};
 
-use crate::output::Render;
+use fluxgate_cli::output::Render;
 
 use super::cpu::{CpuPerJob, CpuTimes};
 use super::metrics::Counters;

@@ -13,7 +13,7 @@ use fluxgate_proto::v1 as pb;
 use fluxgate_shared::jobspec::JobspecBuilder;
 use tokio::task::JoinSet;
 
-use crate::client::{self, Instance};
+use fluxgate_cli::client::{self, Instance};
 
 /// How a run's jobs went in.
 #[derive(Debug)]

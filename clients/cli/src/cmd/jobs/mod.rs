@@ -5,6 +5,10 @@
 //! Pending jobs come first (highest priority first), then running, then
 //! inactive, most recent first.
 
+pub mod pager;
+
+pub use pager::{list_all, list_pages};
+
 use std::collections::HashMap;
 use std::process::ExitCode;
 
@@ -419,34 +423,4 @@ fn show(
         )?;
     }
     Ok(())
-}
-
-/// Every job `request` matches, following the listing's pages (each reply
-/// is bounded in bytes and says where the next one starts).
-pub async fn list_all(
-    inst: &mut client::Instance,
-    mut request: pb::ListRequest,
-) -> anyhow::Result<Vec<pb::JobSummary>> {
-    let mut jobs = Vec::new();
-    loop {
-        let page = inst
-            .jobs
-            .list(request.clone())
-            .await
-            .map_err(client::status_error)?
-            .into_inner();
-        let got = u32::try_from(page.jobs.len()).unwrap_or(u32::MAX);
-        jobs.extend(page.jobs);
-        // A server that does not page answers 0; so does the last page.
-        if page.next == 0 || (request.before != 0 && page.next >= request.before) {
-            return Ok(jobs);
-        }
-        if request.max_entries > 0 {
-            if got >= request.max_entries {
-                return Ok(jobs);
-            }
-            request.max_entries -= got;
-        }
-        request.before = page.next;
-    }
 }

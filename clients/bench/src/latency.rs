@@ -1,23 +1,35 @@
 //! The `latency` workload: N `fluxgate run true`, one after the other, each
-//! a whole process (this same executable) as a user would type it, so each
+//! a whole process (the `fluxgate` beside this executable, else the one on
+//! PATH) as a user would type it, so each
 //! time includes process start, connecting, submitting, following the job
 //! to `clean` and exiting. p50/p99 are of those wall times;
 //! jobs_per_sec = N / their total.
 
+use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Instant;
 
 use anyhow::{Context, bail};
 
-use crate::client;
+use fluxgate_cli::client;
 
 use super::Run;
 use super::figures::{Figures, percentile};
 use super::target::Target;
 
+/// The `fluxgate` command line beside this executable (as cargo builds
+/// them), else `fluxgate` on PATH.
+fn fluxgate_exe() -> PathBuf {
+    std::env::current_exe()
+        .ok()
+        .and_then(|exe| Some(exe.parent()?.join("fluxgate")))
+        .filter(|p| p.is_file())
+        .unwrap_or_else(|| PathBuf::from("fluxgate"))
+}
+
 /// Run `latency` once.
 pub async fn run(run: &Run<'_>, target: &mut Target, fig: &mut Figures) -> anyhow::Result<()> {
-    let exe = std::env::current_exe().context("cannot find this executable")?;
+    let exe = fluxgate_exe();
     let before = target.counters().await;
     let cpu_before = target.cpu();
     let mut times = Vec::with_capacity(usize::try_from(run.jobs).unwrap_or(0));

@@ -1,9 +1,7 @@
-//! `fluxgate bench`: every workload run tiny on an instance of its own (the
-//! job manager and exec binaries must sit beside the CLI binary: `cargo
-//! build --workspace`). The figures are checked for shape, counts and sign,
+//! `fluxgate-bench`: every workload run tiny on an instance of its own (the
+//! job manager, exec and CLI binaries must sit beside it: `cargo build
+//! --workspace`). The figures are checked for shape, counts and sign,
 //! never against a time: how fast a machine is says nothing about the code.
-
-mod common;
 
 use std::io::{BufRead, BufReader};
 use std::os::unix::process::CommandExt;
@@ -15,7 +13,24 @@ use nix::sys::signal::Signal;
 use nix::unistd::Pid;
 use serde_json::Value;
 
-use common::{Group, cli, require_services};
+use fluxgate_integration_tests::command::Group;
+
+/// The bench under test.
+fn bench_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_fluxgate-bench"))
+}
+
+/// Fail with a clear message when the services or the CLI were not built.
+fn require_services() {
+    let dir = bench_bin().parent().expect("bin dir").to_path_buf();
+    for b in ["fluxgate-job-manager", "fluxgate-exec", "fluxgate"] {
+        assert!(
+            dir.join(b).is_file(),
+            "{b} is missing from {}: run `cargo build --workspace` first",
+            dir.display()
+        );
+    }
+}
 
 /// Keys every row has, measured or null.
 const KEYS: &[&str] = &[
@@ -36,8 +51,7 @@ const KEYS: &[&str] = &[
 
 fn spawn(args: &[&str]) -> Group {
     require_services();
-    let child = Command::new(cli())
-        .arg("bench")
+    let child = Command::new(bench_bin())
         .args(args)
         .env_remove("FLUXGATE_URI")
         .stdin(Stdio::null())
@@ -45,7 +59,7 @@ fn spawn(args: &[&str]) -> Group {
         .stderr(Stdio::piped())
         .process_group(0)
         .spawn()
-        .expect("spawn fluxgate bench");
+        .expect("spawn fluxgate-bench");
     // SIGTERM first: the bench then stops the services it started.
     Group {
         child: Some(child),
@@ -53,7 +67,7 @@ fn spawn(args: &[&str]) -> Group {
     }
 }
 
-/// Run `fluxgate bench ARGS -v` to the end; the statedirs it reported are
+/// Run `fluxgate-bench ARGS -v` to the end; the statedirs it reported are
 /// checked to be gone (the services are stopped before they are removed).
 fn bench(args: &[&str]) -> Output {
     // The bench's own bound keeps a hang from hanging the test.
@@ -242,8 +256,7 @@ fn table_is_the_default() {
 #[test]
 fn remote_instances_refuse_what_needs_a_local_one() {
     for args in [&["restart"][..], &["sim", "--nodes", "2"][..]] {
-        let out = Command::new(cli())
-            .arg("bench")
+        let out = Command::new(bench_bin())
             .args(args)
             .env("FLUXGATE_URI", "http://127.0.0.1:9")
             .output()
@@ -313,4 +326,18 @@ fn nodes_join_idle_and_start_a_job_on_every_node() {
         "{row}"
     );
     assert_eq!(row["heartbeat_s"], 2.0);
+}
+
+#[test]
+fn fluxgate_bench_runs_fluxgate_bench() {
+    require_services();
+    let cli = bench_bin().with_file_name("fluxgate");
+    let out = Command::new(cli)
+        .args(["bench", "--help"])
+        .output()
+        .expect("run fluxgate bench --help");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}");
+    assert!(stdout.contains("Usage: fluxgate-bench"), "{stdout}");
+    assert!(stdout.contains("WORKLOADS"), "{stdout}");
 }

@@ -13,7 +13,7 @@ use anyhow::Context;
 use fluxgate_proto::v1 as pb;
 use tokio::task::JoinSet;
 
-use crate::client::{self, Instance};
+use fluxgate_cli::client::{self, Instance};
 
 use super::figures::{Figures, rate};
 use super::target::Target;

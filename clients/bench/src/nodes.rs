@@ -34,7 +34,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 
 use super::target::Target;
-use crate::client;
+use fluxgate_cli::client;
 
 /// Cores each simulated node offers.
 const CORES: u32 = 4;
@@ -308,7 +308,7 @@ async fn whole_machine_job(target: &Target, nodes: u32) -> anyhow::Result<(f64, 
         .map_err(client::status_error)?
         .into_inner()
         .id;
-    let mut stream = crate::cmd::attach::watch(
+    let mut stream = fluxgate_cli::cmd::attach::watch(
         &mut inst,
         fluxgate_shared::JobId::from(id),
         "eventlog",
