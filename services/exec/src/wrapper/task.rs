@@ -51,7 +51,7 @@ fn launch(channel: &mut UnixStream) -> Result<Infallible, StartFailure> {
     let task: TaskLaunch =
         read_frame(channel).map_err(|e| internal(format!("cannot read the task to start: {e}")))?;
     // Held to the exec: dropping one would close the task's descriptor.
-    let (_inherited, numbers) = take_descriptors(channel, &task)
+    let inherited = take_descriptors(channel, &task)
         .map_err(|e| internal(format!("cannot receive the task's descriptors: {e}")))?;
     for warning in crate::rlimit::apply(&task.rlimits) {
         eprintln!("{warning}");
@@ -92,7 +92,7 @@ fn launch(channel: &mut UnixStream) -> Result<Infallible, StartFailure> {
     let error = Command::new(&resolved)
         .args(args)
         .env_clear()
-        .envs(task.env.iter().chain(&numbers).map(|(k, v)| (k, v)))
+        .envs(task.env.iter().chain(&inherited.numbers).map(|(k, v)| (k, v)))
         .exec();
     Err(failed(error))
 }
@@ -114,10 +114,10 @@ fn become_terminal(tty: &OwnedFd) -> io::Result<()> {
 fn take_descriptors(
     channel: &UnixStream,
     task: &TaskLaunch,
-) -> io::Result<(Vec<OwnedFd>, Vec<(String, String)>)> {
+) -> io::Result<Inherited> {
     let wanted = usize::from(task.pty) + usize::from(task.stdin) + task.inherit.len();
     if wanted == 0 {
-        return Ok((Vec::new(), Vec::new()));
+        return Ok(Inherited::default());
     }
     let mut byte = [0u8; 1];
     let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(MAX_INHERITED))];
@@ -158,5 +158,15 @@ fn take_descriptors(
         .zip(&kept)
         .map(|(var, fd)| (var.clone(), fd.as_raw_fd().to_string()))
         .collect();
-    Ok((kept, numbers))
+    Ok(Inherited { kept, numbers })
+}
+
+/// The descriptors a task inherits, held open to the exec, and the
+/// variables that give their numbers.
+#[derive(Debug, Default)]
+struct Inherited {
+    /// Never read: held so that the descriptors stay open until the exec.
+    #[allow(dead_code)]
+    kept: Vec<OwnedFd>,
+    numbers: Vec<(String, String)>,
 }
