@@ -40,8 +40,8 @@ pub struct Contain {
 impl Contain {
     /// Make the cgroup of job `id` for the `local` ranks; the exception
     /// note when it cannot be made or the job's options are wrong.
-    pub fn create(
-        cgroups: &Cgroups,
+    pub async fn create(
+        cgroups: &Arc<Cgroups>,
         id: u64,
         jobspec: &fluxgate_shared::Jobspec,
         local: &[RankTasks],
@@ -50,9 +50,16 @@ impl Contain {
         let cores: IdSet = local.iter().flat_map(|r| r.cores.iter().copied()).collect();
         let count = local.iter().map(|r| r.cores.len() as u64).sum();
         let limits = cgroups.job_limits(jobspec, &cores, count)?;
-        let cgroup = cgroups
-            .job(id, &limits)
-            .map_err(|e| format!("cannot make the job's cgroup on {host}: {e}"))?;
+        // Making a cgroup waits on the kernel (milliseconds on v1): off
+        // the async workers.
+        let made = {
+            let cgroups = Arc::clone(cgroups);
+            tokio::task::spawn_blocking(move || cgroups.job(id, &limits))
+                .await
+                .map_err(|e| std::io::Error::other(e.to_string()))
+                .and_then(|r| r)
+        };
+        let cgroup = made.map_err(|e| format!("cannot make the job's cgroup on {host}: {e}"))?;
         Ok(Contain {
             cgroup,
             ranks: local.iter().map(|r| r.rank).collect::<IdSet>().to_string(),
@@ -125,7 +132,8 @@ impl Contain {
         let cg = self.cgroup.clone()?;
         let emptied = cg.clone();
         let mut rounds = 0u32;
-        loop {
+        // Usually empty by now: no thread handed the kill.
+        while !emptied.is_empty() {
             let cg = emptied.clone();
             let empty = tokio::task::spawn_blocking(move || cg.kill_all(KILL_ROUND))
                 .await
@@ -133,7 +141,7 @@ impl Contain {
             if empty {
                 break;
             }
-            rounds += 1;
+            rounds = rounds.saturating_add(1);
             tracing::warn!(
                 rounds,
                 left = emptied.procs().len(),
@@ -141,9 +149,14 @@ impl Contain {
             );
         }
         let usage = cg.usage();
-        if let Err(e) = cg.remove() {
-            tracing::warn!(error = %e, "cannot remove the job's cgroup");
-        }
+        // Empty now; its removal (slow on v1) need not hold the release.
+        let span = tracing::Span::current();
+        tokio::task::spawn_blocking(move || {
+            let _job = span.enter();
+            if let Err(e) = cg.remove() {
+                tracing::warn!(error = %e, "cannot remove the job's cgroup");
+            }
+        });
         Some(NodeUsage {
             ranks: self.ranks.clone(),
             hostname: self.host.clone(),

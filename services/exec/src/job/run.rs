@@ -424,7 +424,7 @@ impl Driver {
             Some(h) => h,
             None => self.local_hostname(),
         };
-        self.contain = Contain::create(&l.cgroups, self.id, &l.jobspec, &self.local, host)?;
+        self.contain = Contain::create(&l.cgroups, self.id, &l.jobspec, &self.local, host).await?;
         Ok(())
     }
 
