@@ -16,8 +16,8 @@ pub mod policy;
 pub mod resource;
 pub mod rset;
 pub mod sched;
-pub mod taskmap;
 pub mod size;
+pub mod taskmap;
 
 pub use eventlog::Event;
 pub use hostlist::Hostlist;

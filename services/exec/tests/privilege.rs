@@ -57,11 +57,11 @@ impl Guest {
         let user = nix::unistd::User::from_name(&name)
             .unwrap()
             .expect("the account just created");
-        Some(Guest {
+        Guest {
             uid: user.uid.as_raw(),
             gid: user.gid.as_raw(),
             name,
-        })
+        }
     }
 
     /// Make `path` this account's.

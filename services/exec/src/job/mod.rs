@@ -14,8 +14,8 @@
 //! died before it stored them. Each job also keeps the record of its tasks'
 //! processes ([`procs`]) that `Exec.Tasks` answers from.
 
-pub mod control;
 pub mod contain;
+pub mod control;
 pub mod ended;
 pub mod peer;
 pub mod procs;

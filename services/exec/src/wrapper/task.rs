@@ -92,7 +92,12 @@ fn launch(channel: &mut UnixStream) -> Result<Infallible, StartFailure> {
     let error = Command::new(&resolved)
         .args(args)
         .env_clear()
-        .envs(task.env.iter().chain(&inherited.numbers).map(|(k, v)| (k, v)))
+        .envs(
+            task.env
+                .iter()
+                .chain(&inherited.numbers)
+                .map(|(k, v)| (k, v)),
+        )
         .exec();
     Err(failed(error))
 }
@@ -111,10 +116,7 @@ fn become_terminal(tty: &OwnedFd) -> io::Result<()> {
 /// The descriptors the service sent after the launch frame: stdin, moved
 /// onto descriptor 0, then those the task inherits (received without
 /// close-on-exec), with the variables that give their numbers.
-fn take_descriptors(
-    channel: &UnixStream,
-    task: &TaskLaunch,
-) -> io::Result<Inherited> {
+fn take_descriptors(channel: &UnixStream, task: &TaskLaunch) -> io::Result<Inherited> {
     let wanted = usize::from(task.pty) + usize::from(task.stdin) + task.inherit.len();
     if wanted == 0 {
         return Ok(Inherited::default());
