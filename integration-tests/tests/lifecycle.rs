@@ -181,8 +181,9 @@ async fn cancel_while_pending_and_while_running() {
     // Held (urgency 0): canceled from SCHED, no exec eventlog.
     let held = inst.submit(&cmd(&["sleep", "10"]), Some(0)).await;
     let running = inst.submit(&cmd(&["sleep", "100"]), None).await;
-    inst.events_until(running, "exec.eventlog", "starting")
-        .await;
+    // Running means started: cancelled while its tasks are still being
+    // launched, the exception would rightly come before `start`.
+    inst.events_until(running, "eventlog", "start").await;
     let mut jobs = inst.jobs().await;
     for id in [held, running] {
         jobs.cancel(pb::CancelRequest {

@@ -40,7 +40,6 @@ use tokio::time::Instant;
 use super::contain::Contain;
 use super::peer::{Peer, PeerEvent};
 use super::procs::{Procs, TaskProc};
-use super::usage;
 use super::{Control, JobChannels, response};
 use super::{pty, stdin};
 use crate::affinity;
@@ -450,10 +449,9 @@ impl Driver {
             }
         }
         if self.leader {
-            let mut ctx = context([("status", json!(self.status))]);
-            if !self.usage.is_empty() {
-                ctx.insert("usage".into(), usage::to_json(&self.usage));
-            }
+            // flux's context, nothing more: the usage travels in `Finish`
+            // until the job manager stores it beside the eventlogs.
+            let ctx = context([("status", json!(self.status))]);
             self.exec_event("complete", Some(ctx)).await;
         }
         let usage = std::mem::take(&mut self.usage);
