@@ -133,10 +133,17 @@ fn exceptions(all: &[StartResponse]) -> Vec<(String, String)> {
         .collect()
 }
 
+/// The usage the job's `Finish` carries to the job manager.
 fn usage(all: &[StartResponse]) -> JobUsage {
-    let ev = events(all, false);
-    let complete = ev.iter().find(|e| e["name"] == "complete").unwrap();
-    JobUsage::from_complete(&complete["context"]).expect("usage in complete")
+    let nodes = all
+        .iter()
+        .find_map(|r| match r.response.as_ref() {
+            Some(R::Finish(f)) => Some(f.usage.clone()),
+            _ => None,
+        })
+        .expect("a finish");
+    let ctx = serde_json::json!({ "usage": fluxgate_exec::job::usage::to_json(&nodes) });
+    JobUsage::from_complete(&ctx).expect("usage in finish")
 }
 
 /// True while process `pid` exists (and is not a zombie).

@@ -1,5 +1,5 @@
-//! The usage of a job's nodes, from the exec services' wire form to the
-//! `usage` of the `complete` event ([`fluxgate_shared::job::usage`]).
+//! The usage of a job's nodes, from the exec services' wire form (`Finish`)
+//! to its JSON form ([`fluxgate_shared::job::usage`]).
 
 use fluxgate_proto::v1::NodeUsage;
 use fluxgate_shared::job::usage::{self, JobUsage};
@@ -7,7 +7,7 @@ use serde_json::Value;
 
 const NS_PER_SEC: f64 = 1e9;
 
-/// The `usage` of the `complete` event for these nodes.
+/// The JSON form of these nodes' usage.
 pub fn to_json(nodes: &[NodeUsage]) -> Value {
     let nodes = nodes
         .iter()
