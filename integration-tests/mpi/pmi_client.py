@@ -1,6 +1,6 @@
 """A PMI-1 client of its own (not MPICH's): every task puts a key, meets
 the others in a barrier and reads every task's key back. With the argument
-"leave", task 1 enters the barrier and exits without finalizing."""
+"leave", task 1 exits without finalizing instead of entering the barrier."""
 import os
 import socket
 import sys
@@ -25,8 +25,6 @@ name = ask("cmd=get_my_kvsname").split("kvsname=")[1]
 mapping = ask(f"cmd=get kvsname={name} key=PMI_process_mapping").split("value=")[1]
 ask(f"cmd=put kvsname={name} key=k{rank} value=from task {rank}")
 if len(sys.argv) > 1 and sys.argv[1] == "leave" and rank == 1:
-    stream.write("cmd=barrier_in\n")
-    stream.flush()
     sys.exit(0)
 ask("cmd=barrier_in")
 values = [

@@ -144,8 +144,9 @@ async fn a_pmi_client_of_its_own_exchanges_keys_across_nodes() {
         ]
     );
 
-    // A task that leaves in the middle of a barrier ends the job instead
-    // of leaving the others waiting for ever.
+    // A task that leaves without finalizing, while the others go on to a
+    // barrier it will never enter, ends the job instead of leaving them
+    // waiting for ever.
     let out = fluxgate(
         &inst,
         dir.path(),

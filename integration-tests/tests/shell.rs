@@ -219,8 +219,9 @@ async fn affinity_environment_and_options() {
     assert_eq!(cpus, ["0", "1"]);
     let (ok, out, err) = run(&[
         "run",
+        "-N1",
         "-n1",
-        "-c1",
+        "-c2",
         "-o",
         "cpu-affinity=map:1",
         "sh",

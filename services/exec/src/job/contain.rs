@@ -85,6 +85,12 @@ impl Contain {
         }
     }
 
+    /// The job's processes, when it has a cgroup: whom a signal by pid may
+    /// reach (a pid not listed may have been reaped, and reused).
+    pub fn members(&self) -> Option<Vec<i32>> {
+        self.cgroup.as_ref().map(|cg| cg.procs())
+    }
+
     /// The cgroup, while its tasks' end is yet to be seen.
     pub fn awaiting_tasks(&self) -> Option<Arc<JobCgroup>> {
         self.cgroup

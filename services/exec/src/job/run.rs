@@ -1166,8 +1166,20 @@ impl Driver {
     }
 
     fn signal_local(&self, signal: Signal) {
-        // Through the cgroup: every process of the job, and only those.
-        if self.contain.signal(signal) {
+        // SIGKILL through the cgroup: every process of the job, and only
+        // those. Other signals go to the tasks' process groups, as flux's
+        // shell sends them (a batch job's instance then ends its own jobs
+        // in order), but only to a task whose process is still in the
+        // job's cgroup: a reaped task's pid may belong to someone else.
+        if signal == Signal::SIGKILL && self.contain.signal(signal) {
+            return;
+        }
+        if let Some(members) = self.contain.members() {
+            for t in self.tasks.values().filter(|t| members.contains(&t.pid())) {
+                if let Err(e) = t.signal(signal) {
+                    tracing::warn!(pid = t.pid(), %signal, error = %e, "cannot signal task");
+                }
+            }
             return;
         }
         for t in self.tasks.values() {

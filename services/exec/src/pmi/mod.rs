@@ -59,6 +59,9 @@ pub struct JobPmi {
     events: mpsc::Sender<ClientEvent>,
     universe: u32,
     aborting: bool,
+    /// A task that started PMI and exited without finalizing: a barrier
+    /// on this node can no longer complete.
+    departed: Option<u32>,
 }
 
 impl JobPmi {
@@ -92,6 +95,7 @@ impl JobPmi {
             events,
             universe,
             aborting: false,
+            departed: None,
         };
         (pmi, rx)
     }
@@ -119,7 +123,7 @@ impl JobPmi {
             ClientEvent::Line { rank, line } => {
                 let mut out = Vec::new();
                 match self.server.request(rank, &line, &mut out) {
-                    Ok(()) => self.carry(out),
+                    Ok(()) => self.carry(out).or_else(|| self.stranded()),
                     Err(e) => self.broken(rank, &e.to_string()),
                 }
             }
@@ -146,22 +150,30 @@ impl JobPmi {
     }
 
     /// Task `rank` has exited: a task that started PMI and left without
-    /// finalizing while this node waits in a PMI barrier would leave the
-    /// others waiting forever, so the job ends (as an abort does). Any
-    /// other exit is the exit timeout's business, as in flux-core.
+    /// finalizing would leave the others waiting forever in this node's
+    /// next barrier, so the job ends (as an abort does) once one is
+    /// entered, or at once if one is open. Any other exit is the exit
+    /// timeout's business, as in flux-core.
     pub fn task_exited(&mut self, rank: u32) -> Option<Step> {
         self.clients.remove(&rank);
         let c = self.server.client(rank);
         if self.aborting || !c.initialized || c.finalized {
             return None;
         }
-        if self.server.in_barrier() {
-            self.aborting = true;
-            return Some(Step::Abort(format!(
-                "PMI_Abort: task {rank} exited before PMI_Finalize while others waited"
-            )));
+        self.departed.get_or_insert(rank);
+        self.stranded()
+    }
+
+    /// Tasks wait in a barrier that a departed task will never enter.
+    fn stranded(&mut self) -> Option<Step> {
+        let rank = self.departed?;
+        if self.aborting || !self.server.in_barrier() {
+            return None;
         }
-        None
+        self.aborting = true;
+        Some(Step::Abort(format!(
+            "PMI_Abort: task {rank} exited before PMI_Finalize while others waited"
+        )))
     }
 
     fn carry(&mut self, out: Vec<Output>) -> Option<Step> {

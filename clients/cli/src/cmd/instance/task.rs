@@ -179,10 +179,13 @@ fn spawn_exec(
         .with_context(|| format!("rank {rank} is not in the job's R"))?;
     // A job of root's makes an instance owned by root, whose jobs are root's
     // (as `fluxgate start` run by root).
+    // The enclosing job's cgroup already holds the whole instance and
+    // limits it: its jobs are contained there by process groups.
     let mut ex = Exec::new(uri)
         .kill_timeout(1.0)
         .node_token_file(node_token)
-        .allow_root_jobs(nix::unistd::geteuid().is_root());
+        .allow_root_jobs(nix::unistd::geteuid().is_root())
+        .env("FLUXGATE_CGROUP_MODE", "off");
     if let Some(h) = node.hostname() {
         ex = ex.hostname(h);
     }
