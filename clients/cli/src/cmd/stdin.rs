@@ -23,11 +23,15 @@ const QUEUE: usize = 16;
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Ranks(pub String);
 
-/// Send the terminal's size now and on every change (SIGWINCH).
+/// Send the terminal's size on every change (SIGWINCH).
 fn follow_size(id: u64, tx: mpsc::Sender<pb::InputRequest>) {
     tokio::spawn(async move {
         let mut changes = signal(SignalKind::window_change()).ok();
         loop {
+            let Some(c) = &mut changes else { return };
+            if c.recv().await.is_none() {
+                return;
+            }
             if let Some((rows, cols)) = super::terminal::size() {
                 let chunk = pb::InputRequest {
                     id,
@@ -38,10 +42,6 @@ fn follow_size(id: u64, tx: mpsc::Sender<pb::InputRequest>) {
                 if tx.send(chunk).await.is_err() {
                     return;
                 }
-            }
-            let Some(c) = &mut changes else { return };
-            if c.recv().await.is_none() {
-                return;
             }
         }
     });
@@ -54,6 +54,17 @@ pub fn forward(inst: &Instance, id: JobId, ranks: Ranks, quiet: bool, terminal: 
     let (tx, rx) = mpsc::channel::<pb::InputRequest>(QUEUE);
     let id = id.as_u64();
     if terminal {
+        // The size first, before any key: the task's terminal has it when
+        // the first line is read.
+        if let Some((rows, cols)) = super::terminal::size() {
+            let size = pb::InputRequest {
+                id,
+                rows,
+                cols,
+                ..Default::default()
+            };
+            let _ = tx.try_send(size);
+        }
         follow_size(id, tx.clone());
     }
     std::thread::spawn(move || {
