@@ -19,34 +19,9 @@ pub fn from_exit(status: std::process::ExitStatus) -> WaitStatus {
 /// ` (Terminated)`.
 pub fn disposition(status: WaitStatus) -> String {
     match status.signal() {
-        Some(sig) => format!(" ({})", signal_description(sig)),
+        Some(sig) => format!(" ({})", fluxgate_shared::job::signal_description(sig)),
         None => format!(" (Exit {})", status.exit_code().unwrap_or(0)),
     }
-}
-
-/// glibc's `strsignal` words for the signals a task dies of.
-fn signal_description(sig: i32) -> String {
-    let words = match sig {
-        1 => "Hangup",
-        2 => "Interrupt",
-        3 => "Quit",
-        4 => "Illegal instruction",
-        5 => "Trace/breakpoint trap",
-        6 => "Aborted",
-        7 => "Bus error",
-        8 => "Floating point exception",
-        9 => "Killed",
-        10 => "User defined signal 1",
-        11 => "Segmentation fault",
-        12 => "User defined signal 2",
-        13 => "Broken pipe",
-        14 => "Alarm clock",
-        15 => "Terminated",
-        24 => "CPU time limit exceeded",
-        25 => "File size limit exceeded",
-        _ => return format!("Unknown signal {sig}"),
-    };
-    words.to_string()
 }
 
 #[cfg(test)]

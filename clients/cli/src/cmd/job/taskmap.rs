@@ -13,8 +13,8 @@ use std::process::ExitCode;
 use anyhow::{Context, anyhow};
 use fluxgate_proto::v1 as pb;
 use fluxgate_shared::rset::ResourceSet;
+use fluxgate_shared::taskmap::Taskmap;
 use fluxgate_shared::{IdSet, Jobspec};
-use serde_json::json;
 
 use crate::client;
 
@@ -47,21 +47,9 @@ pub fn tasks_per_node(slots: &[u64], ntasks: u64) -> Vec<u64> {
     counts
 }
 
-/// RFC 34 blocks `[nodeid, nnodes, ppn, repeat]`: runs of nodes with the
-/// same task count collapse into one block (nodes with no task are gaps).
+/// RFC 34 blocks `[nodeid, nnodes, ppn, repeat]` (see [`Taskmap`]).
 pub fn blocks(counts: &[u64]) -> Vec<[u64; 4]> {
-    let mut out: Vec<[u64; 4]> = Vec::new();
-    for (node, &ppn) in counts.iter().enumerate() {
-        if ppn == 0 {
-            continue;
-        }
-        let node = node as u64;
-        match out.last_mut() {
-            Some(b) if b[0] + b[1] == node && b[2] == ppn => b[1] += 1,
-            _ => out.push([node, 1, ppn, 1]),
-        }
-    }
-    out
+    Taskmap::from_counts(counts).blocks().to_vec()
 }
 
 /// The task ids of each node, in order.
@@ -84,21 +72,15 @@ fn idset_text(r: &std::ops::Range<u64>) -> String {
 
 /// The map in `format`; `hosts` names the nodes for `hosts`.
 pub fn render(counts: &[u64], hosts: &[String], format: Option<&str>) -> anyhow::Result<String> {
-    let bl = blocks(counts);
+    let map = Taskmap::from_counts(counts);
     Ok(match format {
-        None => json!({"version": 1, "map": bl}).to_string(),
+        None => map.to_json(),
         Some("raw") => task_ids(counts)
             .iter()
             .map(idset_text)
             .collect::<Vec<_>>()
             .join(";"),
-        Some("pmi") => {
-            let parts: Vec<String> = bl
-                .iter()
-                .map(|b| format!("({},{},{})", b[0], b[1], b[2]))
-                .collect();
-            format!("(vector,{})", parts.join(","))
-        }
+        Some("pmi") => map.to_pmi(),
         Some("multiline") => task_ids(counts)
             .iter()
             .enumerate()
