@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use fluxgate_integration_tests::{Instance, binary};
+use fluxgate_integration_tests::{GuestUser, Instance, binary};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
@@ -384,4 +384,56 @@ async fn an_interactive_pty_is_driven_from_the_terminal() {
         .args(["kill-session", "-t", &session])
         .status();
     assert!(!shown.contains("job.exception"), "{shown}");
+}
+
+/// `FLUX_JOB_TMPDIR`: one directory per node, the owner's and private, with
+/// the jobspec's files (`--add-file`) in it, `{{tmpdir}}` in the command
+/// rendered to it, and nothing of it left once the job is over.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_job_tmpdir_holds_its_files_and_goes_with_the_job() {
+    let guest = GuestUser::create("tmp");
+    let inst = Instance::start_auth(2, 1).await;
+    let token = inst.token(&guest.name, guest.uid, Some(3600));
+    let f = binary("fluxgate");
+    let env = [
+        ("FLUXGATE_URI", inst.uri.as_str()),
+        ("FLUXGATE_TOKEN", token.as_str()),
+        ("F", f.to_str().expect("path")),
+    ];
+    // One line a task: the directory's owner and mode, the file's text and
+    // mode, whether {{tmpdir}} became the directory, and the directory.
+    let script = r#"
+        $F run -N2 -n2 '--add-file=note:600=hello\nworld\n' sh -c '
+            d=$FLUX_JOB_TMPDIR
+            same=no; [ "$1" = "$d/x" ] && same=yes
+            echo "$(stat -c %U:%a "$d") $(tr "\n" , <"$d/note") $(stat -c %a "$d/note") $same $d"
+        ' sh '{{tmpdir}}/x'
+    "#;
+    let out = guest.shell(script, &env);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let lines = sorted(&out.stdout);
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    let mut dirs = Vec::new();
+    for line in &lines {
+        let words: Vec<&str> = line.split(' ').collect();
+        assert_eq!(
+            words[..4],
+            [
+                format!("{}:700", guest.name).as_str(),
+                "hello,world,",
+                "600",
+                "yes"
+            ],
+            "{line}"
+        );
+        dirs.push(words[4].to_string());
+    }
+    // A directory per node, named as flux names them.
+    dirs.sort();
+    assert_ne!(dirs[0], dirs[1]);
+    assert!(dirs[0].contains("/jobtmp-0-"), "{dirs:?}");
+    assert!(dirs[1].contains("/jobtmp-1-"), "{dirs:?}");
+    for d in &dirs {
+        assert!(!Path::new(d).exists(), "{d} outlived its job");
+    }
 }

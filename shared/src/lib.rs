@@ -11,6 +11,7 @@ pub mod idset;
 pub mod job;
 pub mod jobid;
 pub mod jobspec;
+pub mod mustache;
 pub mod pmi;
 pub mod policy;
 pub mod resource;

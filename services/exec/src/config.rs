@@ -139,6 +139,8 @@ pub struct Settings {
     pub limits: LimitsSettings,
     /// `[cgroup]`.
     pub cgroup: CgroupSettings,
+    /// Where jobs' temporary directories (`FLUX_JOB_TMPDIR`) are made.
+    pub tmpdir: Option<PathBuf>,
 }
 
 /// `[limits]` of the exec service: its listener's connections
@@ -214,6 +216,7 @@ pub struct TelemetrySettings {
 /// of the same name.
 const EXEC_PREFIXED: &[&str] = &[
     "listen",
+    "tmpdir",
     "advertise",
     "tls_cert",
     "tls_key",
@@ -258,6 +261,7 @@ impl Layered for Settings {
         "cgroup.root",
         "cgroup.memory_per_core",
         "cgroup.pids_max",
+        "tmpdir",
     ];
 
     fn set(&mut self, key: &str, v: &str) -> Result<(), SetError> {
@@ -299,6 +303,7 @@ impl Layered for Settings {
             "cgroup.root" => self.cgroup.root = path(),
             "cgroup.memory_per_core" => self.cgroup.memory_per_core = text(),
             "cgroup.pids_max" => self.cgroup.pids_max = Some(value::count(key, v)?),
+            "tmpdir" => self.tmpdir = path(),
             _ => return Err(SetError::UnknownKey(key.to_string())),
         }
         Ok(())
@@ -468,6 +473,8 @@ pub struct Config {
     pub conns: fluxgate_setup::ConnLimits,
     /// How jobs are contained.
     pub cgroup: Policy,
+    /// Where jobs' temporary directories are made.
+    pub tmpdir: PathBuf,
 }
 
 impl Args {
@@ -621,6 +628,7 @@ impl Config {
                     .unwrap_or_else(|| "fluxgate-exec".into()),
             },
             cgroup,
+            tmpdir: args.tmpdir.unwrap_or_else(crate::jobtmp::default_parent),
         })
     }
 
@@ -646,6 +654,7 @@ impl Config {
             otlp: fluxgate_setup::OtlpConfig::default(),
             conns: fluxgate_setup::ConnLimits::default(),
             cgroup: Policy::default(),
+            tmpdir: crate::jobtmp::default_parent(),
         }
     }
 }

@@ -14,6 +14,7 @@ pub mod event;
 pub mod files;
 pub mod handoff;
 pub mod job;
+pub mod jobtmp;
 pub mod join;
 pub mod layout;
 pub mod lookup;

@@ -430,6 +430,7 @@ impl ExecService {
             instance_uri: self.config.job_manager.clone(),
             expiration: r.expiration(),
             cgroups: self.cgroups.clone(),
+            tmpdir: self.config.tmpdir.clone(),
         })
     }
 

@@ -7,6 +7,7 @@ use serde_json::{Map, Value};
 
 use super::dependency::{Dependency, parse_dependencies};
 use super::error::{JobspecError, index, join};
+use super::files::{JobFile, parse_files};
 use crate::idset::IdSet;
 
 /// Why a Flux Standard Duration string could not be read.
@@ -80,6 +81,8 @@ pub struct SystemAttributes {
     pub shell_options: Map<String, Value>,
     /// `exec.test`, when the job asks for test execution.
     pub exec_test: Option<ExecTest>,
+    /// `files`: what the job carries into its temporary directory (RFC 37).
+    pub files: Vec<JobFile>,
 }
 
 /// Parse the `attributes` object (RFC 14 level: only `system` and `user`).
@@ -164,6 +167,9 @@ fn parse_system(v: &Value) -> Result<SystemAttributes, JobspecError> {
     }
     if let Some(exec) = obj.get("exec") {
         sys.exec_test = parse_exec_test(exec, &p("exec"))?;
+    }
+    if let Some(files) = obj.get("files") {
+        sys.files = parse_files(files, &p("files"))?;
     }
     Ok(sys)
 }

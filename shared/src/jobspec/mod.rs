@@ -16,6 +16,7 @@ mod builder;
 mod credentials;
 mod dependency;
 mod error;
+mod files;
 mod glob;
 mod input;
 mod jj;
@@ -33,6 +34,7 @@ pub use builder::{BuildError, JobspecBuilder, PerResource};
 pub use credentials::{CREDENTIAL_VARIABLES, strip_credentials};
 pub use dependency::{Dependency, DependencyError, DependencyScheme};
 pub use error::JobspecError;
+pub use files::{FileKind, JobFile};
 pub use glob::glob_match;
 pub use input::{Limits, alias_budget, check_depth, json_to_value, text_to_value, yaml_to_value};
 pub use jj::{JjCounts, JjError, jj_counts};
@@ -297,6 +299,11 @@ impl Jobspec {
     /// Job shell options (`attributes.system.shell.options`).
     pub fn shell_options(&self) -> &Map<String, Value> {
         &self.system.shell_options
+    }
+
+    /// The files the job carries into its temporary directory.
+    pub fn files(&self) -> &[JobFile] {
+        &self.system.files
     }
 
     /// The job shell's options, typed (a bad value of a known option is an error).

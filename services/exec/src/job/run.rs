@@ -28,6 +28,7 @@ use fluxgate_proto::v1::{
     ExecException, Finish, NodeUsage, PmiKeys, Release, StartRequest, StartResponse,
 };
 use fluxgate_shared::jobspec::{Input, ShellOptions};
+use fluxgate_shared::mustache::{self, Tags};
 use fluxgate_shared::pmi::{Dict, Gather};
 use fluxgate_shared::taskmap::Taskmap;
 use fluxgate_shared::{Hostlist, IdSet, JobId, Jobspec};
@@ -47,6 +48,7 @@ use crate::cgroup::{Cgroups, JobCgroup};
 use crate::event::{context, line};
 use crate::files;
 use crate::handoff::{Access, FileRequest};
+use crate::jobtmp::{self, JobTmp};
 use crate::layout::{Layout, RankTasks};
 use crate::output::{self, Redirects};
 use crate::pmi::{ClientEvent, JobPmi, Step};
@@ -109,6 +111,8 @@ pub struct Launch {
     pub expiration: Option<f64>,
     /// Where the job's cgroup is made.
     pub cgroups: Arc<Cgroups>,
+    /// Where the job's temporary directories are made.
+    pub tmpdir: std::path::PathBuf,
 }
 
 #[derive(Debug, Default)]
@@ -164,6 +168,8 @@ struct Driver {
     contain: Contain,
     /// What the job used, per node, as the nodes finish.
     usage: Vec<NodeUsage>,
+    /// Each local rank's `FLUX_JOB_TMPDIR`, by index in `local`.
+    tmpdirs: Vec<JobTmp>,
 }
 
 /// flux-core's `doom`: once the first task exits, the others have the
@@ -199,7 +205,11 @@ pub async fn run(l: Launch, ch: JobChannels) {
     if d.leader && !d.prepare_leader(&l).await {
         return;
     }
-    if let Err(note) = d.contain(&l).await {
+    let ready = match d.contain(&l).await {
+        Ok(()) => d.make_tmpdirs(&l).await,
+        Err(note) => Err(note),
+    };
+    if let Err(note) = ready {
         d.say_start().await;
         d.exception("exec", &note).await;
         d.status = WaitStatus::exited(1).0;
@@ -255,6 +265,7 @@ impl Driver {
             warn_at: None,
             contain: Contain::default(),
             usage: Vec::new(),
+            tmpdirs: Vec::new(),
             ntasks: l.layout.ntasks,
             command: l
                 .jobspec
@@ -427,6 +438,18 @@ impl Driver {
         Ok(())
     }
 
+    /// Make each local rank's temporary directory with the job's files in
+    /// it, before any task starts.
+    async fn make_tmpdirs(&mut self, l: &Launch) -> Result<(), String> {
+        for rank in &self.local {
+            let path = jobtmp::path(&l.tmpdir, rank.shell_rank, l.id);
+            let files = l.jobspec.files().to_vec();
+            self.tmpdirs
+                .push(JobTmp::create(path, l.run_as.clone(), files).await?);
+        }
+        Ok(())
+    }
+
     /// A fatal `oom` exception when the OOM killer has been in the job.
     async fn check_oom(&mut self) {
         if let Some(note) = self.contain.new_oom() {
@@ -439,6 +462,10 @@ impl Driver {
         tracing::debug!(status = self.status, "tasks done");
         let usage = self.contain.end().await;
         self.check_oom().await;
+        // The job's processes are gone: nothing writes there any more.
+        for tmp in std::mem::take(&mut self.tmpdirs) {
+            tmp.remove().await;
+        }
         self.usage.extend(usage);
         // A tokio file's write completes on a blocking thread after
         // write_all returns: the output files are whole only once flushed,
@@ -600,7 +627,7 @@ impl Driver {
                     }
                 }
                 let spec = TaskSpec {
-                    argv: l.jobspec.command().to_vec(),
+                    argv: self.task_argv(l, rank, i, local_id as u32),
                     env,
                     cwd: cwd.clone(),
                     cpus: affinity::cpus(&self.shell.cpu_affinity, rank, local_id as u32),
@@ -669,6 +696,9 @@ impl Driver {
         env.push(("FLUX_JOB_NODELIST".into(), nodelist.to_string()));
         env.push(("FLUX_TASK_RANK".into(), task_rank.to_string()));
         env.push(("FLUX_TASK_LOCAL_ID".into(), local_id.to_string()));
+        if let Some(tmp) = self.rank_tmpdir(rank) {
+            env.push(("FLUX_JOB_TMPDIR".into(), tmp.display().to_string()));
+        }
         if !l.instance_uri.is_empty() {
             env.push((URI_VAR.into(), l.instance_uri.clone()));
         }
@@ -679,6 +709,44 @@ impl Driver {
             env.extend(affinity::gpu_env(&ids));
         }
         env
+    }
+
+    /// The temporary directory of local `rank`.
+    fn rank_tmpdir(&self, rank: &RankTasks) -> Option<&std::path::Path> {
+        let i = self.local.iter().position(|r| r.rank == rank.rank)?;
+        self.tmpdirs.get(i).map(JobTmp::path)
+    }
+
+    /// The command of local task `local_id` of `rank` (local rank index
+    /// `i`), its `{{tag}}` templates rendered as flux's shell renders them.
+    fn task_argv(&mut self, l: &Launch, rank: &RankTasks, i: usize, local_id: u32) -> Vec<String> {
+        let argv = l.jobspec.command();
+        if !argv.iter().any(|a| mustache::has_tags(a)) {
+            return argv.to_vec();
+        }
+        let host = match &rank.hostname {
+            Some(h) => h.clone(),
+            None => self.local_hostname(),
+        };
+        let cores: IdSet = rank.cores.iter().copied().collect();
+        let gpus: IdSet = rank.gpus.iter().copied().collect();
+        let (cores, gpus) = (cores.to_string(), gpus.to_string());
+        let tmpdir = self.tmpdirs.get(i).map(|t| t.path().display().to_string());
+        let tags = Tags {
+            id: l.id,
+            name: l.jobspec.job_name(),
+            nnodes: l.layout.ranks.len() as u32,
+            ntasks: l.layout.ntasks,
+            task_rank: rank.first_task + local_id,
+            task_index: local_id,
+            node_rank: rank.shell_rank,
+            node_name: &host,
+            node_cores: &cores,
+            node_ncores: rank.cores.len() as u32,
+            node_gpus: &gpus,
+            tmpdir: tmpdir.as_deref(),
+        };
+        argv.iter().map(|a| mustache::render(a, &tags)).collect()
     }
 
     /// The name of this machine: where a rank of an R without hostnames
