@@ -67,10 +67,10 @@ impl JobTmp {
             std::fs::remove_dir_all(&path).map_err(|e| (path, e))
         })
         .await;
-        if let Ok(Err((path, e))) = done {
-            if e.kind() != io::ErrorKind::NotFound {
-                tracing::warn!(path = %path.display(), error = %e, "cannot remove FLUX_JOB_TMPDIR");
-            }
+        if let Ok(Err((path, e))) = done
+            && e.kind() != io::ErrorKind::NotFound
+        {
+            tracing::warn!(path = %path.display(), error = %e, "cannot remove FLUX_JOB_TMPDIR");
         }
     }
 }
