@@ -520,6 +520,44 @@ impl Args {
     }
 }
 
+/// The nodes this service serves: this machine (its name, cores and GPUs
+/// as configured, else discovered), or that many virtual copies of it.
+fn nodes(args: &Settings) -> Result<Vec<NodeConfig>, ConfigError> {
+    let hostname = match args.hostname.clone() {
+        Some(h) => h,
+        None => nix::unistd::gethostname()
+            .map_err(|e| ConfigError::Hostname(e.desc().to_string()))?
+            .to_string_lossy()
+            .into_owned(),
+    };
+    let cores = match (args.cores.as_deref(), args.cores_count) {
+        (Some(s), _) => parse_idset("cores", s)?,
+        (None, Some(0)) => IdSet::new(),
+        (None, Some(n)) => IdSet::from_range(0, n - 1),
+        (None, None) => usable_cpus(),
+    };
+    // Configuration wins; else the kernel's device files say.
+    let gpus = match args.gpus.as_deref() {
+        Some(s) => parse_idset("gpus", s)?,
+        None => crate::discover::gpus(Path::new("/dev"), Path::new("/proc")),
+    };
+    Ok(match args.virtual_nodes {
+        None => vec![NodeConfig {
+            hostname,
+            cores,
+            gpus,
+        }],
+        Some(0) => return Err(ConfigError::NoVirtualNodes),
+        Some(n) => (0..n)
+            .map(|i| NodeConfig {
+                hostname: format!("{hostname}-v{i}"),
+                cores: cores.clone(),
+                gpus: gpus.clone(),
+            })
+            .collect(),
+    })
+}
+
 impl Config {
     /// Read the config file the arguments name (if any), let flags and
     /// environment override it, validate, and fill in defaults from this machine.
@@ -529,30 +567,13 @@ impl Config {
 
     /// Check `settings` and fill in defaults from this machine.
     pub fn from_settings(args: Settings) -> Result<Config, ConfigError> {
-        let job_manager = args.job_manager.ok_or(ConfigError::NoJobManager)?;
+        let job_manager = args.job_manager.clone().ok_or(ConfigError::NoJobManager)?;
         if let Some(a) = &args.advertise
             && !(a.starts_with("http://") || a.starts_with("https://"))
         {
             return Err(ConfigError::Advertise(a.clone()));
         }
-        let hostname = match args.hostname {
-            Some(h) => h,
-            None => nix::unistd::gethostname()
-                .map_err(|e| ConfigError::Hostname(e.desc().to_string()))?
-                .to_string_lossy()
-                .into_owned(),
-        };
-        let cores = match (args.cores, args.cores_count) {
-            (Some(s), _) => parse_idset("cores", &s)?,
-            (None, Some(0)) => IdSet::new(),
-            (None, Some(n)) => IdSet::from_range(0, n - 1),
-            (None, None) => usable_cpus(),
-        };
-        // Configuration wins; else the kernel's device files say.
-        let gpus = match args.gpus {
-            Some(s) => parse_idset("gpus", &s)?,
-            None => crate::discover::gpus(Path::new("/dev"), Path::new("/proc")),
-        };
+        let nodes = nodes(&args)?;
         let kill_timeout = seconds("kill-timeout", args.kill_timeout.unwrap_or(5.0))?;
         let heartbeat = args
             .heartbeat
@@ -587,21 +608,6 @@ impl Config {
         if job_manager.starts_with("https://") && tls_ca.is_none() {
             return Err(ConfigError::NoTlsCa(job_manager));
         }
-        let nodes = match args.virtual_nodes {
-            None => vec![NodeConfig {
-                hostname,
-                cores,
-                gpus,
-            }],
-            Some(0) => return Err(ConfigError::NoVirtualNodes),
-            Some(n) => (0..n)
-                .map(|i| NodeConfig {
-                    hostname: format!("{hostname}-v{i}"),
-                    cores: cores.clone(),
-                    gpus: gpus.clone(),
-                })
-                .collect(),
-        };
         Ok(Config {
             job_manager,
             listen: args

@@ -95,16 +95,7 @@ pub async fn start(config: Config) -> Result<Running, ServeError> {
         addr: config.listen,
         source,
     })?;
-    let exec_address = crate::config::exec_address(
-        config.advertise.as_deref(),
-        local_addr,
-        &crate::config::machine_hostname(),
-    );
-    // Served over TLS, the derived address is dialed as https.
-    let exec_address = match (&config.tls_identity, &config.advertise) {
-        (Some(_), None) => exec_address.replacen("http://", "https://", 1),
-        _ => exec_address,
-    };
+    let exec_address = announced_address(&config, local_addr);
     let node = Arc::new(NodeState::new(exec_address.clone()));
     let credential = config.node_credential.clone();
     if !credential.is_set() {
@@ -151,34 +142,14 @@ pub async fn start(config: Config) -> Result<Running, ServeError> {
         .add_service(ExecServer::with_interceptor(service.clone(), credential))
         .serve_with_incoming_shutdown(incoming, stopped.clone().cancelled_owned());
     let grace = config.kill_timeout + Duration::from_secs(5);
-    let svc = service.clone();
-    let token = shutdown.clone();
-    let server = tokio::spawn(async move {
-        tokio::pin!(server);
-        tokio::select! {
-            r = &mut server => return r.map_err(ServeError::from),
-            _ = token.cancelled() => {}
-        }
-        tracing::info!("shutting down");
-        health.set_not_serving::<ExecServer<ExecService>>().await;
-        svc.shut_down().await;
-        // Let the terminated jobs report their end before the listener closes.
-        let deadline = tokio::time::Instant::now() + grace;
-        while !svc.jobs().is_empty() && tokio::time::Instant::now() < deadline {
-            tokio::select! {
-                r = &mut server => return r.map_err(ServeError::from),
-                _ = tokio::time::sleep(Duration::from_millis(50)) => {}
-            }
-            if svc.jobs().is_empty() || svc.leaves_running() {
-                break;
-            }
-        }
-        stopped.cancel();
-        match tokio::time::timeout(Duration::from_secs(2), &mut server).await {
-            Ok(r) => r.map_err(ServeError::from),
-            Err(_) => Ok(()),
-        }
-    });
+    let server = tokio::spawn(serve_then_drain(
+        server,
+        health,
+        service.clone(),
+        shutdown.clone(),
+        stopped,
+        grace,
+    ));
     tracing::info!(%exec_address, nodes = config.nodes.len(), "exec service listening");
     Ok(Running {
         local_addr,
@@ -188,4 +159,54 @@ pub async fn start(config: Config) -> Result<Running, ServeError> {
         shutdown,
         server,
     })
+}
+
+/// The address announced to the job manager: the configured one, else
+/// derived from the listener (as https when served over TLS).
+fn announced_address(config: &Config, local_addr: SocketAddr) -> String {
+    let derived = crate::config::exec_address(
+        config.advertise.as_deref(),
+        local_addr,
+        &crate::config::machine_hostname(),
+    );
+    match (&config.tls_identity, &config.advertise) {
+        (Some(_), None) => derived.replacen("http://", "https://", 1),
+        _ => derived,
+    }
+}
+
+/// Serve until `shutdown`, then end the jobs and let them report their end
+/// (for up to `grace`) before the listener closes (`stopped`).
+async fn serve_then_drain(
+    server: impl Future<Output = Result<(), tonic::transport::Error>>,
+    health: tonic_health::server::HealthReporter,
+    svc: ExecService,
+    shutdown: CancellationToken,
+    stopped: CancellationToken,
+    grace: Duration,
+) -> Result<(), ServeError> {
+    tokio::pin!(server);
+    tokio::select! {
+        r = &mut server => return r.map_err(ServeError::from),
+        _ = shutdown.cancelled() => {}
+    }
+    tracing::info!("shutting down");
+    health.set_not_serving::<ExecServer<ExecService>>().await;
+    svc.shut_down().await;
+    // Let the terminated jobs report their end before the listener closes.
+    let deadline = tokio::time::Instant::now() + grace;
+    while !svc.jobs().is_empty() && tokio::time::Instant::now() < deadline {
+        tokio::select! {
+            r = &mut server => return r.map_err(ServeError::from),
+            _ = tokio::time::sleep(Duration::from_millis(50)) => {}
+        }
+        if svc.jobs().is_empty() || svc.leaves_running() {
+            break;
+        }
+    }
+    stopped.cancel();
+    match tokio::time::timeout(Duration::from_secs(2), &mut server).await {
+        Ok(r) => r.map_err(ServeError::from),
+        Err(_) => Ok(()),
+    }
 }

@@ -79,13 +79,7 @@ enum Kind {
 /// `queue_depth` waiting jobs deep in each pass.
 pub fn replay(jobs: &[SwfJob], machine: Machine, policy: Policy, queue_depth: usize) -> Replay {
     let cores = machine.cores_per_node.max(1);
-    let mut pool = Pool::new(
-        ResourceSet::from_nodes(
-            (0..machine.nodes)
-                .map(|r| Node::new(r, None, IdSet::from_range(0, cores - 1), IdSet::new())),
-        )
-        .unwrap_or_default(),
-    );
+    let mut pool = machine_pool(machine.nodes, cores);
     let mut plan = Plan::new(&pool);
     let mut events: BinaryHeap<Reverse<(u64, Kind, usize)>> = jobs
         .iter()
@@ -178,17 +172,33 @@ pub fn replay(jobs: &[SwfJob], machine: Machine, policy: Policy, queue_depth: us
         }
         if gone > 0 {
             marked += gone;
-            while queue.front().is_some_and(|(i, _)| left[*i]) {
-                queue.pop_front();
-                marked -= 1;
-            }
-            if marked * 2 > queue.len() {
-                queue.retain(|(i, _)| !left[*i]);
-                marked = 0;
-            }
+            sweep(&mut queue, &left, &mut marked);
         }
     }
     out
+}
+
+/// A machine of `nodes` nodes of `cores` cores each, all free.
+fn machine_pool(nodes: u32, cores: u32) -> Pool {
+    Pool::new(
+        ResourceSet::from_nodes(
+            (0..nodes).map(|r| Node::new(r, None, IdSet::from_range(0, cores - 1), IdSet::new())),
+        )
+        .unwrap_or_default(),
+    )
+}
+
+/// Drop the jobs that have left from the front of the queue, and from all
+/// of it once they make up half of it (`marked` of them are still in it).
+fn sweep<T>(queue: &mut VecDeque<(usize, T)>, left: &[bool], marked: &mut usize) {
+    while queue.front().is_some_and(|(i, _)| left[*i]) {
+        queue.pop_front();
+        *marked -= 1;
+    }
+    if *marked * 2 > queue.len() {
+        queue.retain(|(i, _)| !left[*i]);
+        *marked = 0;
+    }
 }
 
 /// Non-negative times order as their bits.

@@ -217,6 +217,36 @@ fn nth(hl: &Hostlist, spec: &str) -> anyhow::Result<Hostlist> {
     by_name(picked.iter())
 }
 
+/// The line the command prints for the list `hl`: the indices of `--find`,
+/// the count, the expansion or the encoding (`None` for an empty list).
+fn answer(args: &Args, hl: &Hostlist) -> anyhow::Result<Option<String>> {
+    Ok(if let Some(find) = &args.find {
+        let mut ids = Vec::new();
+        let mut missing = Hostlist::new();
+        let mut index = fluxgate_shared::hostlist::FirstIndex::new(hl);
+        for host in find.iter() {
+            match index.of(&host) {
+                Some(i) => ids.push(i.to_string()),
+                None => missing.push(&host)?,
+            }
+        }
+        if !missing.is_empty() {
+            let s = if missing.len() > 1 { "s" } else { "" };
+            bail!("host{s} '{missing}' not found");
+        }
+        Some(ids.join(" "))
+    } else if args.count {
+        Some(hl.len().to_string())
+    } else if hl.is_empty() {
+        None
+    } else if args.expand {
+        let delim = args.delimiter.replace("\\n", "\n");
+        Some(hl.iter().collect::<Vec<_>>().join(&delim))
+    } else {
+        Some(hl.encode())
+    })
+}
+
 /// Run the command.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let sources = if args.sources.is_empty() {
@@ -283,31 +313,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         hl = nth(&hl, spec)?;
     }
 
-    let line = if let Some(find) = &args.find {
-        let mut ids = Vec::new();
-        let mut missing = Hostlist::new();
-        let mut index = fluxgate_shared::hostlist::FirstIndex::new(&hl);
-        for host in find.iter() {
-            match index.of(&host) {
-                Some(i) => ids.push(i.to_string()),
-                None => missing.push(&host)?,
-            }
-        }
-        if !missing.is_empty() {
-            let s = if missing.len() > 1 { "s" } else { "" };
-            bail!("host{s} '{missing}' not found");
-        }
-        Some(ids.join(" "))
-    } else if args.count {
-        Some(hl.len().to_string())
-    } else if hl.is_empty() {
-        None
-    } else if args.expand {
-        let delim = args.delimiter.replace("\\n", "\n");
-        Some(hl.iter().collect::<Vec<_>>().join(&delim))
-    } else {
-        Some(hl.encode())
-    };
+    let line = answer(&args, &hl)?;
     if let Some(line) = line
         && !args.quiet
     {
