@@ -7,7 +7,7 @@
 
 use std::process::Command;
 
-use fluxgate_integration_tests::{GuestUser, Instance, Setup, binary, names, sleeper};
+use fluxgate_integration_tests::{GuestUser, Instance, Setup, binary, names, sleeper, text};
 use fluxgate_proto::v1 as pb;
 use fluxgate_shared::JobId;
 use fluxgate_shared::jobspec::JobspecBuilder;
@@ -380,4 +380,37 @@ fn fluxgate_start_config_carries_queues_into_the_local_instance() {
         stderr.contains("Invalid queue 'gold' specified"),
         "{stderr}"
     );
+}
+
+/// `queue idle` answers once no job runs (a held one may wait on), `queue
+/// drain` once none is active; until then each outlasts its `--timeout`.
+#[tokio::test(flavor = "multi_thread")]
+async fn queue_idle_and_drain_wait_for_the_jobs() {
+    let (inst, _dir) = instance("").await;
+    let running = inst.submit(&sleeper("300", 1), None).await;
+    let held = inst.submit(&job(1), Some(0)).await;
+    inst.events_until(running, "eventlog", "start").await;
+    let quiet = |args: &[&str]| {
+        Command::new(binary("fluxgate"))
+            .args(args)
+            .env("FLUXGATE_URI", &inst.uri)
+            .env("FLUXGATE_TOKEN", inst.owner_token.as_deref().unwrap_or(""))
+            .output()
+            .expect("fluxgate")
+    };
+    // A running job: neither answers (the held job can never start).
+    for action in ["idle", "drain"] {
+        let out = quiet(&["queue", action, "--timeout", "1"]);
+        assert!(!out.status.success(), "queue {action} answered: {out:?}");
+        assert!(text(&out.stderr).contains("timeout"), "{out:?}");
+    }
+    cancel(&inst, running).await;
+    let out = quiet(&["queue", "idle"]);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(text(&out.stdout), "1 pending jobs\n");
+    let out = quiet(&["queue", "drain", "--timeout", "1"]);
+    assert!(!out.status.success(), "drained with a job pending: {out:?}");
+    cancel(&inst, held).await;
+    let out = quiet(&["queue", "drain"]);
+    assert!(out.status.success(), "{out:?}");
 }

@@ -149,27 +149,11 @@ fn print_start(q: &pb::QueueInfo) {
     }
 }
 
-/// Wait until List with `mask` is empty; the count of pending jobs at the end.
-async fn wait_empty(inst: &mut Instance, mask: StateMask) -> anyhow::Result<()> {
-    loop {
-        let n = inst
-            .jobs
-            .list(pb::ListRequest {
-                states: mask.bits(),
-                userid: None,
-                max_entries: 1,
-                ..Default::default()
-            })
-            .await
-            .map_err(client::status_error)?
-            .into_inner()
-            .jobs
-            .len();
-        if n == 0 {
-            return Ok(());
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+/// Wait on the service until no job runs (`Idle`) or none is active
+/// (`Drain`): it answers at that moment.
+async fn wait_quiet(inst: &mut Instance, action: pb::QueueAction) -> anyhow::Result<()> {
+    queue(inst, action, None, false, String::new()).await?;
+    Ok(())
 }
 
 async fn with_timeout<F: std::future::Future<Output = anyhow::Result<()>>>(
@@ -408,12 +392,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 .await?
             }
             Command::Drain { timeout } => {
-                // Waiting is done here by polling List, so it also works where
-                // the service does not implement the drain action.
-                with_timeout(&timeout, wait_empty(inst, StateMask::ACTIVE)).await?;
+                with_timeout(&timeout, wait_quiet(inst, pb::QueueAction::Drain)).await?;
             }
             Command::Idle { timeout, quiet } => {
-                with_timeout(&timeout, wait_empty(inst, StateMask::RUNNING)).await?;
+                with_timeout(&timeout, wait_quiet(inst, pb::QueueAction::Idle)).await?;
                 if !quiet {
                     let request = pb::ListRequest {
                         states: StateMask::PENDING.bits(),

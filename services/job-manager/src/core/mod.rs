@@ -27,6 +27,7 @@ mod perilog;
 mod pipeline;
 mod purge;
 pub mod queues;
+mod quiesce;
 mod reads;
 mod replay;
 mod resource;
@@ -64,6 +65,7 @@ pub use inactive::Inactive;
 pub use list::{JobInfo, ListFilter, merge as merge_listings, stored_inactive};
 pub use nodes::{Heartbeats, JoinRefused, NodeInfo, NodeMsg, Nodes};
 pub use queues::{QueueAction, QueueRequest, QueueStatus};
+pub use quiesce::Quiet;
 pub use resource::{ResourceMsg, ResourceView};
 pub use restart::Recovered;
 pub use submit::SubmitArgs;
@@ -127,6 +129,11 @@ pub enum Msg {
     Wait {
         id: Option<JobId>,
         reply: oneshot::Sender<Result<WaitResult, Error>>,
+    },
+    /// Answer once no job runs, or none is active (`queue idle`/`drain`).
+    Quiesce {
+        what: Quiet,
+        reply: oneshot::Sender<Result<(), Error>>,
     },
     /// Queue control and status (RFC 33): one queue, or all.
     Queue {
@@ -297,6 +304,8 @@ pub struct Core<S> {
     accounts: fairshare::Accounts,
     /// Requests waiting for jobs to end (`flux job wait`).
     waiters: wait::Waiters,
+    /// Requests waiting for no job to run, or none to be active.
+    quiescers: quiesce::Quiescers,
     /// Mints each started job's credential and revokes it when the job ends.
     job_credentials: crate::auth::JobCredentials,
     /// Active jobs per user, for `[policy.limits] max_active_jobs`.
@@ -366,6 +375,7 @@ impl<S: Store> Core<S> {
             accounts: fairshare::Accounts::default(),
             site,
             waiters: wait::Waiters::default(),
+            quiescers: quiesce::Quiescers::default(),
             job_credentials,
             user_jobs: Default::default(),
             keys: Default::default(),
@@ -508,6 +518,7 @@ impl<S: Store> Core<S> {
                 self.answer(reply, r);
             }
             Msg::Wait { id, reply } => self.wait(id, reply),
+            Msg::Quiesce { what, reply } => self.quiesce(what, reply),
             Msg::Queue { request, reply } => {
                 let r = self.queue_request(request);
                 self.reply(reply, r);
@@ -806,6 +817,7 @@ impl<S: Store> Core<S> {
         self.inactive.retired(id, inactive);
         self.antecedent_changed(id, Some((result, started)));
         self.effect(Effect::Publish(Published::Inactive { id }));
+        self.answer_quiet();
     }
 }
 

@@ -21,7 +21,7 @@ use super::{allow, ask};
 use crate::auth::caller;
 use crate::config::Config;
 use crate::core::{
-    self, Antecedents, ListFilter, Msg, QueueAction, QueueRequest, SubmitArgs, bounds,
+    self, Antecedents, ListFilter, Msg, QueueAction, QueueRequest, Quiet, SubmitArgs, bounds,
 };
 use crate::error::Error;
 use crate::exec_client::ExecAccess;
@@ -661,17 +661,23 @@ impl<S: Store> JobManager for JobManagerService<S> {
     ) -> Result<Response<pb::QueueResponse>, Status> {
         let caller = caller(&request)?;
         let req = request.into_inner();
+        let quiet = match pb::QueueAction::try_from(req.action) {
+            Ok(pb::QueueAction::Idle) => Some(Quiet::Idle),
+            Ok(pb::QueueAction::Drain) => Some(Quiet::Drained),
+            _ => None,
+        };
+        if let Some(what) = quiet {
+            // As status: anyone who may see the queues may wait on them.
+            allow(&caller, Action::QueueStatus, None)?;
+            ask(&self.inbox, |reply| Msg::Quiesce { what, reply }).await??;
+        }
         let action = match pb::QueueAction::try_from(req.action) {
+            Ok(pb::QueueAction::Idle | pb::QueueAction::Drain) => QueueAction::Status,
             Ok(pb::QueueAction::Stop) => QueueAction::Stop,
             Ok(pb::QueueAction::Start) => QueueAction::Start,
             Ok(pb::QueueAction::Enable) => QueueAction::Enable,
             Ok(pb::QueueAction::Disable) => QueueAction::Disable,
             Ok(pb::QueueAction::Status) | Ok(pb::QueueAction::Unspecified) => QueueAction::Status,
-            Ok(other) => {
-                return Err(Status::unimplemented(format!(
-                    "queue action {other:?} is not supported yet"
-                )));
-            }
             Err(_) => return Err(Status::invalid_argument("unknown queue action")),
         };
         let what = match action {
