@@ -1,6 +1,7 @@
-//! The PostgreSQL store against the SQLite one: the same batches give the
-//! same outcomes (a bad batch fails alone, with the same error) and the
-//! same reads, byte for byte; a writer whose epoch is over cannot commit.
+//! The store conformance suite: the memory and PostgreSQL stores against
+//! the SQLite one: the same batches give the same outcomes (a bad batch
+//! fails alone, with the same error) and the same reads, byte for byte; a
+//! PostgreSQL writer whose epoch is over cannot commit.
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -10,7 +11,7 @@ use fluxgate_integration_tests::postgres::PgServer;
 use fluxgate_job_manager::ha::Elector;
 use fluxgate_job_manager::store::postgres::PgConnect;
 use fluxgate_job_manager::store::{
-    Batch, Log, LogPos, PgStore, SqliteStore, Store, StoreError, Write,
+    Batch, Log, LogPos, MemoryStore, PgStore, SqliteStore, Store, StoreError, Write,
 };
 use tokio::sync::watch;
 
@@ -162,7 +163,7 @@ async fn lead(url: &str) -> (PgConnect, i64) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postgres_answers_as_sqlite_does() {
+async fn every_store_answers_as_sqlite_does() {
     let pg = PgServer::start();
     let url = pg.new_database();
     let (connect, epoch) = lead(&url).await;
@@ -172,26 +173,32 @@ async fn postgres_answers_as_sqlite_does() {
         .await
         .unwrap()
         .unwrap();
+    let memory = MemoryStore::new();
     // Enqueued together, so that each store groups many batches per commit.
     let mut acks = Vec::new();
     for batch in workload() {
         let a = sqlite.enqueue(batch.clone()).await.unwrap();
-        let b = postgres.enqueue(batch).await.unwrap();
-        acks.push((a, b));
+        let b = postgres.enqueue(batch.clone()).await.unwrap();
+        let c = memory.enqueue(batch).await.unwrap();
+        acks.push((a, b, c));
     }
-    for (i, (a, b)) in acks.into_iter().enumerate() {
-        let (a, b) = (a.wait().await, b.wait().await);
-        assert_eq!(a, b, "batch {i}: same outcome");
+    for (i, (a, b, c)) in acks.into_iter().enumerate() {
+        let (a, b, c) = (a.wait().await, b.wait().await, c.wait().await);
+        assert_eq!(a, b, "batch {i}: the same outcome on PostgreSQL");
+        assert_eq!(a, c, "batch {i}: the same outcome in memory");
     }
     let (sqlite, postgres) = (Arc::new(sqlite), Arc::new(postgres));
     let (s, p) = (Arc::clone(&sqlite), Arc::clone(&postgres));
-    let (a, b) = tokio::task::spawn_blocking(move || (snapshot(&*s), snapshot(&*p)))
-        .await
-        .unwrap();
-    for (la, lb) in a.lines().zip(b.lines()) {
-        assert_eq!(la, lb);
+    let (a, b, c) =
+        tokio::task::spawn_blocking(move || (snapshot(&*s), snapshot(&*p), snapshot(&memory)))
+            .await
+            .unwrap();
+    for (other, name) in [(&b, "PostgreSQL"), (&c, "memory")] {
+        for (la, lb) in a.lines().zip(other.lines()) {
+            assert_eq!(la, lb, "{name}");
+        }
+        assert_eq!(&a, other, "{name}");
     }
-    assert_eq!(a, b);
     // The lengths read at once are those read one by one.
     let p = Arc::clone(&postgres);
     tokio::task::spawn_blocking(move || {
