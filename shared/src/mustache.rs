@@ -37,6 +37,8 @@ pub struct Tags<'a> {
     pub node_gpus: &'a str,
     /// The job's temporary directory on the node, once it is made.
     pub tmpdir: Option<&'a str>,
+    /// F58 ids with `f`, not `ƒ` (the job sets `FLUX_F58_FORCE_ASCII`).
+    pub ascii_f58: bool,
 }
 
 /// True when `s` may hold a tag: the cheap test before [`render`].
@@ -79,13 +81,14 @@ fn value(name: &str, t: &Tags<'_>) -> Option<String> {
         .unwrap_or(name);
     let name = if name == "taskid" { "task.id" } else { name };
     if let Some(enc) = name.strip_prefix("id") {
-        return match enc {
-            "" => Some(t.id.to_f58()),
-            _ => {
-                let enc = Encoding::from_str(enc.strip_prefix('.')?).ok()?;
-                Some(t.id.encode(enc))
-            }
+        let enc = match enc {
+            "" => Encoding::F58,
+            _ => Encoding::from_str(enc.strip_prefix('.')?).ok()?,
         };
+        return Some(match enc {
+            Encoding::F58 if t.ascii_f58 => t.id.to_f58_ascii(),
+            _ => t.id.encode(enc),
+        });
     }
     Some(match name {
         "name" => t.name.to_string(),
@@ -121,6 +124,7 @@ mod tests {
             node_ncores: 4,
             node_gpus: "",
             tmpdir: Some("/tmp/jobtmp-1-x"),
+            ascii_f58: false,
         }
     }
 
@@ -160,5 +164,14 @@ mod tests {
             ..tags()
         };
         assert_eq!(render("{{tmpdir}}", &none), "{{tmpdir}}");
+        let ascii = Tags {
+            ascii_f58: true,
+            ..tags()
+        };
+        let id = JobId::from(1234567u64);
+        assert_eq!(
+            render("{{id}} {{id.f58}}", &ascii),
+            format!("{0} {0}", id.to_f58_ascii())
+        );
     }
 }

@@ -27,9 +27,16 @@ pub fn default_parent() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("/tmp"))
 }
 
-/// The directory of shell rank `shell_rank` of job `id` under `parent`.
-pub fn path(parent: &Path, shell_rank: u32, id: JobId) -> PathBuf {
-    parent.join(format!("jobtmp-{shell_rank}-{}", id.to_f58()))
+/// The directory of shell rank `shell_rank` of job `id` under `parent`;
+/// the id in F58 with flux's `ƒ`, or `f` when the job's environment sets
+/// `FLUX_F58_FORCE_ASCII` (as flux's shell reads it).
+pub fn path(parent: &Path, shell_rank: u32, id: JobId, ascii: bool) -> PathBuf {
+    let id = if ascii {
+        id.to_f58_ascii()
+    } else {
+        id.to_f58()
+    };
+    parent.join(format!("jobtmp-{shell_rank}-{id}"))
 }
 
 /// A job's temporary directory, made; [`JobTmp::remove`] takes it away.
@@ -216,7 +223,8 @@ mod tests {
     #[tokio::test]
     async fn files_are_extracted_with_their_modes_and_removed_with_the_directory() {
         let parent = tempfile::tempdir().unwrap();
-        let p = path(parent.path(), 1, JobId::from(42u64));
+        let p = path(parent.path(), 1, JobId::from(42u64), false);
+        assert!(p.ends_with(format!("jobtmp-1-{}", JobId::from(42u64).to_f58())));
         let files = vec![
             file("script", 0o700, FileKind::Regular(b"#!/bin/sh\n".to_vec())),
             file("a/b/data", 0o640, FileKind::Regular(vec![0, 1])),
@@ -243,7 +251,8 @@ mod tests {
     #[tokio::test]
     async fn a_leftover_directory_is_taken_back_but_a_link_is_not() {
         let parent = tempfile::tempdir().unwrap();
-        let p = path(parent.path(), 0, JobId::from(7u64));
+        let p = path(parent.path(), 0, JobId::from(7u64), true);
+        assert!(p.ends_with("jobtmp-0-f8"));
         std::fs::create_dir(&p).unwrap();
         std::fs::write(p.join("old"), "x").unwrap();
         let tmp = JobTmp::create(p.clone(), None, Vec::new()).await.unwrap();
@@ -262,7 +271,7 @@ mod tests {
     #[tokio::test]
     async fn a_file_that_cannot_be_written_names_itself() {
         let parent = tempfile::tempdir().unwrap();
-        let p = path(parent.path(), 0, JobId::from(8u64));
+        let p = path(parent.path(), 0, JobId::from(8u64), false);
         let files = vec![
             file("x", 0o644, FileKind::Regular(vec![])),
             file("x/y", 0o644, FileKind::Regular(vec![])),

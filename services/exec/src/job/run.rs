@@ -441,8 +441,9 @@ impl Driver {
     /// Make each local rank's temporary directory with the job's files in
     /// it, before any task starts.
     async fn make_tmpdirs(&mut self, l: &Launch) -> Result<(), String> {
+        let ascii = ascii_f58(&l.jobspec);
         for rank in &self.local {
-            let path = jobtmp::path(&l.tmpdir, rank.shell_rank, l.id);
+            let path = jobtmp::path(&l.tmpdir, rank.shell_rank, l.id, ascii);
             let files = l.jobspec.files().to_vec();
             self.tmpdirs
                 .push(JobTmp::create(path, l.run_as.clone(), files).await?);
@@ -745,6 +746,7 @@ impl Driver {
             node_ncores: rank.cores.len() as u32,
             node_gpus: &gpus,
             tmpdir: tmpdir.as_deref(),
+            ascii_f58: ascii_f58(&l.jobspec),
         };
         argv.iter().map(|a| mustache::render(a, &tags)).collect()
     }
@@ -1274,6 +1276,16 @@ fn fsd(seconds: f64) -> String {
 
 /// The job's nodes as a hostlist (`FLUX_JOB_NODELIST`); ranks R names no
 /// host for are left out.
+/// Does the job write F58 ids with `f` (its environment sets
+/// `FLUX_F58_FORCE_ASCII`, which flux's shell reads from it)?
+fn ascii_f58(jobspec: &Jobspec) -> bool {
+    jobspec
+        .system()
+        .environment
+        .as_ref()
+        .is_some_and(|e| e.contains_key("FLUX_F58_FORCE_ASCII"))
+}
+
 fn job_nodelist(layout: &Layout) -> String {
     let mut hl = Hostlist::new();
     for r in &layout.ranks {
