@@ -578,6 +578,64 @@ async fn property_constraints_follow_run_time_changes() {
     assert_eq!(inst.r(id).await.ranks().to_string(), "0");
 }
 
+/// The job's stored jobspec, parsed.
+async fn stored_jobspec(inst: &Instance, id: JobId) -> serde_json::Value {
+    let mut jobs = inst.jobs().await;
+    let info = jobs
+        .info(pb::InfoRequest {
+            id: id.as_u64(),
+            keys: vec!["jobspec".into()],
+            ..Default::default()
+        })
+        .await
+        .expect("info")
+        .into_inner();
+    serde_json::from_str(&info.values["jobspec"]).expect("jobspec JSON")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rfc35_requires_queries_place_jobs() {
+    let inst = Instance::start(3, 2).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let submit = |args: &[&str]| {
+        let out = fluxgate(&inst.uri, dir.path(), args);
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        JobId::parse(String::from_utf8_lossy(&out.stdout).trim()).expect("id")
+    };
+    // host:X or rank:1 on two whole nodes: exactly those two.
+    let id = submit(&["submit", "-N2", "--requires=host:node2 or rank:1", "true"]);
+    assert_eq!(status_of(&inst.wait_clean(id).await), 0);
+    assert_eq!(inst.r(id).await.ranks().to_string(), "1-2");
+    assert_eq!(
+        stored_jobspec(&inst, id).await["attributes"]["system"]["constraints"],
+        serde_json::json!({"or": [{"hostlist": ["node2"]}, {"ranks": ["1"]}]})
+    );
+    // not, parentheses, -term: only rank 0 is left.
+    let id = submit(&[
+        "submit",
+        "-N1",
+        "--requires=not (host:node1 or rank:2)",
+        "true",
+    ]);
+    inst.wait_clean(id).await;
+    assert_eq!(inst.r(id).await.ranks().to_string(), "0");
+    let id = submit(&["submit", "--requires=-host:node[0-1]", "true"]);
+    inst.wait_clean(id).await;
+    assert_eq!(inst.r(id).await.ranks().to_string(), "2");
+    // A query no node meets is refused at once, as unsatisfiable.
+    let id = submit(&["submit", "--requires=host:node0 rank:1", "true"]);
+    let ev = inst.wait_clean(id).await;
+    let exc = ev
+        .iter()
+        .find(|e| e.name == "exception")
+        .expect("exception");
+    assert_eq!(exc.ctx("type").and_then(|v| v.as_str()), Some("alloc"));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn properties_survive_a_restart() {
     let mut inst = Instance::start(2, 2).await;

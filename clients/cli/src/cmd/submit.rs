@@ -124,9 +124,10 @@ pub struct JobOpts {
     /// Submit a job to a specific named bank.
     #[arg(short = 'B', long = "bank", value_name = "BANK")]
     bank: Option<String>,
-    /// Require nodes with these properties (`^prop`: without it;
-    /// `host:HOSTLIST`, `rank:IDSET`), as an RFC 31 constraint.
-    #[arg(long = "requires", value_name = "LIST")]
+    /// Require nodes matching an RFC 35 query: properties (`^prop`:
+    /// without it), `host:HOSTLIST`, `rank:IDSET`, joined by `and`, `or`,
+    /// `not`, `-term` and parentheses.
+    #[arg(long = "requires", value_name = "CONSTRAINT")]
     requires: Vec<String>,
     /// Set submission flags (debug, waitable, novalidate), comma separated.
     #[arg(long, value_name = "FLAGS", value_delimiter = ',')]
@@ -496,8 +497,9 @@ impl JobOpts {
             b = b.dependency(dep);
         }
         if !self.requires.is_empty() {
+            // As flux: the options joined by spaces are one RFC 35 query.
             let c = fluxgate_shared::rset::requires_constraint(&self.requires)
-                .map_err(|e| anyhow!("--requires: {e}"))?;
+                .map_err(|e| anyhow!("--requires='{}': {e}", self.requires.join(" ")))?;
             b = b.constraints(c);
         }
         for kv in &self.setopt {
