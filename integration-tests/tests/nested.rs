@@ -281,7 +281,7 @@ async fn batch_script_status_is_the_jobs() {
     let inst = Instance::start(1, 2).await;
     let dir = tempfile::tempdir().expect("tempdir");
     script(dir.path(), "three.sh", "#!/bin/sh\nexit 3\n");
-    let id = batch(&inst.uri, dir.path(), &["three.sh"]);
+    let id = batch(&inst.uri, dir.path(), &["-N1", "three.sh"]);
     let ev = inst.wait_clean(id).await;
     assert_eq!(status_of(&ev), 3 << 8);
 }
@@ -327,7 +327,7 @@ async fn proxy_and_uri_descend_through_nested_instances() {
         "outer.sh",
         "#!/bin/sh\nfluxgate batch inner.sh >/dev/null || exit 1\nsleep 300\n",
     );
-    let id = batch(&inst.uri, dir.path(), &["outer.sh"]);
+    let id = batch(&inst.uri, dir.path(), &["-N1", "outer.sh"]);
     let mut jobs = inst.jobs().await;
     let level1 = memo_uri(&mut jobs, id).await;
     let (inner, level2) = inner_instance(&level1).await;
@@ -497,7 +497,7 @@ async fn proxy_reaches_the_child_instance() {
     let inst = Instance::start(1, 2).await;
     let dir = tempfile::tempdir().expect("tempdir");
     script(dir.path(), "wait.sh", "#!/bin/sh\nsleep 300\n");
-    let id = batch(&inst.uri, dir.path(), &["wait.sh"]);
+    let id = batch(&inst.uri, dir.path(), &["-N1", "wait.sh"]);
     let mut jobs = inst.jobs().await;
     let child = memo_uri(&mut jobs, id).await;
     let out = fluxgate(
@@ -637,6 +637,76 @@ async fn rfc35_requires_queries_place_jobs() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn singleton_jobs_run_one_at_a_time() {
+    let inst = Instance::start(1, 4).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let submit = |args: &[&str]| {
+        let mut all = vec!["submit"];
+        all.extend_from_slice(args);
+        let out = fluxgate(&inst.uri, dir.path(), &all);
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        JobId::parse(String::from_utf8_lossy(&out.stdout).trim()).expect("id")
+    };
+    let first = submit(&["--job-name=step", "sleep", "300"]);
+    inst.events_until(first, "eventlog", "start").await;
+    // Same user and name: held in DEPEND while the first is active.
+    let second = submit(&["--job-name=step", "--dependency=singleton", "true"]);
+    let third = submit(&["--job-name=step", "--dependency=singleton", "true"]);
+    let ev = inst
+        .events_until(second, "eventlog", "dependency-add")
+        .await;
+    assert_eq!(
+        ev.last().and_then(|e| e.ctx_str("description").ok()),
+        Some("singleton")
+    );
+    // Another name is not held.
+    let other = submit(&["--job-name=other", "--dependency=singleton", "true"]);
+    assert_eq!(status_of(&inst.wait_clean(other).await), 0);
+    let stored = stored_jobspec(&inst, second).await;
+    assert_eq!(
+        stored["attributes"]["system"]["dependencies"],
+        serde_json::json!([{"scheme": "singleton", "value": ""}])
+    );
+    let held = inst.list(127).await;
+    for id in [second, third] {
+        let j = held.iter().find(|j| j.id == id.as_u64()).expect("listed");
+        assert_eq!(j.state, "DEPEND", "{j:?}");
+    }
+    // Without a name: flux's words.
+    let out = fluxgate(
+        &inst.uri,
+        dir.path(),
+        &["submit", "--dependency=singleton", "true"],
+    );
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("singleton jobs require a job name"),
+        "{out:?}"
+    );
+    // The first ends: the second runs, then the third.
+    end_job(&inst, first).await;
+    let ev = inst.wait_clean(second).await;
+    assert_eq!(status_of(&ev), 0);
+    assert!(names(&ev).contains(&"dependency-remove"));
+    let ev = inst.wait_clean(third).await;
+    assert_eq!(status_of(&ev), 0);
+    let start = |ev: &[Event]| ev.iter().find(|e| e.name == "start").map(|e| e.timestamp);
+    let second_clean = inst.log(second, "eventlog").await;
+    let clean2 = second_clean
+        .iter()
+        .find(|e| e.name == "clean")
+        .map(|e| e.timestamp);
+    assert!(
+        start(&ev) >= clean2,
+        "the third started before the second ended"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn properties_survive_a_restart() {
     let mut inst = Instance::start(2, 2).await;
     let dir = tempfile::tempdir().expect("tempdir");
@@ -682,9 +752,13 @@ async fn alloc_runs_a_command_in_a_new_instance() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(stdout.contains("method=\"job-info\""), "{stdout}");
-    // The alloc job itself completed once the command was done.
+    // The alloc job itself completed once the command was done. As flux,
+    // it has no name of its own: the listing shows its command's.
     let jobs = inst.list(127).await;
-    let job = jobs.iter().find(|j| j.name == "alloc").expect("alloc job");
+    let job = jobs
+        .iter()
+        .find(|j| j.name == "fluxgate")
+        .expect("alloc job");
     assert_eq!(job.result, "COMPLETED", "{job:?}");
 }
 
@@ -858,7 +932,7 @@ async fn time_limit_of_the_enclosing_job_ends_the_child_and_its_jobs() {
         "hold.sh",
         "#!/bin/sh\nfluxgate submit sleep 300 >/dev/null\nsleep 300\n",
     );
-    let id = batch(&inst.uri, dir.path(), &["-t", "4s", "hold.sh"]);
+    let id = batch(&inst.uri, dir.path(), &["-N1", "-t", "4s", "hold.sh"]);
     let mut jobs = inst.jobs().await;
     let child = memo_uri(&mut jobs, id).await;
     let child_job = job_in(&child, "a running job", |j| j.state == "RUN").await;
@@ -912,14 +986,14 @@ async fn the_child_instance_runs_on_the_jobs_r_reranked_from_zero() {
 async fn alloc_ends_when_its_job_is_cancelled() {
     let inst = Instance::start(1, 2).await;
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut alloc = fluxgate_command(&inst.uri, dir.path(), &["alloc", "sleep", "300"])
+    let mut alloc = fluxgate_command(&inst.uri, dir.path(), &["alloc", "-N1", "sleep", "300"])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .expect("spawn alloc");
     let id = eventually(Duration::from_secs(30), async || {
         let jobs = inst.list(127).await;
-        let alloc = jobs.iter().find(|j| j.name == "alloc");
+        let alloc = jobs.iter().find(|j| j.name == "fluxgate");
         alloc
             .map(|j| JobId::from(j.id))
             .ok_or("no alloc job".to_string())

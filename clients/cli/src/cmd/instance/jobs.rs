@@ -2,58 +2,62 @@
 
 use super::*;
 
-/// Run `fluxgate batch`: submit the instance job and print its id.
+/// Run `fluxgate batch`: submit the instance job and print its id. The
+/// script is SCRIPT, or stdin without it; `--wrap` makes a /bin/sh script
+/// of the arguments (or of stdin), as flux's `batch` does.
 pub fn run_batch(args: BatchArgs) -> anyhow::Result<ExitCode> {
-    let (text, name, script_args) = if args.wrap {
-        let quoted: Vec<String> = args.script.iter().map(|a| shell_quote(a)).collect();
-        (
-            format!("#!/bin/sh\n{}\n", quoted.join(" ")),
-            "wrap".to_string(),
-            Vec::new(),
-        )
-    } else {
-        let (path, rest) = args
-            .script
-            .split_first()
-            .context("a batch script is required")?;
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("cannot read batch script {path}"))?;
-        let name = Path::new(path)
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_else(|| path.clone());
-        (text, name, rest.to_vec())
+    let mut script = args.script.clone();
+    if script.first().map(String::as_str) == Some("--") {
+        script.remove(0);
+    }
+    let (text, name, script_args) = match script.split_first() {
+        // As flux: the words joined, unquoted, and passed on as arguments.
+        Some((first, rest)) if args.wrap => (
+            format!("#!/bin/sh\n{}\n", script.join(" ")),
+            first.clone(),
+            rest.to_vec(),
+        ),
+        Some((path, rest)) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read batch script {path}"))?;
+            (text, path.clone(), rest.to_vec())
+        }
+        None => {
+            let text = args
+                .stdin_script
+                .clone()
+                .context("batch script must be provided via stdin or command line")?;
+            let text = if args.wrap {
+                format!("#!/bin/sh\n{text}")
+            } else {
+                text
+            };
+            (text, "batch".to_string(), Vec::new())
+        }
     };
     let exe = std::env::current_exe().context("cannot find the fluxgate executable")?;
-    // The script travels in the job's environment, not on the instance
-    // task's command line, which every user on the node can read.
+    // The script travels in the jobspec's files (RFC 37), where rank 0 of
+    // the instance reads it: never on a command line every user can read.
     let mut command = vec![
         exe.to_string_lossy().into_owned(),
         "instance".into(),
-        "--script-from-env".into(),
-        format!("--script-name={name}"),
+        "--script-from-jobspec".into(),
         "--".into(),
     ];
     command.extend(script_args);
-    let request = |uri: &str| -> anyhow::Result<pb::SubmitRequest> {
-        let mut req = args.opts.instance_request(&command, uri, &name)?;
-        let mut spec: serde_json::Value = serde_json::from_str(&req.jobspec).context("jobspec")?;
-        let env = spec
-            .pointer_mut("/attributes/system/environment")
-            .and_then(serde_json::Value::as_object_mut)
-            .context("jobspec has no environment")?;
-        env.insert(SCRIPT_ENV.into(), text.clone().into());
-        req.jobspec = spec.to_string();
-        Ok(req)
+    let job = InstanceJob {
+        name: Some(&name),
+        output: Some("flux-{{id}}.out"),
+        script: Some(&text),
     };
+    let request = || args.opts.instance_request(&command, &job);
     if args.dry_run {
         // No instance is needed to show what would be submitted.
-        let uri = client::uri().unwrap_or_default();
-        println!("{}", request(&uri)?.jobspec);
+        println!("{}", request()?.jobspec);
         return Ok(ExitCode::SUCCESS);
     }
     let uri = client::uri()?;
-    let req = request(&uri)?;
+    let req = request()?;
     client::block_on(async {
         let mut inst = client::connect_to(&uri).await?;
         let id = submit_one(&mut inst, req).await?;
@@ -69,16 +73,15 @@ pub fn run_batch(args: BatchArgs) -> anyhow::Result<ExitCode> {
 pub fn run_alloc(args: AllocArgs) -> anyhow::Result<ExitCode> {
     let exe = std::env::current_exe().context("cannot find the fluxgate executable")?;
     let command = vec![exe.to_string_lossy().into_owned(), "instance".into()];
+    // As flux: no default job name, no output file.
+    let req = args
+        .opts
+        .instance_request(&command, &InstanceJob::default())?;
     if args.dry_run {
-        let uri = client::uri().unwrap_or_default();
-        println!(
-            "{}",
-            args.opts.instance_request(&command, &uri, "alloc")?.jobspec
-        );
+        println!("{}", req.jobspec);
         return Ok(ExitCode::SUCCESS);
     }
     let uri = client::uri()?;
-    let req = args.opts.instance_request(&command, &uri, "alloc")?;
     let rt = client::runtime()?;
     let mut signals = {
         let _guard = rt.enter();

@@ -42,7 +42,7 @@ use serde_json::{Value, json};
 
 use crate::client::{self, Instance};
 use crate::cmd::attach;
-use crate::cmd::submit::{JobOpts, submit_one};
+use crate::cmd::submit::{InstanceJob, JobOpts, submit_one};
 use crate::services::{
     Cores, Exec, JobManager, Launcher, Signals, command_or_shell, up_count, wait_ready,
 };
@@ -84,9 +84,13 @@ pub struct BatchArgs {
     /// Print the jobspec JSON instead of submitting, and exit.
     #[arg(long = "dry-run")]
     dry_run: bool,
-    /// The batch script (run by the new instance's rank 0) and its arguments.
-    #[arg(required = true, trailing_var_arg = true, value_name = "SCRIPT")]
+    /// The batch script (run by the new instance's rank 0) and its
+    /// arguments; without it, the script is read from stdin.
+    #[arg(trailing_var_arg = true, value_name = "SCRIPT")]
     script: Vec<String>,
+    /// The script read from stdin, when no SCRIPT is given.
+    #[arg(skip)]
+    stdin_script: Option<String>,
 }
 
 impl BatchArgs {
@@ -97,6 +101,17 @@ impl BatchArgs {
         } else {
             self.script.first().map(String::as_str)
         }
+    }
+
+    /// Whether the script comes from stdin: no SCRIPT (with `--wrap`,
+    /// stdin's text is what gets wrapped).
+    pub fn reads_stdin(&self) -> bool {
+        self.script.is_empty()
+    }
+
+    /// Keep the script read from stdin.
+    pub fn set_stdin_script(&mut self, text: String) {
+        self.stdin_script = Some(text);
     }
 }
 
@@ -139,8 +154,12 @@ pub const SCRIPT_ENV: &str = "FLUXGATE_BATCH_SCRIPT";
 pub struct InstanceArgs {
     /// The batch script's text (rank 0 runs it); without it rank 0 waits
     /// for SIGTERM, as an alloc job does.
-    #[arg(long, value_name = "TEXT", conflicts_with = "script_from_env")]
+    #[arg(long, value_name = "TEXT", conflicts_with_all = ["script_from_env", "script_from_jobspec"])]
     script: Option<String>,
+    /// Read the batch script from the job's own jobspec
+    /// (`attributes.system.files.script`, RFC 37), where `batch` puts it.
+    #[arg(long, conflicts_with = "script_from_env")]
+    script_from_jobspec: bool,
     /// Read the batch script's text from the environment
     /// (`FLUXGATE_BATCH_SCRIPT`), where `batch` puts it: a command line is
     /// every user's to read (`ps`), a process's environment only its
@@ -231,29 +250,9 @@ fn exit_code(status: std::process::ExitStatus) -> ExitCode {
     ExitCode::from(code.clamp(0, 255) as u8)
 }
 
-/// `s` quoted for /bin/sh.
-fn shell_quote(s: &str) -> String {
-    if !s.is_empty()
-        && s.chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c))
-    {
-        s.to_string()
-    } else {
-        format!("'{}'", s.replace('\'', "'\\''"))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn quoting() {
-        assert_eq!(shell_quote("abc"), "abc");
-        assert_eq!(shell_quote("a b"), "'a b'");
-        assert_eq!(shell_quote("it's"), "'it'\\''s'");
-        assert_eq!(shell_quote(""), "''");
-    }
 
     #[test]
     fn child_resources_are_reranked_from_zero() {

@@ -54,6 +54,9 @@ pub fn run_instance(mut args: InstanceArgs) -> anyhow::Result<ExitCode> {
         Err(_) => 0,
     };
     let rt = client::runtime()?;
+    if args.script_from_jobspec && rank == 0 {
+        args.script = Some(rt.block_on(script_from_jobspec(&parent_uri, id))?);
+    }
     let mut signals = {
         let _guard = rt.enter();
         TaskSignals::new()?
@@ -296,6 +299,33 @@ async fn serve_child(
     drain_child(&uri, &creds).await;
     services.shutdown().await;
     Ok(code)
+}
+
+/// The batch script of job `id`: its jobspec's `files.script` (RFC 37),
+/// read from the enclosing instance.
+async fn script_from_jobspec(parent_uri: &str, id: JobId) -> anyhow::Result<String> {
+    let mut parent = client::connect_to(parent_uri).await?;
+    let info = parent
+        .jobs
+        .info(pb::InfoRequest {
+            id: id.as_u64(),
+            keys: vec!["jobspec".into()],
+            ..Default::default()
+        })
+        .await
+        .map_err(client::status_error)?
+        .into_inner();
+    let spec: serde_json::Value = info
+        .values
+        .get("jobspec")
+        .and_then(|t| serde_json::from_str(t).ok())
+        .context("the enclosing instance has no readable jobspec for this job")?;
+    let file = spec
+        .pointer("/attributes/system/files/script")
+        .context("the jobspec has no files.script")?;
+    let bytes =
+        fluxgate_shared::jobspec::fileref_data(file).map_err(|e| anyhow!("files.script: {e}"))?;
+    String::from_utf8(bytes).context("files.script is not UTF-8 text")
 }
 
 /// The exit code of an instance task ended by signal `name`: a batch
