@@ -13,7 +13,7 @@ use std::process::{Command, Stdio};
 
 use fluxgate_integration_tests::{
     Authed, Bearer, GuestUser, Instance, binary, eventually, exits_within, instance_token, names,
-    output_data, script,
+    script,
 };
 use fluxgate_proto::v1 as pb;
 use fluxgate_proto::v1::job_manager_client::JobManagerClient;
@@ -96,9 +96,9 @@ fn status_of(events: &[Event]) -> i64 {
         .unwrap_or_else(|| panic!("no finish in {:?}", names(events)))
 }
 
-/// The job's output (stdout and stderr data), for failure messages.
-async fn output(inst: &Instance, id: JobId) -> String {
-    output_data(&inst.log(id, "output").await).concat()
+/// A batch job's output: its default file, `flux-{{id}}.out` in `dir`.
+fn batch_output(dir: &Path, id: JobId) -> String {
+    std::fs::read_to_string(dir.join(format!("flux-{id}.out"))).unwrap_or_default()
 }
 
 /// Wait for the `uri` memo of a job.
@@ -261,7 +261,7 @@ async fn batch_runs_100_jobs_in_its_instance() {
         status_of(&ev),
         0,
         "batch output: {}",
-        output(&inst, id).await
+        batch_output(dir.path(), id)
     );
     assert!(
         ev.iter()
@@ -313,7 +313,7 @@ async fn nested_instance_two_levels_deep() {
         status_of(&ev),
         0,
         "outer output: {}",
-        output(&inst, id).await
+        batch_output(dir.path(), id)
     );
 }
 
@@ -325,7 +325,7 @@ async fn proxy_and_uri_descend_through_nested_instances() {
     script(
         dir.path(),
         "outer.sh",
-        "#!/bin/sh\nfluxgate batch inner.sh >/dev/null || exit 1\nsleep 300\n",
+        "#!/bin/sh\nfluxgate batch -n1 inner.sh >/dev/null || exit 1\nsleep 300\n",
     );
     let id = batch(&inst.uri, dir.path(), &["-N1", "outer.sh"]);
     let mut jobs = inst.jobs().await;
@@ -351,7 +351,7 @@ async fn expiration_change_is_seen_at_every_level() {
     script(
         dir.path(),
         "outer.sh",
-        "#!/bin/sh\nfluxgate batch -c1 inner.sh >/dev/null || exit 1\nsleep 300\n",
+        "#!/bin/sh\nfluxgate batch -n1 -c1 inner.sh >/dev/null || exit 1\nsleep 300\n",
     );
     let id = batch(&inst.uri, dir.path(), &["-N1", "-t", "10m", "outer.sh"]);
     let mut jobs = inst.jobs().await;
@@ -752,14 +752,16 @@ async fn alloc_runs_a_command_in_a_new_instance() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(stdout.contains("method=\"job-info\""), "{stdout}");
-    // The alloc job itself completed once the command was done. As flux,
-    // it has no name of its own: the listing shows its command's.
+    // The command ran in the job, and the job ended with it, with its exit
+    // code, as flux's alloc. As flux, it has no name of its own: the
+    // listing shows its command's.
     let jobs = inst.list(127).await;
     let job = jobs
         .iter()
         .find(|j| j.name == "fluxgate")
         .expect("alloc job");
-    assert_eq!(job.result, "COMPLETED", "{job:?}");
+    assert_eq!(job.result, "FAILED", "{job:?}");
+    assert_eq!(job.waitstatus, Some(4 << 8), "{job:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -969,7 +971,7 @@ async fn the_child_instance_runs_on_the_jobs_r_reranked_from_zero() {
     );
     let id = batch(&inst.uri, dir.path(), &["-N2", "r.sh"]);
     let ev = inst.wait_clean(id).await;
-    let out = output(&inst, id).await;
+    let out = batch_output(dir.path(), id);
     assert_eq!(status_of(&ev), 0, "{out}");
     assert_eq!(inst.r(id).await.ranks().to_string(), "1-2");
     let line = out.lines().next().expect("R printed");
@@ -980,6 +982,50 @@ async fn the_child_instance_runs_on_the_jobs_r_reranked_from_zero() {
         Some("node[1-2]")
     );
     end_job(&inst, holder).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn alloc_runs_a_command_on_the_jobs_first_node() {
+    let inst = Instance::start(2, 2).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = fluxgate_command(
+        &inst.uri,
+        dir.path(),
+        &[
+            "alloc",
+            "-N2",
+            "sh",
+            "-c",
+            "echo job=$FLUX_JOB_ID rank=$FLUX_TASK_RANK; fluxgate resource info",
+        ],
+    )
+    .output()
+    .expect("run alloc");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let jobs = inst.list(127).await;
+    let job = jobs
+        .iter()
+        .find(|j| j.name == "fluxgate")
+        .expect("alloc job");
+    assert_eq!(job.result, "COMPLETED", "{job:?}");
+    // In the job, as its task 0, and the child instance has both nodes.
+    let id = JobId::from(job.id);
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines[0], format!("job={id} rank=0"), "{stdout}");
+    assert!(stdout.contains("2 Nodes"), "{stdout}");
+    // The stored jobspec: flux's nested shape, the command in the job.
+    let spec = stored_jobspec(&inst, id).await;
+    let command = spec["tasks"][0]["command"].as_array().expect("command");
+    assert!(command.iter().any(|a| a == "--alloc"), "{command:?}");
+    assert_eq!(
+        spec["attributes"]["system"]["shell"]["options"]["per-resource"],
+        serde_json::json!({"type": "node"})
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

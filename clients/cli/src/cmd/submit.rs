@@ -543,6 +543,8 @@ pub struct InstanceJob<'a> {
     pub output: Option<&'a str>,
     /// The batch script, put in `attributes.system.files.script` (RFC 37).
     pub script: Option<&'a str>,
+    /// alloc from a terminal: task 0 gets a pty (`pty.interactive`).
+    pub interactive: bool,
 }
 
 impl JobOpts {
@@ -578,6 +580,9 @@ impl JobOpts {
         let mut setopt: Vec<String> = ["per-resource.type=node", "mpi=none", "exit-timeout=none"]
             .map(String::from)
             .to_vec();
+        if job.interactive {
+            setopt.push("pty.interactive=1".into());
+        }
         setopt.append(&mut opts.setopt);
         opts.setopt = setopt;
         let mut req = opts.request(command, None)?;
@@ -910,7 +915,7 @@ pub fn run_run(mut args: RunArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// The jobspec with the input service asked for.
-fn with_input_service(jobspec: &str) -> anyhow::Result<String> {
+pub(crate) fn with_input_service(jobspec: &str) -> anyhow::Result<String> {
     let mut v: Value = serde_json::from_str(jobspec)?;
     set_shell_option(&mut v, &["input", "stdin"], json!({"type": "service"}))?;
     Ok(serde_json::to_string(&v)?)
@@ -1022,6 +1027,7 @@ mod tests {
             name: Some("steps.sh"),
             output: Some("flux-{{id}}.out"),
             script: Some("#!/bin/sh\nhostname\n"),
+            interactive: false,
         };
         let req = o.opts.instance_request(&["prog".into()], &job).unwrap();
         serde_json::from_str(&req.jobspec).unwrap()

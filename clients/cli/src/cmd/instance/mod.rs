@@ -26,10 +26,8 @@
 //! goes only to the script (or alloc's command) and to a file only the job's
 //! user can read, where `proxy`, `uri` and `alloc` find it ([`access`]).
 
-use std::future::Future;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::pin::Pin;
 use std::process::{Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
@@ -42,7 +40,8 @@ use serde_json::{Value, json};
 
 use crate::client::{self, Instance};
 use crate::cmd::attach;
-use crate::cmd::submit::{InstanceJob, JobOpts, submit_one};
+use crate::cmd::stdin::Ranks;
+use crate::cmd::submit::{InstanceJob, JobOpts, submit_one, with_input_service};
 use crate::services::{
     Cores, Exec, JobManager, Launcher, Signals, command_or_shell, up_count, wait_ready,
 };
@@ -156,6 +155,11 @@ pub struct InstanceArgs {
     /// for SIGTERM, as an alloc job does.
     #[arg(long, value_name = "TEXT", conflicts_with_all = ["script_from_env", "script_from_jobspec"])]
     script: Option<String>,
+    /// alloc: rank 0 runs ARGS (default $SHELL) in the new instance, on the
+    /// job's own stdio (a pty under `-o pty.interactive`), and the job ends
+    /// with it, with its exit code.
+    #[arg(long, conflicts_with_all = ["script", "script_from_env", "script_from_jobspec"])]
+    alloc: bool,
     /// Read the batch script from the job's own jobspec
     /// (`attributes.system.files.script`, RFC 37), where `batch` puts it.
     #[arg(long, conflicts_with = "script_from_env")]

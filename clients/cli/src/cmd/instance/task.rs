@@ -232,7 +232,7 @@ async fn leader(
         Ok((_, uri)) => uri,
         Err(s) => {
             services.shutdown().await;
-            return Ok(ended_by(s, args.script.is_some()));
+            return Ok(ended_by(s, args.script.is_some() || args.alloc));
         }
     };
     // Before the memo: whoever finds the URI there finds the credential too.
@@ -278,7 +278,7 @@ async fn serve_child(
         s = signals.any() => {
             drain_child(&uri, &creds).await;
             services.shutdown().await;
-            return Ok(ended_by(s, args.script.is_some()));
+            return Ok(ended_by(s, args.script.is_some() || args.alloc));
         }
     }
     let follow = tokio::spawn(follow_expiration(
@@ -289,6 +289,7 @@ async fn serve_child(
     ));
     let code = match &args.script {
         Some(text) => run_script(text, args, &uri, &owner_token, statedir, signals).await?,
+        None if args.alloc => run_initial(&args.args, &uri, &owner_token, signals).await?,
         None => {
             // alloc: the instance lives until its job is told to end.
             signals.any().await;
@@ -373,7 +374,7 @@ async fn run_script(
         c.arg(&path);
         c
     };
-    let mut child = cmd
+    let child = cmd
         .args(&args.args)
         .env(client::URI_ENV, uri)
         .env(client::TOKEN_ENV, token)
@@ -381,6 +382,34 @@ async fn run_script(
         .env_remove(SCRIPT_ENV)
         .spawn()
         .with_context(|| format!("cannot run the batch script {}", args.script_name))?;
+    wait_forwarding(child, signals).await
+}
+
+/// alloc's initial program: `command` (default $SHELL) with the child's URI
+/// and its owner's token, on this task's stdio, as flux's broker runs its
+/// initial program; its exit code is the job's.
+async fn run_initial(
+    command: &[String],
+    uri: &str,
+    token: &str,
+    signals: &mut TaskSignals,
+) -> anyhow::Result<ExitCode> {
+    let (prog, rest) = command_or_shell(command);
+    let child = tokio::process::Command::new(&prog)
+        .args(&rest)
+        .env(client::URI_ENV, uri)
+        .env(client::TOKEN_ENV, token)
+        .spawn()
+        .with_context(|| format!("cannot run {prog}"))?;
+    wait_forwarding(child, signals).await
+}
+
+/// Wait for `child`, passing on the signals the task gets; its exit code
+/// (128+signal when a signal ended it, as a shell reports).
+async fn wait_forwarding(
+    mut child: tokio::process::Child,
+    signals: &mut TaskSignals,
+) -> anyhow::Result<ExitCode> {
     let pid = child.id().map(|p| Pid::from_raw(p as i32));
     let status = loop {
         tokio::select! {
