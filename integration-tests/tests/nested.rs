@@ -1029,6 +1029,33 @@ async fn alloc_runs_a_command_on_the_jobs_first_node() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batch_conf_configures_the_child_instance() {
+    let inst = Instance::start(1, 2).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    script(dir.path(), "q.sh", "#!/bin/sh\nfluxgate queue list\n");
+    let id = batch(
+        &inst.uri,
+        dir.path(),
+        &[
+            "-N1",
+            "--conf=queues.debug={}",
+            "--conf=queues.batch={}",
+            "q.sh",
+        ],
+    );
+    let ev = inst.wait_clean(id).await;
+    let out = batch_output(dir.path(), id);
+    assert_eq!(status_of(&ev), 0, "{out}");
+    assert!(out.contains("debug") && out.contains("batch"), "{out}");
+    // As flux: the configuration is the jobspec's file conf.json.
+    let spec = stored_jobspec(&inst, id).await;
+    assert_eq!(
+        spec["attributes"]["system"]["files"]["conf.json"]["data"],
+        serde_json::json!({"queues": {"debug": {}, "batch": {}}})
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn alloc_ends_when_its_job_is_cancelled() {
     let inst = Instance::start(1, 2).await;
     let dir = tempfile::tempdir().expect("tempdir");

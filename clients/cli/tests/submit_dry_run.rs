@@ -169,3 +169,42 @@ fn batch_reads_its_script_from_stdin() {
         "{out:?}"
     );
 }
+
+#[test]
+fn conf_goes_in_the_files_as_flux_puts_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("job.sh");
+    std::fs::write(&script, "#!/bin/sh\ntrue\n").unwrap();
+    let out = dry_run_of(
+        "batch",
+        &[
+            "-N1",
+            "--conf=resource.noverify=true",
+            "--conf=tbon.fanout=4",
+            script.to_str().unwrap(),
+        ],
+    );
+    assert!(out.status.success(), "{out:?}");
+    let v = &jobspecs(&out)[0];
+    let files = &v["attributes"]["system"]["files"];
+    let names: Vec<&String> = files.as_object().unwrap().keys().collect();
+    assert_eq!(names, ["conf.json", "script"]);
+    assert_eq!(
+        files["conf.json"],
+        serde_json::json!({"mode": 0o100600, "data": {"resource": {"noverify": true}, "tbon": {"fanout": 4}}})
+    );
+    let command = v["tasks"][0]["command"].to_string();
+    assert!(command.contains("--conf-from-jobspec"), "{command}");
+    let alloc = dry_run_of("alloc", &["-N1", "--conf=a.b=1"]);
+    assert!(alloc.status.success(), "{alloc:?}");
+    assert_eq!(
+        jobspecs(&alloc)[0]["attributes"]["system"]["files"]["conf.json"]["data"],
+        serde_json::json!({"a": {"b": 1}})
+    );
+    let bad = dry_run_of("alloc", &["-N1", "--conf=nosuch"]);
+    assert!(!bad.status.success());
+    assert!(
+        String::from_utf8_lossy(&bad.stderr).contains("--conf: named config 'nosuch' not found"),
+        "{bad:?}"
+    );
+}

@@ -32,7 +32,8 @@ mod files;
 
 use env_rules::EnvRules;
 
-use files::{python_os_error, soft_rlimit};
+pub(crate) use files::python_os_error;
+use files::soft_rlimit;
 
 /// The options `submit` and `run` share, as flux's names them.
 #[derive(Debug, Clone, clap::Args)]
@@ -545,6 +546,9 @@ pub struct InstanceJob<'a> {
     pub script: Option<&'a str>,
     /// alloc from a terminal: task 0 gets a pty (`pty.interactive`).
     pub interactive: bool,
+    /// `--conf`: the child's configuration, as the RFC 37 file object of
+    /// `conf.json`.
+    pub conf: Option<Value>,
 }
 
 impl JobOpts {
@@ -586,33 +590,41 @@ impl JobOpts {
         setopt.append(&mut opts.setopt);
         opts.setopt = setopt;
         let mut req = opts.request(command, None)?;
-        if let Some(text) = job.script {
-            if !text.starts_with("#!") {
-                bail!(
-                    "{} does not appear to start with '#!'",
-                    opts.job_name.as_deref().unwrap_or("script")
-                );
-            }
+        if let Some(text) = job.script
+            && !text.starts_with("#!")
+        {
+            bail!(
+                "{} does not appear to start with '#!'",
+                opts.job_name.as_deref().unwrap_or("script")
+            );
+        }
+        if job.script.is_some() || job.conf.is_some() {
             let mut spec: Value = serde_json::from_str(&req.jobspec).context("jobspec")?;
-            add_script(&mut spec, text)?;
+            add_instance_files(&mut spec, job)?;
             req.jobspec = spec.to_string();
         }
         Ok(req)
     }
 }
 
-/// Put `text` first in the jobspec's files as `script`, mode 0700, as
-/// flux's `from_batch_command` (the `--add-file` ones follow it).
-fn add_script(spec: &mut Value, text: &str) -> anyhow::Result<()> {
+/// Put `conf.json` (`--conf`) then `script` (mode 0700) first in the
+/// jobspec's files, as flux's `from_nest_command` and `from_batch_command`
+/// add them (the `--add-file` ones follow).
+fn add_instance_files(spec: &mut Value, job: &InstanceJob<'_>) -> anyhow::Result<()> {
     let system = spec
         .pointer_mut("/attributes/system")
         .and_then(Value::as_object_mut)
         .context("jobspec has no attributes.system")?;
     let mut files = serde_json::Map::new();
-    files.insert(
-        "script".into(),
-        fluxgate_shared::jobspec::content_fileref(text, 0o700),
-    );
+    if let Some(conf) = &job.conf {
+        files.insert("conf.json".into(), conf.clone());
+    }
+    if let Some(text) = job.script {
+        files.insert(
+            "script".into(),
+            fluxgate_shared::jobspec::content_fileref(text, 0o700),
+        );
+    }
     if let Some(Value::Object(others)) = system.remove("files") {
         files.extend(others);
     }
@@ -1028,6 +1040,7 @@ mod tests {
             output: Some("flux-{{id}}.out"),
             script: Some("#!/bin/sh\nhostname\n"),
             interactive: false,
+            conf: None,
         };
         let req = o.opts.instance_request(&["prog".into()], &job).unwrap();
         serde_json::from_str(&req.jobspec).unwrap()

@@ -38,18 +38,23 @@ pub fn run_batch(args: BatchArgs) -> anyhow::Result<ExitCode> {
     let exe = std::env::current_exe().context("cannot find the fluxgate executable")?;
     // The script travels in the jobspec's files (RFC 37), where rank 0 of
     // the instance reads it: never on a command line every user can read.
+    let conf = conf::BatchConfig::from_options(&args.conf)?;
     let mut command = vec![
         exe.to_string_lossy().into_owned(),
         "instance".into(),
         "--script-from-jobspec".into(),
-        "--".into(),
     ];
+    if conf.is_some() {
+        command.push("--conf-from-jobspec".into());
+    }
+    command.push("--".into());
     command.extend(script_args);
     let job = InstanceJob {
         name: Some(&name),
         output: Some("flux-{{id}}.out"),
         script: Some(&text),
         interactive: false,
+        conf: conf.map(|c| c.fileref()),
     };
     let request = || args.opts.instance_request(&command, &job);
     if args.dry_run {
@@ -76,18 +81,23 @@ pub fn run_batch(args: BatchArgs) -> anyhow::Result<ExitCode> {
 /// pty.interactive`), and the job's exit code, CMD's, is alloc's.
 pub fn run_alloc(args: AllocArgs) -> anyhow::Result<ExitCode> {
     let exe = std::env::current_exe().context("cannot find the fluxgate executable")?;
+    let conf = conf::BatchConfig::from_options(&args.conf)?;
     let mut command = vec![
         exe.to_string_lossy().into_owned(),
         "instance".into(),
         "--alloc".into(),
-        "--".into(),
     ];
+    if conf.is_some() {
+        command.push("--conf-from-jobspec".into());
+    }
+    command.push("--".into());
     command.extend(args.command.iter().cloned());
     let terminal = std::io::IsTerminal::is_terminal(&std::io::stdin());
     // As flux: no default job name, no output file; a terminal only when
     // stdin is one.
     let job = InstanceJob {
         interactive: terminal,
+        conf: conf.map(|c| c.fileref()),
         ..InstanceJob::default()
     };
     let mut req = args.opts.instance_request(&command, &job)?;

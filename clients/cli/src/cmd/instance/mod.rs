@@ -47,6 +47,7 @@ use crate::services::{
 };
 
 mod access;
+pub mod conf;
 pub mod directives;
 mod jobs;
 pub mod probe;
@@ -77,6 +78,10 @@ pub struct BatchArgs {
     /// Wrap the arguments in a /bin/sh script instead of reading SCRIPT.
     #[arg(long)]
     wrap: bool,
+    /// Set configuration for the child instance: a multi-line JSON or TOML
+    /// text, KEY=VALUE, a .toml or .json file, or a named configuration.
+    #[arg(long = "conf", value_name = "CONF")]
+    conf: Vec<String>,
     /// Do not print the job id.
     #[arg(long)]
     quiet: bool,
@@ -119,6 +124,10 @@ impl BatchArgs {
 pub struct AllocArgs {
     #[command(flatten)]
     opts: JobOpts,
+    /// Set configuration for the child instance: a multi-line JSON or TOML
+    /// text, KEY=VALUE, a .toml or .json file, or a named configuration.
+    #[arg(long = "conf", value_name = "CONF")]
+    conf: Vec<String>,
     /// Print the jobspec JSON instead of submitting, and exit.
     #[arg(long = "dry-run")]
     dry_run: bool,
@@ -160,6 +169,13 @@ pub struct InstanceArgs {
     /// with it, with its exit code.
     #[arg(long, conflicts_with_all = ["script", "script_from_env", "script_from_jobspec"])]
     alloc: bool,
+    /// Configure the child's job manager from the jobspec's `conf.json`
+    /// file (RFC 37), where `batch` and `alloc` put `--conf`.
+    #[arg(long)]
+    conf_from_jobspec: bool,
+    /// The child's configuration (TOML) read from the jobspec.
+    #[arg(skip)]
+    conf_toml: Option<String>,
     /// Read the batch script from the job's own jobspec
     /// (`attributes.system.files.script`, RFC 37), where `batch` puts it.
     #[arg(long, conflicts_with = "script_from_env")]

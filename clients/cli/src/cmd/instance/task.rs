@@ -54,8 +54,17 @@ pub fn run_instance(mut args: InstanceArgs) -> anyhow::Result<ExitCode> {
         Err(_) => 0,
     };
     let rt = client::runtime()?;
-    if args.script_from_jobspec && rank == 0 {
-        args.script = Some(rt.block_on(script_from_jobspec(&parent_uri, id))?);
+    if (args.script_from_jobspec || args.conf_from_jobspec) && rank == 0 {
+        let files = rt.block_on(jobspec_files(&parent_uri, id))?;
+        if args.script_from_jobspec {
+            args.script = Some(script_of(&files)?);
+        }
+        if args.conf_from_jobspec {
+            let file = files
+                .get("conf.json")
+                .context("the jobspec has no files.conf.json")?;
+            args.conf_toml = Some(super::conf::toml_of_fileref(file)?);
+        }
     }
     let mut signals = {
         let _guard = rt.enter();
@@ -218,7 +227,15 @@ async fn leader(
     let r_path = statedir.join("R.json");
     fluxgate_os::private::write_file(&r_path, r.to_json_string().as_bytes())?;
     key.install(statedir)?;
-    let jm = JobManager::new(statedir)
+    let mut jm = JobManager::new(statedir);
+    if let Some(toml) = &args.conf_toml {
+        // `--conf`: the child's configuration file; the settings below,
+        // which make it a child instance, still win.
+        let path = statedir.join("conf.toml");
+        fluxgate_os::private::write_file(&path, toml.as_bytes())?;
+        jm = jm.config(&path);
+    }
+    let jm = jm
         .resource_path(&r_path)
         .set("resource.method", "job-info")
         .auth(true);
@@ -302,9 +319,9 @@ async fn serve_child(
     Ok(code)
 }
 
-/// The batch script of job `id`: its jobspec's `files.script` (RFC 37),
-/// read from the enclosing instance.
-async fn script_from_jobspec(parent_uri: &str, id: JobId) -> anyhow::Result<String> {
+/// The files (RFC 37) of job `id`'s jobspec, read from the enclosing
+/// instance.
+async fn jobspec_files(parent_uri: &str, id: JobId) -> anyhow::Result<serde_json::Value> {
     let mut parent = client::connect_to(parent_uri).await?;
     let info = parent
         .jobs
@@ -321,8 +338,15 @@ async fn script_from_jobspec(parent_uri: &str, id: JobId) -> anyhow::Result<Stri
         .get("jobspec")
         .and_then(|t| serde_json::from_str(t).ok())
         .context("the enclosing instance has no readable jobspec for this job")?;
-    let file = spec
-        .pointer("/attributes/system/files/script")
+    spec.pointer("/attributes/system/files")
+        .cloned()
+        .context("the jobspec has no files")
+}
+
+/// The batch script: `files.script`.
+fn script_of(files: &serde_json::Value) -> anyhow::Result<String> {
+    let file = files
+        .get("script")
         .context("the jobspec has no files.script")?;
     let bytes =
         fluxgate_shared::jobspec::fileref_data(file).map_err(|e| anyhow!("files.script: {e}"))?;
