@@ -466,12 +466,17 @@ impl JobRecord {
             "priority" if matches!(self.state(), Some(JobState::New | JobState::Depend)) => {
                 Value::empty()
             }
-            // An inactive job keeps its last priority, as in flux.
-            "priority" if matches!(self.state(), Some(JobState::Inactive)) => self
-                .details
-                .as_ref()
-                .and_then(|d| d.priority)
-                .map_or_else(Value::empty, |p| Value::Int(i64::from(p))),
+            // An inactive job keeps its last priority, as in flux: the
+            // summary has none, its eventlog does.
+            "priority"
+                if let Some(p) = self
+                    .details
+                    .as_ref()
+                    .filter(|_| matches!(self.state(), Some(JobState::Inactive)))
+                    .and_then(|d| d.priority) =>
+            {
+                Value::Int(i64::from(p))
+            }
             "priority" => Value::Int(i64::try_from(j.priority).unwrap_or(i64::MAX)),
             "state" => s(self.state().map(JobState::name).unwrap_or("")),
             "state_single" => Value::Str(
