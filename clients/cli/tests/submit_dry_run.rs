@@ -195,6 +195,18 @@ fn conf_goes_in_the_files_as_flux_puts_it() {
     );
     let command = v["tasks"][0]["command"].to_string();
     assert!(command.contains("--conf-from-jobspec"), "{command}");
+    // Key order as flux writes it: the nested options after the output
+    // ones and before what apply_options adds (rlimit, -o).
+    let opts: Vec<&String> = v["attributes"]["system"]["shell"]["options"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .collect();
+    assert_eq!(
+        opts,
+        ["output", "per-resource", "mpi", "exit-timeout", "rlimit"],
+        "{opts:?}"
+    );
     let alloc = dry_run_of("alloc", &["-N1", "--conf=a.b=1"]);
     assert!(alloc.status.success(), "{alloc:?}");
     assert_eq!(

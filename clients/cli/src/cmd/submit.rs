@@ -133,6 +133,16 @@ pub struct JobOpts {
     /// Set submission flags (debug, waitable, novalidate), comma separated.
     #[arg(long, value_name = "FLAGS", value_delimiter = ',')]
     flags: Vec<String>,
+    /// What batch and alloc add as flux's `from_nest_command` does.
+    #[arg(skip)]
+    nest: Nest,
+}
+
+/// The shell options and files of a nested instance's jobspec.
+#[derive(Debug, Clone, Default)]
+struct Nest {
+    options: Vec<(String, Value)>,
+    files: Vec<(String, Value)>,
 }
 
 /// Arguments of `fluxgate submit`.
@@ -405,6 +415,12 @@ impl JobOpts {
         if let Some(bank) = &self.bank {
             b = b.bank(bank);
         }
+        for (key, value) in &self.nest.options {
+            b = b.nest_option(key, value.clone());
+        }
+        for (name, file) in &self.nest.files {
+            b = b.nest_file(name, file.clone());
+        }
         let b = self.shell_and_attributes(b)?;
         let value = b.to_value()?;
         // Validate here so a bad option is reported before anything is sent.
@@ -579,17 +595,6 @@ impl JobOpts {
         if opts.output.is_none() {
             opts.output = job.output.map(str::to_string);
         }
-        // Before the user's own -o, which may change them, as flux applies
-        // its options after building the nested jobspec.
-        let mut setopt: Vec<String> = ["per-resource.type=node", "mpi=none", "exit-timeout=none"]
-            .map(String::from)
-            .to_vec();
-        if job.interactive {
-            setopt.push("pty.interactive=1".into());
-        }
-        setopt.append(&mut opts.setopt);
-        opts.setopt = setopt;
-        let mut req = opts.request(command, None)?;
         if let Some(text) = job.script
             && !text.starts_with("#!")
         {
@@ -598,38 +603,29 @@ impl JobOpts {
                 opts.job_name.as_deref().unwrap_or("script")
             );
         }
-        if job.script.is_some() || job.conf.is_some() {
-            let mut spec: Value = serde_json::from_str(&req.jobspec).context("jobspec")?;
-            add_instance_files(&mut spec, job)?;
-            req.jobspec = spec.to_string();
+        // Where flux's from_nest_command sets them: before the user's -o,
+        // which may change them, and before --add-file's files.
+        let mut options = vec![
+            ("per-resource.type".to_string(), json!("node")),
+            ("mpi".to_string(), json!("none")),
+            ("exit-timeout".to_string(), json!("none")),
+        ];
+        if job.interactive {
+            options.push(("pty.interactive".into(), json!(1)));
         }
-        Ok(req)
+        let mut files = Vec::new();
+        if let Some(conf) = &job.conf {
+            files.push(("conf.json".to_string(), conf.clone()));
+        }
+        if let Some(text) = job.script {
+            files.push((
+                "script".to_string(),
+                fluxgate_shared::jobspec::content_fileref(text, 0o700),
+            ));
+        }
+        opts.nest = Nest { options, files };
+        opts.request(command, None)
     }
-}
-
-/// Put `conf.json` (`--conf`) then `script` (mode 0700) first in the
-/// jobspec's files, as flux's `from_nest_command` and `from_batch_command`
-/// add them (the `--add-file` ones follow).
-fn add_instance_files(spec: &mut Value, job: &InstanceJob<'_>) -> anyhow::Result<()> {
-    let system = spec
-        .pointer_mut("/attributes/system")
-        .and_then(Value::as_object_mut)
-        .context("jobspec has no attributes.system")?;
-    let mut files = serde_json::Map::new();
-    if let Some(conf) = &job.conf {
-        files.insert("conf.json".into(), conf.clone());
-    }
-    if let Some(text) = job.script {
-        files.insert(
-            "script".into(),
-            fluxgate_shared::jobspec::content_fileref(text, 0o700),
-        );
-    }
-    if let Some(Value::Object(others)) = system.remove("files") {
-        files.extend(others);
-    }
-    system.insert("files".into(), Value::Object(files));
-    Ok(())
 }
 
 /// flux's environment rules: start from the whole environment, then apply
