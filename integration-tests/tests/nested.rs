@@ -13,7 +13,7 @@ use std::process::{Command, Stdio};
 
 use fluxgate_integration_tests::{
     Authed, Bearer, GuestUser, Instance, binary, eventually, exits_within, instance_token, names,
-    output_data, script,
+    script,
 };
 use fluxgate_proto::v1 as pb;
 use fluxgate_proto::v1::job_manager_client::JobManagerClient;
@@ -96,9 +96,9 @@ fn status_of(events: &[Event]) -> i64 {
         .unwrap_or_else(|| panic!("no finish in {:?}", names(events)))
 }
 
-/// The job's output (stdout and stderr data), for failure messages.
-async fn output(inst: &Instance, id: JobId) -> String {
-    output_data(&inst.log(id, "output").await).concat()
+/// A batch job's output: its default file, `flux-{{id}}.out` in `dir`.
+fn batch_output(dir: &Path, id: JobId) -> String {
+    std::fs::read_to_string(dir.join(format!("flux-{id}.out"))).unwrap_or_default()
 }
 
 /// Wait for the `uri` memo of a job.
@@ -261,7 +261,7 @@ async fn batch_runs_100_jobs_in_its_instance() {
         status_of(&ev),
         0,
         "batch output: {}",
-        output(&inst, id).await
+        batch_output(dir.path(), id)
     );
     assert!(
         ev.iter()
@@ -281,7 +281,7 @@ async fn batch_script_status_is_the_jobs() {
     let inst = Instance::start(1, 2).await;
     let dir = tempfile::tempdir().expect("tempdir");
     script(dir.path(), "three.sh", "#!/bin/sh\nexit 3\n");
-    let id = batch(&inst.uri, dir.path(), &["three.sh"]);
+    let id = batch(&inst.uri, dir.path(), &["-N1", "three.sh"]);
     let ev = inst.wait_clean(id).await;
     assert_eq!(status_of(&ev), 3 << 8);
 }
@@ -313,7 +313,7 @@ async fn nested_instance_two_levels_deep() {
         status_of(&ev),
         0,
         "outer output: {}",
-        output(&inst, id).await
+        batch_output(dir.path(), id)
     );
 }
 
@@ -325,9 +325,9 @@ async fn proxy_and_uri_descend_through_nested_instances() {
     script(
         dir.path(),
         "outer.sh",
-        "#!/bin/sh\nfluxgate batch inner.sh >/dev/null || exit 1\nsleep 300\n",
+        "#!/bin/sh\nfluxgate batch -n1 inner.sh >/dev/null || exit 1\nsleep 300\n",
     );
-    let id = batch(&inst.uri, dir.path(), &["outer.sh"]);
+    let id = batch(&inst.uri, dir.path(), &["-N1", "outer.sh"]);
     let mut jobs = inst.jobs().await;
     let level1 = memo_uri(&mut jobs, id).await;
     let (inner, level2) = inner_instance(&level1).await;
@@ -351,7 +351,7 @@ async fn expiration_change_is_seen_at_every_level() {
     script(
         dir.path(),
         "outer.sh",
-        "#!/bin/sh\nfluxgate batch -c1 inner.sh >/dev/null || exit 1\nsleep 300\n",
+        "#!/bin/sh\nfluxgate batch -n1 -c1 inner.sh >/dev/null || exit 1\nsleep 300\n",
     );
     let id = batch(&inst.uri, dir.path(), &["-N1", "-t", "10m", "outer.sh"]);
     let mut jobs = inst.jobs().await;
@@ -497,7 +497,7 @@ async fn proxy_reaches_the_child_instance() {
     let inst = Instance::start(1, 2).await;
     let dir = tempfile::tempdir().expect("tempdir");
     script(dir.path(), "wait.sh", "#!/bin/sh\nsleep 300\n");
-    let id = batch(&inst.uri, dir.path(), &["wait.sh"]);
+    let id = batch(&inst.uri, dir.path(), &["-N1", "wait.sh"]);
     let mut jobs = inst.jobs().await;
     let child = memo_uri(&mut jobs, id).await;
     let out = fluxgate(
@@ -578,6 +578,134 @@ async fn property_constraints_follow_run_time_changes() {
     assert_eq!(inst.r(id).await.ranks().to_string(), "0");
 }
 
+/// The job's stored jobspec, parsed.
+async fn stored_jobspec(inst: &Instance, id: JobId) -> serde_json::Value {
+    let mut jobs = inst.jobs().await;
+    let info = jobs
+        .info(pb::InfoRequest {
+            id: id.as_u64(),
+            keys: vec!["jobspec".into()],
+            ..Default::default()
+        })
+        .await
+        .expect("info")
+        .into_inner();
+    serde_json::from_str(&info.values["jobspec"]).expect("jobspec JSON")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rfc35_requires_queries_place_jobs() {
+    let inst = Instance::start(3, 2).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let submit = |args: &[&str]| {
+        let out = fluxgate(&inst.uri, dir.path(), args);
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        JobId::parse(String::from_utf8_lossy(&out.stdout).trim()).expect("id")
+    };
+    // host:X or rank:1 on two whole nodes: exactly those two.
+    let id = submit(&["submit", "-N2", "--requires=host:node2 or rank:1", "true"]);
+    assert_eq!(status_of(&inst.wait_clean(id).await), 0);
+    assert_eq!(inst.r(id).await.ranks().to_string(), "1-2");
+    assert_eq!(
+        stored_jobspec(&inst, id).await["attributes"]["system"]["constraints"],
+        serde_json::json!({"or": [{"hostlist": ["node2"]}, {"ranks": ["1"]}]})
+    );
+    // not, parentheses, -term: only rank 0 is left.
+    let id = submit(&[
+        "submit",
+        "-N1",
+        "--requires=not (host:node1 or rank:2)",
+        "true",
+    ]);
+    inst.wait_clean(id).await;
+    assert_eq!(inst.r(id).await.ranks().to_string(), "0");
+    let id = submit(&["submit", "--requires=-host:node[0-1]", "true"]);
+    inst.wait_clean(id).await;
+    assert_eq!(inst.r(id).await.ranks().to_string(), "2");
+    // A query no node meets is refused at once, as unsatisfiable.
+    let id = submit(&["submit", "--requires=host:node0 rank:1", "true"]);
+    let ev = inst.wait_clean(id).await;
+    let exc = ev
+        .iter()
+        .find(|e| e.name == "exception")
+        .expect("exception");
+    assert_eq!(exc.ctx("type").and_then(|v| v.as_str()), Some("alloc"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn singleton_jobs_run_one_at_a_time() {
+    let inst = Instance::start(1, 4).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let submit = |args: &[&str]| {
+        let mut all = vec!["submit"];
+        all.extend_from_slice(args);
+        let out = fluxgate(&inst.uri, dir.path(), &all);
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        JobId::parse(String::from_utf8_lossy(&out.stdout).trim()).expect("id")
+    };
+    let first = submit(&["--job-name=step", "sleep", "300"]);
+    inst.events_until(first, "eventlog", "start").await;
+    // Same user and name: held in DEPEND while the first is active.
+    let second = submit(&["--job-name=step", "--dependency=singleton", "true"]);
+    let third = submit(&["--job-name=step", "--dependency=singleton", "true"]);
+    let ev = inst
+        .events_until(second, "eventlog", "dependency-add")
+        .await;
+    assert_eq!(
+        ev.last().and_then(|e| e.ctx_str("description").ok()),
+        Some("singleton")
+    );
+    // Another name is not held.
+    let other = submit(&["--job-name=other", "--dependency=singleton", "true"]);
+    assert_eq!(status_of(&inst.wait_clean(other).await), 0);
+    let stored = stored_jobspec(&inst, second).await;
+    assert_eq!(
+        stored["attributes"]["system"]["dependencies"],
+        serde_json::json!([{"scheme": "singleton", "value": ""}])
+    );
+    let held = inst.list(127).await;
+    for id in [second, third] {
+        let j = held.iter().find(|j| j.id == id.as_u64()).expect("listed");
+        assert_eq!(j.state, "DEPEND", "{j:?}");
+    }
+    // Without a name: flux's words.
+    let out = fluxgate(
+        &inst.uri,
+        dir.path(),
+        &["submit", "--dependency=singleton", "true"],
+    );
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("singleton jobs require a job name"),
+        "{out:?}"
+    );
+    // The first ends: the second runs, then the third.
+    end_job(&inst, first).await;
+    let ev = inst.wait_clean(second).await;
+    assert_eq!(status_of(&ev), 0);
+    assert!(names(&ev).contains(&"dependency-remove"));
+    let ev = inst.wait_clean(third).await;
+    assert_eq!(status_of(&ev), 0);
+    let start = |ev: &[Event]| ev.iter().find(|e| e.name == "start").map(|e| e.timestamp);
+    let second_clean = inst.log(second, "eventlog").await;
+    let clean2 = second_clean
+        .iter()
+        .find(|e| e.name == "clean")
+        .map(|e| e.timestamp);
+    assert!(
+        start(&ev) >= clean2,
+        "the third started before the second ended"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn properties_survive_a_restart() {
     let mut inst = Instance::start(2, 2).await;
@@ -624,10 +752,16 @@ async fn alloc_runs_a_command_in_a_new_instance() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(stdout.contains("method=\"job-info\""), "{stdout}");
-    // The alloc job itself completed once the command was done.
+    // The command ran in the job, and the job ended with it, with its exit
+    // code, as flux's alloc. As flux, it has no name of its own: the
+    // listing shows its command's.
     let jobs = inst.list(127).await;
-    let job = jobs.iter().find(|j| j.name == "alloc").expect("alloc job");
-    assert_eq!(job.result, "COMPLETED", "{job:?}");
+    let job = jobs
+        .iter()
+        .find(|j| j.name == "fluxgate")
+        .expect("alloc job");
+    assert_eq!(job.result, "FAILED", "{job:?}");
+    assert_eq!(job.waitstatus, Some(4 << 8), "{job:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -800,7 +934,7 @@ async fn time_limit_of_the_enclosing_job_ends_the_child_and_its_jobs() {
         "hold.sh",
         "#!/bin/sh\nfluxgate submit sleep 300 >/dev/null\nsleep 300\n",
     );
-    let id = batch(&inst.uri, dir.path(), &["-t", "4s", "hold.sh"]);
+    let id = batch(&inst.uri, dir.path(), &["-N1", "-t", "4s", "hold.sh"]);
     let mut jobs = inst.jobs().await;
     let child = memo_uri(&mut jobs, id).await;
     let child_job = job_in(&child, "a running job", |j| j.state == "RUN").await;
@@ -837,7 +971,7 @@ async fn the_child_instance_runs_on_the_jobs_r_reranked_from_zero() {
     );
     let id = batch(&inst.uri, dir.path(), &["-N2", "r.sh"]);
     let ev = inst.wait_clean(id).await;
-    let out = output(&inst, id).await;
+    let out = batch_output(dir.path(), id);
     assert_eq!(status_of(&ev), 0, "{out}");
     assert_eq!(inst.r(id).await.ranks().to_string(), "1-2");
     let line = out.lines().next().expect("R printed");
@@ -851,17 +985,88 @@ async fn the_child_instance_runs_on_the_jobs_r_reranked_from_zero() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn alloc_runs_a_command_on_the_jobs_first_node() {
+    let inst = Instance::start(2, 2).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = fluxgate_command(
+        &inst.uri,
+        dir.path(),
+        &[
+            "alloc",
+            "-N2",
+            "sh",
+            "-c",
+            "echo job=$FLUX_JOB_ID rank=$FLUX_TASK_RANK; fluxgate resource info",
+        ],
+    )
+    .output()
+    .expect("run alloc");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let jobs = inst.list(127).await;
+    let job = jobs
+        .iter()
+        .find(|j| j.name == "fluxgate")
+        .expect("alloc job");
+    assert_eq!(job.result, "COMPLETED", "{job:?}");
+    // In the job, as its task 0, and the child instance has both nodes.
+    let id = JobId::from(job.id);
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines[0], format!("job={id} rank=0"), "{stdout}");
+    assert!(stdout.contains("2 Nodes"), "{stdout}");
+    // The stored jobspec: flux's nested shape, the command in the job.
+    let spec = stored_jobspec(&inst, id).await;
+    let command = spec["tasks"][0]["command"].as_array().expect("command");
+    assert!(command.iter().any(|a| a == "--alloc"), "{command:?}");
+    assert_eq!(
+        spec["attributes"]["system"]["shell"]["options"]["per-resource"],
+        serde_json::json!({"type": "node"})
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batch_conf_configures_the_child_instance() {
+    let inst = Instance::start(1, 2).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    script(dir.path(), "q.sh", "#!/bin/sh\nfluxgate queue list\n");
+    let id = batch(
+        &inst.uri,
+        dir.path(),
+        &[
+            "-N1",
+            "--conf=queues.debug={}",
+            "--conf=queues.batch={}",
+            "q.sh",
+        ],
+    );
+    let ev = inst.wait_clean(id).await;
+    let out = batch_output(dir.path(), id);
+    assert_eq!(status_of(&ev), 0, "{out}");
+    assert!(out.contains("debug") && out.contains("batch"), "{out}");
+    // As flux: the configuration is the jobspec's file conf.json.
+    let spec = stored_jobspec(&inst, id).await;
+    assert_eq!(
+        spec["attributes"]["system"]["files"]["conf.json"]["data"],
+        serde_json::json!({"queues": {"debug": {}, "batch": {}}})
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn alloc_ends_when_its_job_is_cancelled() {
     let inst = Instance::start(1, 2).await;
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut alloc = fluxgate_command(&inst.uri, dir.path(), &["alloc", "sleep", "300"])
+    let mut alloc = fluxgate_command(&inst.uri, dir.path(), &["alloc", "-N1", "sleep", "300"])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .expect("spawn alloc");
     let id = eventually(Duration::from_secs(30), async || {
         let jobs = inst.list(127).await;
-        let alloc = jobs.iter().find(|j| j.name == "alloc");
+        let alloc = jobs.iter().find(|j| j.name == "fluxgate");
         alloc
             .map(|j| JobId::from(j.id))
             .ok_or("no alloc job".to_string())

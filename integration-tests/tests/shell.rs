@@ -437,3 +437,60 @@ async fn a_job_tmpdir_holds_its_files_and_goes_with_the_job() {
         assert!(!Path::new(d).exists(), "{d} outlived its job");
     }
 }
+
+/// `fluxgate alloc` from a terminal: the shell runs in the job, under the
+/// job's pty, inside the child instance (its URI in the environment).
+#[tokio::test(flavor = "multi_thread")]
+async fn alloc_runs_its_shell_in_the_job_under_a_pty() {
+    let dir = tempfile::tempdir().unwrap();
+    let inst = Instance::start(2, 1).await;
+    let session = format!("fluxgate-alloc-{}", std::process::id());
+    let fluxgate = binary("fluxgate");
+    let bindir = fluxgate.parent().unwrap();
+    let line = format!(
+        "cd {} && PATH={}:$PATH SHELL=/bin/sh FLUXGATE_URI={} PARENT_URI={} fluxgate alloc -N2; echo EXIT=$?; sleep 600",
+        dir.path().display(),
+        bindir.display(),
+        inst.uri,
+        inst.uri,
+    );
+    let started = Command::new("tmux")
+        .args([
+            "new-session",
+            "-d",
+            "-s",
+            &session,
+            "-x",
+            "120",
+            "-y",
+            "30",
+            &line,
+        ])
+        .env_remove("TMUX")
+        .status()
+        .expect("tmux (.ci/run installs it)");
+    assert!(started.success());
+    let keys = |k: &str| {
+        Command::new("tmux")
+            .args(["send-keys", "-t", &session, k, "Enter"])
+            .status()
+            .unwrap();
+    };
+    keys("tty; echo rank=$FLUX_TASK_RANK; fluxgate resource list; echo $((6*7))");
+    let shown = until_screen(&session, "42");
+    // A terminal, on the job's first node (task rank 0), whose instance
+    // is the child: its two nodes up.
+    assert!(shown.contains("/dev/pts/"), "{shown}");
+    assert!(shown.contains("rank=0"), "{shown}");
+    assert!(shown.contains("node[0-1]"), "{shown}");
+    keys(
+        "test \"$FLUXGATE_URI\" != \"\" && test \"$FLUXGATE_URI\" != \"$PARENT_URI\" && echo child-uri-ok",
+    );
+    until_screen(&session, "child-uri-ok");
+    keys("exit 5");
+    let shown = until_screen(&session, "EXIT=5");
+    let _ = Command::new("tmux")
+        .args(["kill-session", "-t", &session])
+        .status();
+    assert!(!shown.contains("job.exception"), "{shown}");
+}

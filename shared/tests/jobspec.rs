@@ -487,7 +487,14 @@ fn dependencies_typed_and_checked() {
     );
     let d: Dependency = "begin-time:tomorrow".parse().unwrap();
     assert!(d.check().is_err());
-    assert!("nocolon".parse::<Dependency>().is_err());
+    // As flux's URIArg: a bare word is a scheme with an empty value.
+    let d: Dependency = "singleton".parse().unwrap();
+    assert_eq!(
+        (d.scheme, d.value.as_str()),
+        (DependencyScheme::Singleton, "")
+    );
+    let d: Dependency = "nocolon".parse().unwrap();
+    assert!(d.check().is_err());
     assert!(":x".parse::<Dependency>().is_err());
     // An unknown scheme is valid jobspec: the job manager refuses it.
     let js = JobspecBuilder::new(["a"])

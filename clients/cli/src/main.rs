@@ -88,20 +88,41 @@ impl Command {
 }
 
 /// `batch` with the script's directives as options before the ones given
-/// (so that those win); other commands as parsed.
+/// (so that those win); other commands as parsed. A script read from
+/// stdin (no SCRIPT, as flux) is read here, once, and kept in the args.
 fn with_directives(cli: Cli) -> anyhow::Result<Cli> {
     let Command::Batch(batch) = &cli.command else {
         return Ok(cli);
     };
-    let Some(path) = batch.script_path() else {
-        return Ok(cli);
+    let (name, text) = match batch.script_path() {
+        Some(path) => (
+            path.to_string(),
+            std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read batch script {path}"))?,
+        ),
+        None if batch.reads_stdin() => {
+            let mut text = String::new();
+            std::io::Read::read_to_string(&mut std::io::stdin(), &mut text).map_err(|_| {
+                anyhow::anyhow!(
+                    "stdin does not appear to be a script, or failed to encode as utf-8"
+                )
+            })?;
+            ("stdin".to_string(), text)
+        }
+        None => return Ok(cli),
     };
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("cannot read batch script {path}"))?;
+    let keep_stdin = |mut cli: Cli| {
+        if let Command::Batch(b) = &mut cli.command
+            && b.reads_stdin()
+        {
+            b.set_stdin_script(text.clone());
+        }
+        cli
+    };
     let extra = cmd::instance::directives::directive_args(&text)
-        .map_err(|e| anyhow::anyhow!("{path}: directive {e}"))?;
+        .map_err(|e| anyhow::anyhow!("{name}: directive {e}"))?;
     if extra.is_empty() {
-        return Ok(cli);
+        return Ok(keep_stdin(cli));
     }
     // No global options exist, so the subcommand is the first `batch` word.
     let given: Vec<std::ffi::OsString> = std::env::args_os().collect();
@@ -117,8 +138,8 @@ fn with_directives(cli: Cli) -> anyhow::Result<Cli> {
     let matches = Cli::command()
         .args_override_self(true)
         .try_get_matches_from(argv)
-        .map_err(|e| anyhow::anyhow!("{path}: directive: {e}"))?;
-    Ok(Cli::from_arg_matches(&matches)?)
+        .map_err(|e| anyhow::anyhow!("{name}: directive: {e}"))?;
+    Ok(keep_stdin(Cli::from_arg_matches(&matches)?))
 }
 
 /// The command line, parsed.

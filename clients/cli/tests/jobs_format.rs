@@ -96,3 +96,44 @@ fn jobs_formats_as_flux_jobs() {
         "{stderr}"
     );
 }
+
+#[test]
+fn jobs_carries_job_list_fields() {
+    let out = in_instance(
+        r#"a=$($F submit -n2 -c1 -t 5m --cwd=/tmp --setattr=project=p1 --urgency=20 true)
+           $F job wait-event -q $a clean
+           c=$($F submit --job-name=s sleep 300)
+           b=$($F submit --job-name=s -c2 --dependency=afterany:$a --dependency=singleton true)
+           echo "== done"
+           $F jobs -n -o '{cwd} {project} {ncores} {ranks} {duration:.0f} {priority} {t_priority:.0f}' $a
+           echo "== exp"
+           $F jobs -n -o '{expiration}' $a | awk '{ print ($1 > 1000000000) }'
+           echo "== times"
+           $F jobs -n -o '{t_submit} {t_priority} {t_sched} {t_run} {t_cleanup} {t_inactive}' $a
+           echo "== held"
+           $F jobs -n -o '{ncores} {priority} {dependencies}.' $b
+           $F cancel $b $c"#,
+    );
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout} {}", text(&out.stderr));
+    let section = |name: &str| common::section(&stdout, name);
+    // An inactive job keeps its last priority (urgency 20, not held).
+    let done = section("done");
+    let f: Vec<&str> = done[0].split_whitespace().collect();
+    assert_eq!(&f[..5], ["/tmp", "p1", "2", "0", "300"], "{done:?}");
+    assert_ne!(f[5], "", "{done:?}");
+    assert_ne!(f[6], "0", "t_priority is set: {done:?}");
+    assert_eq!(section("exp"), ["1"]);
+    let times: Vec<f64> = section("times")[0]
+        .split_whitespace()
+        .map(|t| t.parse().unwrap())
+        .collect();
+    assert!(times.iter().all(|t| *t > 0.0), "{times:?}");
+    assert!(
+        times.windows(2).all(|w| w[0] <= w[1]),
+        "in state order: {times:?}"
+    );
+    // A held job: the cores it asked for, no priority yet, what it waits on
+    // (the afterany one is satisfied at submit).
+    assert_eq!(section("held"), ["2  singleton."]);
+}

@@ -10,7 +10,7 @@ fn recursive_listing_under_id_paths() {
     let out = in_instance(
         r#"d=$(mktemp -d)
            printf '#!/bin/sh\n$F submit --job-name=inner sleep 30 >/dev/null\nsleep 30\n' > $d/b.sh
-           b=$($F batch --job-name=outer $d/b.sh); echo "id $b"
+           b=$($F batch -n1 --job-name=outer $d/b.sh); echo "id $b"
            for i in $(seq 1 200); do $F pstree | grep -q inner && break; sleep 0.1; done
            echo "== R"; $F jobs -R -o '{name} {state}'
            echo "== L0"; $F jobs -R -L0 -o '{name}'

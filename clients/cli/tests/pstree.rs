@@ -12,7 +12,7 @@ fn jobs_and_nested_instances_as_a_tree() {
         // Piped output is cut at 132 columns unless $COLUMNS says otherwise.
         r#"unset COLUMNS; d=$(mktemp -d)
            printf '#!/bin/sh\n$F submit --job-name=inner sleep 30 >/dev/null\nsleep 30\n' > $d/b.sh
-           b=$($F batch --job-name=outer $d/b.sh)
+           b=$($F batch -n1 --job-name=outer $d/b.sh)
            $F job wait-event -q $b start
            s=$($F submit --job-name=single sleep 30)
            $F run --job-name=done true

@@ -1,7 +1,7 @@
 //! flux's submission options that become shell options and attributes
 //! (`--signal`, `--unbuffered`, `--label-io`, `--env-file`, `--rlimit`,
 //! `--cores`, `--tasks-per-node`, `--tasks-per-core`, `--gpus-per-node`,
-//! `--begin-time`, `--add-file`): the jobspec `--dry-run` prints, key for
+//! `--begin-time`, `--add-file`, `--requires`): the jobspec `--dry-run` prints, key for
 //! key and in key order, as flux-core 0.88 writes it, and flux's words for
 //! values it refuses. One instance test runs `run --label-io`.
 
@@ -487,6 +487,38 @@ fn run_batch_and_alloc_take_the_options_too() {
     assert_eq!(
         v["attributes"]["system"]["shell"]["options"]["signal"],
         json!({"signum": 15, "timeleft": 60.0})
+    );
+}
+
+#[test]
+fn requires_is_an_rfc35_query() {
+    let constraints = |cmd: &str, args: &[&str]| {
+        let out = dry_run_of(cmd, args);
+        assert!(out.status.success(), "{cmd} {args:?}: {out:?}");
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["attributes"]["system"]["constraints"].clone()
+    };
+    let want = json!({"and": [
+        {"hostlist": ["node[1-4]"]},
+        {"or": [{"properties": ["gpu"]}, {"not": [{"properties": ["slow"]}]}]}
+    ]});
+    let q = "--requires=host:node[1-4] and (gpu or -slow)";
+    assert_eq!(constraints("submit", &[q, "true"]), want);
+    assert_eq!(constraints("run", &[q, "true"]), want);
+    assert_eq!(constraints("alloc", &["-N1", q]), want);
+    assert_eq!(constraints("batch", &["-N1", q, "--wrap", "true"]), want);
+    // Two options are one query joined by a space.
+    assert_eq!(
+        constraints("submit", &["--requires=ssd", "--requires=^slow", "true"]),
+        json!({"properties": ["ssd", "^slow"]})
+    );
+    refused(
+        &["--requires=foo and", "true"],
+        "--requires='foo and': Unexpected end of input in 'foo and'",
+    );
+    refused(
+        &["--requires=(a or b", "true"],
+        "--requires='(a or b': Unclosed parenthesis in position 0",
     );
 }
 

@@ -217,9 +217,16 @@ fn top_follows_jobs_opens_eventlogs_and_instances_and_quits() {
         ),
     )
     .expect("write the batch script");
+    let out = d.join("outer.out");
     let outer = fluxgate(
         &env,
-        &["batch", "--job-name=outer", &batch.display().to_string()],
+        &[
+            "batch",
+            "-n1",
+            "--job-name=outer",
+            &format!("--output={}", out.display()),
+            &batch.display().to_string(),
+        ],
     );
     tmux.wait_for("the batch job running", |s| in_state(s, &outer, "R"));
     // Newest running first: the batch job is at the top; select it.

@@ -75,26 +75,16 @@ impl Layout {
         if nodes.is_empty() {
             return Err(LayoutError::EmptyR);
         }
-        let total = jobspec.ntasks();
-        if total == 0 {
+        let counts = match per_resource(jobspec) {
+            Some((kind, n)) => per_resource_counts(nodes, kind, n)?,
+            None => slot_counts(jobspec, nodes)?,
+        };
+        let ntasks = counts.iter().map(|&c| u64::from(c)).sum::<u64>();
+        let ntasks = u32::try_from(ntasks).map_err(|_| LayoutError::TooManyTasks(ntasks))?;
+        if ntasks == 0 {
             return Err(LayoutError::NoTasks);
         }
-        let ntasks = u32::try_from(total).map_err(|_| LayoutError::TooManyTasks(total))?;
-        let per_slot = jobspec.cores_per_slot().max(1);
-        let mut counts = vec![0u32; nodes.len()];
         // Free slots may go negative: more tasks than slots oversubscribe evenly.
-        let mut heap: BinaryHeap<(i64, Reverse<usize>)> = nodes
-            .iter()
-            .enumerate()
-            .map(|(i, n)| ((n.cores().count() / per_slot) as i64, Reverse(i)))
-            .collect();
-        for _ in 0..ntasks {
-            let Some((free, Reverse(i))) = heap.pop() else {
-                break;
-            };
-            counts[i] += 1;
-            heap.push((free - 1, Reverse(i)));
-        }
         let mut next = 0;
         let ranks = nodes
             .iter()
@@ -133,6 +123,61 @@ impl Layout {
     }
 }
 
+/// The shell option `per-resource` (flux's `--tasks-per-node`,
+/// `--tasks-per-core`, and batch and alloc's one broker per node): the
+/// resource type and how many tasks each one gets (default 1).
+fn per_resource(jobspec: &Jobspec) -> Option<(&str, u64)> {
+    let opt = jobspec.shell_options().get("per-resource")?;
+    let kind = opt.get("type")?.as_str()?;
+    let count = opt.get("count").and_then(|c| c.as_u64()).unwrap_or(1);
+    Some((kind, count))
+}
+
+/// Tasks per node under `per-resource`: `count` per node, or per core of
+/// the node (as flux's shell, over the cores R gives the node).
+fn per_resource_counts(
+    nodes: &[fluxgate_shared::rset::Node],
+    kind: &str,
+    count: u64,
+) -> Result<Vec<u32>, LayoutError> {
+    nodes
+        .iter()
+        .map(|n| {
+            let each = match kind {
+                "core" => count.saturating_mul(n.cores().count()),
+                _ => count,
+            };
+            u32::try_from(each).map_err(|_| LayoutError::TooManyTasks(each))
+        })
+        .collect()
+}
+
+/// Tasks per node of a slot-based count: each task to the node with the
+/// most free slots left (ties to the lower rank), as flux's `rcalc`.
+fn slot_counts(
+    jobspec: &Jobspec,
+    nodes: &[fluxgate_shared::rset::Node],
+) -> Result<Vec<u32>, LayoutError> {
+    let total = jobspec.ntasks();
+    let ntasks = u32::try_from(total).map_err(|_| LayoutError::TooManyTasks(total))?;
+    let per_slot = jobspec.cores_per_slot().max(1);
+    let mut counts = vec![0u32; nodes.len()];
+    // Free slots may go negative: more tasks than slots oversubscribe evenly.
+    let mut heap: BinaryHeap<(i64, Reverse<usize>)> = nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| ((n.cores().count() / per_slot) as i64, Reverse(i)))
+        .collect();
+    for _ in 0..ntasks {
+        let Some((free, Reverse(i))) = heap.pop() else {
+            break;
+        };
+        counts[i] += 1;
+        heap.push((free - 1, Reverse(i)));
+    }
+    Ok(counts)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -169,6 +214,27 @@ mod tests {
         );
         assert_eq!(l.ranks[1].hostname.as_deref(), Some("vm"));
         assert_eq!(l.ranks[0].task_cores(0), [0, 1]);
+    }
+
+    #[test]
+    fn per_resource_places_tasks_per_node_or_core() {
+        let text = |opt: &str| {
+            format!(
+                r#"{{"version":1,"resources":[{{"type":"node","count":2,"exclusive":true,"with":[{{"type":"slot","count":1,"label":"task","with":[{{"type":"core","count":1}}]}}]}}],"tasks":[{{"command":["true"],"slot":"task","count":{{"per_slot":1}}}}],"attributes":{{"system":{{"duration":0,"shell":{{"options":{{"per-resource":{opt}}}}}}}}}}}"#
+            )
+        };
+        let r = ResourceSet::parse(
+            r#"{"version":1,"execution":{"R_lite":[{"rank":"0","children":{"core":"0-3"}},{"rank":"1","children":{"core":"0-1"}}]}}"#,
+        )
+        .unwrap();
+        let counts = |opt: &str| {
+            let l = Layout::new(&Jobspec::parse(&text(opt)).unwrap(), &r).unwrap();
+            l.ranks.iter().map(|r| r.ntasks).collect::<Vec<_>>()
+        };
+        // batch and alloc: one broker per node.
+        assert_eq!(counts(r#"{"type":"node"}"#), [1, 1]);
+        assert_eq!(counts(r#"{"type":"node","count":3}"#), [3, 3]);
+        assert_eq!(counts(r#"{"type":"core","count":1}"#), [4, 2]);
     }
 
     #[test]

@@ -73,6 +73,8 @@ pub struct JobspecBuilder {
     constraints: Option<Value>,
     files: Vec<(String, Value)>,
     per_resource: Option<PerResource>,
+    nest_options: Vec<(String, Value)>,
+    nest_files: Vec<(String, Value)>,
 }
 
 /// flux's per-resource request (`--cores`, `--tasks-per-node`,
@@ -262,6 +264,22 @@ impl JobspecBuilder {
         self
     }
 
+    /// A shell option of a nested instance's jobspec (`per-resource.type`,
+    /// `mpi`, `exit-timeout`, alloc's `pty.interactive`): set where flux's
+    /// `from_nest_command` sets it, before the options `-o` and the others
+    /// add, so keys come out in flux's order and `-o` still wins.
+    pub fn nest_option(mut self, key: impl Into<String>, value: Value) -> Self {
+        self.nest_options.push((key.into(), value));
+        self
+    }
+
+    /// A file of a nested instance's jobspec (`conf.json`, batch's
+    /// `script`), first in `attributes.system.files`, as flux adds them.
+    pub fn nest_file(mut self, name: impl Into<String>, file: Value) -> Self {
+        self.nest_files.push((name.into(), file));
+        self
+    }
+
     /// `-o KEY[=VAL]` as typed on the command line.
     pub fn setopt_kv(self, kv: &str) -> Self {
         let (k, v) = parse_keyval(kv);
@@ -397,6 +415,16 @@ impl JobspecBuilder {
         }
         if let Some(b) = &self.bank {
             set("attributes.system.bank", json!(b))?;
+        }
+        for (key, value) in &self.nest_options {
+            set(
+                &format!("attributes.system.shell.options.{key}"),
+                value.clone(),
+            )?;
+        }
+        if !self.nest_files.is_empty() {
+            let files: Map<String, Value> = self.nest_files.iter().cloned().collect();
+            set("attributes.system.files", Value::Object(files))?;
         }
         if let Some(r) = &self.rlimits {
             set(

@@ -145,12 +145,14 @@ impl FromStr for Dependency {
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let bad = || DependencyError::BadUri(s.to_string());
-        let (scheme, rest) = s.split_once(':').ok_or_else(bad)?;
+        // As flux's URIArg: a bare word is a scheme with an empty value
+        // (`singleton`).
+        let (scheme, rest) = s.split_once(':').unwrap_or((s, ""));
         let (value, query) = match rest.split_once('?') {
             Some((v, q)) => (v, Some(q)),
             None => (rest, None),
         };
-        if scheme.is_empty() || value.is_empty() {
+        if scheme.is_empty() {
             return Err(bad());
         }
         let mut extra = Map::new();

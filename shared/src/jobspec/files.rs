@@ -70,9 +70,15 @@ fn parse_file(name: &str, v: &Value, path: &str) -> Result<JobFile, JobspecError
             return Ok(Vec::new());
         };
         let dp = join(path, "data");
-        let text = d
-            .as_str()
-            .ok_or_else(|| JobspecError::wrong_type(&dp, "a string", d))?;
+        let text = match d {
+            Value::String(t) => t,
+            // RFC 37: JSON data without an encoding is written as JSON text
+            // (flux's `conf.json` of batch and alloc).
+            Value::Object(_) | Value::Array(_) if !obj.contains_key("encoding") => {
+                return Ok(d.to_string().into_bytes());
+            }
+            other => return Err(JobspecError::wrong_type(&dp, "a string or JSON", other)),
+        };
         match obj.get("encoding").and_then(Value::as_str) {
             None | Some("utf-8") => Ok(text.as_bytes().to_vec()),
             Some("base64") => base64::engine::general_purpose::STANDARD
@@ -138,6 +144,7 @@ mod tests {
             "d/sub": {"mode": 0o040755},
             "link": {"mode": 0o120777, "data": "script"},
             "plain": {"data": "x"},
+            "conf.json": {"mode": 0o100600, "data": {"a": 1}},
         }))
         .unwrap();
         let by = |n: &str| files.iter().find(|f| f.name == n).unwrap().clone();
@@ -150,6 +157,10 @@ mod tests {
         assert_eq!(by("d/sub").kind, FileKind::Directory);
         assert_eq!(by("link").kind, FileKind::Symlink("script".into()));
         assert_eq!(by("plain").perms, 0o644);
+        assert_eq!(
+            by("conf.json").kind,
+            FileKind::Regular(br#"{"a":1}"#.to_vec())
+        );
     }
 
     #[test]

@@ -35,12 +35,12 @@ pub use credentials::{CREDENTIAL_VARIABLES, strip_credentials};
 pub use dependency::{Dependency, DependencyError, DependencyScheme};
 pub use error::JobspecError;
 pub use files::{FileKind, JobFile};
-pub use glob::glob_match;
+pub use glob::{NamePattern, PatternError, glob_match};
 pub use input::{Limits, alias_budget, check_depth, json_to_value, text_to_value, yaml_to_value};
 pub use jj::{JjCounts, JjError, jj_counts};
 pub use options::{
-    AddFile, OptionError, RLIMIT_NAMES, content_fileref, file_fileref, filtered_rlimits,
-    parse_add_file, signal_option,
+    AddFile, OptionError, RLIMIT_NAMES, content_fileref, file_fileref, fileref_data,
+    filtered_rlimits, parse_add_file, signal_option,
 };
 pub use resources::{Count, CountOperator, CountRange, ResourceType, Vertex};
 pub use shell::{Affinity, Input, Pty, ShellOptionError, ShellOptions, WarnSignal};

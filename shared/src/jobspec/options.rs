@@ -176,9 +176,10 @@ const RLIMIT_DEFAULT_RULES: &[&str] = &[
     "-sigpending",
 ];
 
-/// A `--rlimit` name pattern (a shell glob) against a limit's name.
+/// A `--rlimit` name pattern (a shell glob, or `/REGEX/`) against a
+/// limit's name; a regular expression that does not compile matches none.
 fn matches(pattern: &str, name: &str) -> bool {
-    super::glob::glob_match(pattern, name)
+    super::glob::NamePattern::parse(pattern).is_ok_and(|p| p.matches(name))
 }
 
 /// `soft` as the JSON flux writes: -1 for unlimited.
@@ -302,6 +303,23 @@ pub fn parse_add_file(arg: &str) -> Result<AddFile, OptionError> {
 /// The RFC 37 file object flux's `Fileref` makes for inline content.
 pub fn content_fileref(data: &str, perms: u32) -> Value {
     json!({"mode": perms | 0o100000, "data": data, "encoding": "utf-8"})
+}
+
+/// The bytes of an RFC 37 file object: its `data`, decoded as its
+/// `encoding` says (`utf-8`, the default, or `base64`).
+pub fn fileref_data(file: &Value) -> Result<Vec<u8>, OptionError> {
+    use base64::Engine;
+    let data = file
+        .get("data")
+        .and_then(Value::as_str)
+        .ok_or_else(|| OptionError("file object has no data".into()))?;
+    match file.get("encoding").and_then(Value::as_str) {
+        None | Some("utf-8") => Ok(data.as_bytes().to_vec()),
+        Some("base64") => base64::engine::general_purpose::STANDARD
+            .decode(data)
+            .map_err(|e| OptionError(format!("file object data is not base64: {e}"))),
+        Some(other) => Err(OptionError(format!("unknown file encoding {other:?}"))),
+    }
 }
 
 /// The RFC 37 file object flux's `Fileref` makes for a file read from
@@ -432,5 +450,21 @@ mod tests {
             content_fileref("x\n", 0o600),
             json!({"mode": 33152, "data": "x\n", "encoding": "utf-8"})
         );
+    }
+}
+
+#[cfg(test)]
+mod fileref_tests {
+    use super::*;
+
+    #[test]
+    fn file_objects_decode_both_encodings() {
+        let v = content_fileref("#!/bin/sh\n", 0o700);
+        assert_eq!(v["mode"], 0o100700);
+        assert_eq!(fileref_data(&v).unwrap(), b"#!/bin/sh\n");
+        let v = file_fileref(0o100644, &[0xff, 0, 1]);
+        assert_eq!(v["encoding"], "base64");
+        assert_eq!(fileref_data(&v).unwrap(), [0xff, 0, 1]);
+        assert!(fileref_data(&json!({"encoding": "utf-8"})).is_err());
     }
 }

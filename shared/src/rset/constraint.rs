@@ -182,53 +182,10 @@ impl ResourceSet {
     }
 }
 
-/// The RFC 31 constraint object for `--requires` terms, as flux's CLI
-/// builds it from its simple query syntax: each term is a property name
-/// (`^name` or `-name`: must not have it), `host:HOSTLIST` or `rank:IDSET`;
-/// terms may be separated by `,`, `&` or spaces and are all required.
-/// Several `requires` strings are ANDed too.
-pub fn requires_constraint<S: AsRef<str>>(requires: &[S]) -> Result<Value, RsetError> {
-    let mut props: Vec<Value> = Vec::new();
-    let mut others: Vec<Value> = Vec::new();
-    for r in requires {
-        for term in r
-            .as_ref()
-            .split(|c: char| c == ',' || c == '&' || c.is_whitespace())
-            .filter(|t| !t.is_empty())
-        {
-            if let Some(hosts) = term.strip_prefix("host:") {
-                Hostlist::parse(hosts).map_err(|e| err(format!("host:{hosts}: {e}")))?;
-                others.push(serde_json::json!({ "hostlist": [hosts] }));
-            } else if let Some(ranks) = term.strip_prefix("rank:") {
-                IdSet::parse(ranks).map_err(|e| err(format!("rank:{ranks}: {e}")))?;
-                others.push(serde_json::json!({ "ranks": [ranks] }));
-            } else {
-                let (name, negate) = match term.strip_prefix('-').or(term.strip_prefix('^')) {
-                    Some(rest) => (rest, true),
-                    None => (term, false),
-                };
-                super::validate_property_name(name)?;
-                props.push(Value::from(if negate {
-                    format!("^{name}")
-                } else {
-                    name.to_string()
-                }));
-            }
-        }
-    }
-    if !props.is_empty() {
-        others.insert(0, serde_json::json!({ "properties": props }));
-    }
-    Ok(match others.len() {
-        0 => serde_json::json!({}),
-        1 => others.pop().unwrap_or_default(),
-        _ => serde_json::json!({ "and": others }),
-    })
-}
-
 #[cfg(test)]
 mod requires_tests {
     use super::*;
+    use crate::rset::constraint_query::requires_constraint;
 
     fn rs() -> ResourceSet {
         let mut r = ResourceSet::parse(
@@ -242,34 +199,29 @@ mod requires_tests {
         r
     }
 
+    /// `--requires` queries select the nodes flux's would.
     #[test]
-    fn table() {
-        // (requires, expected constraint JSON, matching ranks)
-        let cases: &[(&[&str], &str, &str)] = &[
-            (&["ssd"], r#"{"properties":["ssd"]}"#, "1-2"),
-            (&["ssd,gpu"], r#"{"properties":["ssd","gpu"]}"#, "2"),
-            (&["ssd", "gpu"], r#"{"properties":["ssd","gpu"]}"#, "2"),
-            (&["-ssd"], r#"{"properties":["^ssd"]}"#, "0,3"),
-            (&["^gpu"], r#"{"properties":["^gpu"]}"#, "0-1"),
-            (
-                &["ssd", "host:n[2-3]"],
-                r#"{"and":[{"properties":["ssd"]},{"hostlist":["n[2-3]"]}]}"#,
-                "2",
-            ),
-            (&["rank:0-1"], r#"{"ranks":["0-1"]}"#, "0-1"),
-            (&[], "{}", "0-3"),
+    fn queries_match_the_nodes_flux_selects() {
+        // (requires options, matching ranks)
+        let cases: &[(&[&str], &str)] = &[
+            (&["ssd"], "1-2"),
+            (&["ssd,gpu"], "2"),
+            (&["ssd", "gpu"], "2"),
+            (&["-ssd"], "0,3"),
+            (&["^gpu"], "0-1"),
+            (&["ssd", "host:n[2-3]"], "2"),
+            (&["rank:0-1"], "0-1"),
+            (&["host:n0 or rank:1"], "0-1"),
+            (&["ssd or gpu"], "1-3"),
+            (&["not (ssd or gpu)"], "0"),
+            (&["(ssd or rank:0) and -gpu"], "0-1"),
+            (&["n3"], "3"),
+            (&["host:n[0-3] -ssd -gpu"], "0"),
         ];
-        for (req, json, ranks) in cases {
+        for (req, ranks) in cases {
             let v = requires_constraint(req).unwrap();
-            assert_eq!(v.to_string(), *json, "{req:?}");
             let c = Constraint::from_json(&v).unwrap();
             assert_eq!(c.matching_ranks(&rs()).to_string(), *ranks, "{req:?}");
         }
-    }
-
-    #[test]
-    fn bad_terms_are_refused() {
-        assert!(requires_constraint(&["a|b"]).is_err());
-        assert!(requires_constraint(&["rank:x"]).is_err());
     }
 }

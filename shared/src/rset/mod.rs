@@ -11,6 +11,7 @@
 
 mod config;
 mod constraint;
+pub mod constraint_query;
 mod expiration;
 mod json;
 mod ops;
@@ -25,7 +26,8 @@ use crate::hostlist::Hostlist;
 use crate::idset::{EncodeFlags, IdSet};
 
 pub use alloc::{AllocError, AllocMode, AllocRequest, Pool};
-pub use constraint::{Constraint, requires_constraint};
+pub use constraint::Constraint;
+pub use constraint_query::{QueryError, parse_query, requires_constraint};
 pub use expiration::{ExpirationError, job_expiration, running_job_expiration};
 pub use properties::validate_property_name;
 

@@ -16,7 +16,7 @@ use fluxgate_proto::v1 as pb;
 use fluxgate_shared::IdSet;
 use fluxgate_shared::JobId;
 use fluxgate_shared::jobspec::{
-    CREDENTIAL_VARIABLES, Dependency, JobspecBuilder, PerResource, filtered_rlimits, glob_match,
+    CREDENTIAL_VARIABLES, Dependency, JobspecBuilder, NamePattern, PerResource, filtered_rlimits,
     signal_option,
 };
 use serde_json::{Value, json};
@@ -32,7 +32,8 @@ mod files;
 
 use env_rules::EnvRules;
 
-use files::{python_os_error, soft_rlimit};
+pub(crate) use files::python_os_error;
+use files::soft_rlimit;
 
 /// The options `submit` and `run` share, as flux's names them.
 #[derive(Debug, Clone, clap::Args)]
@@ -124,13 +125,24 @@ pub struct JobOpts {
     /// Submit a job to a specific named bank.
     #[arg(short = 'B', long = "bank", value_name = "BANK")]
     bank: Option<String>,
-    /// Require nodes with these properties (`^prop`: without it;
-    /// `host:HOSTLIST`, `rank:IDSET`), as an RFC 31 constraint.
-    #[arg(long = "requires", value_name = "LIST")]
+    /// Require nodes matching an RFC 35 query: properties (`^prop`:
+    /// without it), `host:HOSTLIST`, `rank:IDSET`, joined by `and`, `or`,
+    /// `not`, `-term` and parentheses.
+    #[arg(long = "requires", value_name = "CONSTRAINT")]
     requires: Vec<String>,
     /// Set submission flags (debug, waitable, novalidate), comma separated.
     #[arg(long, value_name = "FLAGS", value_delimiter = ',')]
     flags: Vec<String>,
+    /// What batch and alloc add as flux's `from_nest_command` does.
+    #[arg(skip)]
+    nest: Nest,
+}
+
+/// The shell options and files of a nested instance's jobspec.
+#[derive(Debug, Clone, Default)]
+struct Nest {
+    options: Vec<(String, Value)>,
+    files: Vec<(String, Value)>,
 }
 
 /// Arguments of `fluxgate submit`.
@@ -403,6 +415,12 @@ impl JobOpts {
         if let Some(bank) = &self.bank {
             b = b.bank(bank);
         }
+        for (key, value) in &self.nest.options {
+            b = b.nest_option(key, value.clone());
+        }
+        for (name, file) in &self.nest.files {
+            b = b.nest_file(name, file.clone());
+        }
         let b = self.shell_and_attributes(b)?;
         let value = b.to_value()?;
         // Validate here so a bad option is reported before anything is sent.
@@ -496,8 +514,9 @@ impl JobOpts {
             b = b.dependency(dep);
         }
         if !self.requires.is_empty() {
+            // As flux: the options joined by spaces are one RFC 35 query.
             let c = fluxgate_shared::rset::requires_constraint(&self.requires)
-                .map_err(|e| anyhow!("--requires: {e}"))?;
+                .map_err(|e| anyhow!("--requires='{}': {e}", self.requires.join(" ")))?;
             b = b.constraints(c);
         }
         for kv in &self.setopt {
@@ -532,38 +551,80 @@ impl JobOpts {
     }
 }
 
+/// What makes an instance job a batch or an alloc job.
+#[derive(Debug, Clone, Default)]
+pub struct InstanceJob<'a> {
+    /// The default job name (batch's script name; alloc has none).
+    pub name: Option<&'a str>,
+    /// The default output file (batch's `flux-{{id}}.out`).
+    pub output: Option<&'a str>,
+    /// The batch script, put in `attributes.system.files.script` (RFC 37).
+    pub script: Option<&'a str>,
+    /// alloc from a terminal: task 0 gets a pty (`pty.interactive`).
+    pub interactive: bool,
+    /// `--conf`: the child's configuration, as the RFC 37 file object of
+    /// `conf.json`.
+    pub conf: Option<Value>,
+}
+
 impl JobOpts {
-    /// The submit request of an instance job: `command` as one task per
-    /// node (nodes default to 1; without -N or -n, one slot), `FLUXGATE_URI` of the enclosing instance
-    /// in its environment so the tasks can reach it, named `name`.
+    /// The submit request of an instance job, shaped as flux's
+    /// `from_nest_command`: `-n` slots (or, without it, one slot per node
+    /// of `-N`, nodes exclusive; one of them is needed), one task per
+    /// node (`per-resource.type=node`, tasks `per_slot: 1`), shell options
+    /// `mpi=none` and `exit-timeout=none` (an instance's brokers do not end
+    /// together), the script in the files attribute. The command is
+    /// Fluxgate's own instance task.
     pub fn instance_request(
         &self,
         command: &[String],
-        uri: &str,
-        name: &str,
+        job: &InstanceJob<'_>,
     ) -> anyhow::Result<pb::SubmitRequest> {
         let mut opts = self.clone();
-        // Without -N: one slot (-n, -c) on one node, not a whole node.
-        if opts.nodes.is_none() && opts.ntasks.is_none() {
-            opts.ntasks = Some(1.into());
+        if opts.ntasks.is_none() {
+            let nodes = opts
+                .nodes
+                .clone()
+                .context("Number of slots to allocate must be specified")?;
+            opts.ntasks = Some(nodes);
+            opts.exclusive = true;
         }
-        let nodes = opts.nodes.get_or_insert(1.into()).value("--nodes")?;
-        opts.env.0.push(format!("{}={uri}", client::URI_ENV));
         if opts.job_name.is_none() {
-            opts.job_name = Some(name.to_string());
+            opts.job_name = job.name.map(str::to_string);
         }
-        let mut req = opts.request(command, None)?;
-        let mut spec: Value = serde_json::from_str(&req.jobspec).context("jobspec")?;
-        // One instance task per node, whatever the slot shape.
-        let count = spec
-            .pointer_mut("/tasks/0/count")
-            .context("jobspec has no task count")?;
-        *count = json!({ "total": nodes });
-        // As flux's batch and alloc: an instance's brokers do not end
-        // together, and none of them is a stray task.
-        set_shell_option(&mut spec, &["exit-timeout"], json!("none"))?;
-        req.jobspec = spec.to_string();
-        Ok(req)
+        if opts.output.is_none() {
+            opts.output = job.output.map(str::to_string);
+        }
+        if let Some(text) = job.script
+            && !text.starts_with("#!")
+        {
+            bail!(
+                "{} does not appear to start with '#!'",
+                opts.job_name.as_deref().unwrap_or("script")
+            );
+        }
+        // Where flux's from_nest_command sets them: before the user's -o,
+        // which may change them, and before --add-file's files.
+        let mut options = vec![
+            ("per-resource.type".to_string(), json!("node")),
+            ("mpi".to_string(), json!("none")),
+            ("exit-timeout".to_string(), json!("none")),
+        ];
+        if job.interactive {
+            options.push(("pty.interactive".into(), json!(1)));
+        }
+        let mut files = Vec::new();
+        if let Some(conf) = &job.conf {
+            files.push(("conf.json".to_string(), conf.clone()));
+        }
+        if let Some(text) = job.script {
+            files.push((
+                "script".to_string(),
+                fluxgate_shared::jobspec::content_fileref(text, 0o700),
+            ));
+        }
+        opts.nest = Nest { options, files };
+        opts.request(command, None)
     }
 }
 
@@ -607,7 +668,8 @@ fn apply_env_rules(
 ) -> anyhow::Result<()> {
     for rule in rules {
         if let Some(pat) = rule.strip_prefix('-') {
-            env.retain(|k, _| !glob_match(pat, k));
+            let pat = name_pattern(pat)?;
+            env.retain(|k, _| !pat.matches(k));
         } else if let Some(file) = rule.strip_prefix('^') {
             if depth >= ENV_FILE_DEPTH {
                 bail!("--env: {file}: environment files nested too deep");
@@ -618,12 +680,18 @@ fn apply_env_rules(
             let v = expand_vars(v, env, source);
             env.insert(k.to_string(), v);
         } else {
-            for (k, v) in source.iter().filter(|(k, _)| glob_match(rule, k)) {
+            let pat = name_pattern(rule)?;
+            for (k, v) in source.iter().filter(|(k, _)| pat.matches(k)) {
                 env.entry(k.clone()).or_insert_with(|| v.clone());
             }
         }
     }
     Ok(())
+}
+
+/// An `--env` rule's name pattern: a glob, or `/REGEX/`.
+fn name_pattern(pat: &str) -> anyhow::Result<NamePattern> {
+    NamePattern::parse(pat).map_err(|e| anyhow!("--env: {e}"))
 }
 
 /// The rules of an `--env-file` (`~` expanded), each line stripped, as
@@ -855,7 +923,7 @@ pub fn run_run(mut args: RunArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// The jobspec with the input service asked for.
-fn with_input_service(jobspec: &str) -> anyhow::Result<String> {
+pub(crate) fn with_input_service(jobspec: &str) -> anyhow::Result<String> {
     let mut v: Value = serde_json::from_str(jobspec)?;
     set_shell_option(&mut v, &["input", "stdin"], json!({"type": "service"}))?;
     Ok(serde_json::to_string(&v)?)
@@ -909,6 +977,19 @@ mod tests {
         assert_eq!(no_foo.keys().collect::<Vec<_>>(), ["HOME", "PATH"]);
         let set = filtered_environment(env(&base), &[], &["X=$HOME/x".into()]).unwrap();
         assert_eq!(set["X"], "/h/x");
+        // `/REGEX/` as flux's filter_dict: matched at the start of the name.
+        let no_foo = filtered_environment(env(&base), &["/^FOO_[AB]$/".into()], &[]).unwrap();
+        assert_eq!(no_foo.keys().collect::<Vec<_>>(), ["HOME", "PATH"]);
+        let no_p = filtered_environment(env(&base), &["/P".into()], &[]).unwrap();
+        assert_eq!(no_p.keys().collect::<Vec<_>>(), ["FOO_A", "FOO_B", "HOME"]);
+        let foo_only =
+            filtered_environment(env(&base), &[], &["-*".into(), "/FOO".into()]).unwrap();
+        assert_eq!(foo_only.keys().collect::<Vec<_>>(), ["FOO_A", "FOO_B"]);
+        let bad = filtered_environment(env(&base), &["/a(/".into()], &[]).unwrap_err();
+        assert!(
+            bad.to_string()
+                .starts_with("--env: invalid regular expression /a(/")
+        );
     }
 
     #[test]
@@ -932,6 +1013,7 @@ mod tests {
 
     #[test]
     fn globs() {
+        use fluxgate_shared::jobspec::glob_match;
         assert!(glob_match("FOO_*", "FOO_A"));
         assert!(!glob_match("FOO_*", "XFOO_A"));
         assert!(glob_match("F?O", "FOO"));
@@ -949,31 +1031,66 @@ mod tests {
         let mut argv = vec!["batch"];
         argv.extend_from_slice(args);
         let o = <Opts as clap::Parser>::try_parse_from(argv).unwrap();
-        let req = o
-            .opts
-            .instance_request(&["prog".into()], "http://10.0.0.1:7000", "steps.sh")
-            .unwrap();
+        let job = InstanceJob {
+            name: Some("steps.sh"),
+            output: Some("flux-{{id}}.out"),
+            script: Some("#!/bin/sh\nhostname\n"),
+            interactive: false,
+            conf: None,
+        };
+        let req = o.opts.instance_request(&["prog".into()], &job).unwrap();
         serde_json::from_str(&req.jobspec).unwrap()
     }
 
     #[test]
-    fn instance_jobs_run_one_task_per_node() {
-        let v = instance_spec(&["-N2"]);
-        assert_eq!(v["tasks"][0]["count"], json!({"total": 2}));
+    fn instance_jobs_are_flux_nested_jobs() {
+        let v = instance_spec(&["-N2", "--add-file=x=a\\n"]);
+        assert_eq!(v["tasks"][0]["count"], json!({"per_slot": 1}));
         assert_eq!(v["resources"][0]["type"], "node");
         assert_eq!(v["resources"][0]["count"], 2);
+        assert_eq!(v["resources"][0]["exclusive"], true);
         let sys = &v["attributes"]["system"];
-        assert_eq!(sys["environment"]["FLUXGATE_URI"], "http://10.0.0.1:7000");
+        assert_eq!(
+            sys["shell"]["options"]["per-resource"],
+            json!({"type": "node"})
+        );
+        assert_eq!(sys["shell"]["options"]["mpi"], "none");
+        assert_eq!(sys["shell"]["options"]["exit-timeout"], "none");
+        assert_eq!(sys["environment"].get("FLUXGATE_URI"), None);
         assert_eq!(sys["job"]["name"], "steps.sh");
-        // Without -N: one slot of -c cores on one node, not a whole node.
-        let v = instance_spec(&["-c2"]);
-        assert_eq!(v["tasks"][0]["count"], json!({"total": 1}));
-        assert_eq!(v["resources"][0].get("exclusive"), None);
+        assert_eq!(
+            sys["shell"]["options"]["output"]["stdout"]["path"],
+            "flux-{{id}}.out"
+        );
+        let files: Vec<&String> = sys["files"].as_object().unwrap().keys().collect();
+        assert_eq!(files, ["script", "x"]);
+        assert_eq!(sys["files"]["script"]["data"], "#!/bin/sh\nhostname\n");
+        assert_eq!(sys["files"]["script"]["mode"], 0o100700);
+        // -n slots without -N: not exclusive.
+        let v = instance_spec(&["-n2", "-c2"]);
+        assert_eq!(v["resources"][0]["type"], "slot");
+        assert_eq!(v["resources"][0]["count"], 2);
+        // -o after the defaults wins.
+        let v = instance_spec(&["-N1", "-o", "exit-timeout=30"]);
+        assert_eq!(
+            v["attributes"]["system"]["shell"]["options"]["exit-timeout"],
+            30
+        );
         // --requires becomes an RFC 31 constraint.
-        let v = instance_spec(&["--requires=ssd"]);
+        let v = instance_spec(&["-N1", "--requires=ssd"]);
         assert_eq!(
             v["attributes"]["system"]["constraints"],
             json!({"properties": ["ssd"]})
+        );
+        // Neither -N nor -n: flux's words.
+        let o = <Opts as clap::Parser>::try_parse_from(["alloc"]).unwrap();
+        let err = o
+            .opts
+            .instance_request(&["prog".into()], &InstanceJob::default())
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "Number of slots to allocate must be specified"
         );
     }
 

@@ -111,6 +111,7 @@ impl FormatArgs {
         no_header: bool,
         inside: &HashMap<u64, InstanceInfo>,
         usage: &HashMap<u64, Total>,
+        details: &HashMap<u64, super::details::JobDetails>,
     ) -> anyhow::Result<()> {
         let mut records: Vec<JobRecord> = jobs
             .into_iter()
@@ -122,7 +123,11 @@ impl FormatArgs {
                 let f58 = client::f58(JobId::from(j.id));
                 let info = inside.get(&j.id).cloned();
                 let used = usage.get(&j.id).copied();
+                let more = details.get(&j.id).cloned();
                 let mut record = JobRecord::new(j, user, f58, now);
+                if let Some(d) = more {
+                    record = record.with_details(d);
+                }
                 if let Some(u) = used {
                     record = record.with_usage(u);
                 }

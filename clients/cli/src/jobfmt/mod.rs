@@ -7,6 +7,7 @@
 //! `tests/jobfmt.rs`.
 
 pub mod cli;
+pub mod details;
 pub mod instance;
 pub mod named;
 pub mod pyfmt;

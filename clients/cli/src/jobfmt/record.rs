@@ -31,6 +31,8 @@ pub struct JobRecord {
     instance: Option<InstanceInfo>,
     /// What the job used, once it has ended in cgroups.
     usage: Option<Total>,
+    /// Fields read from the job's own documents, when the format asks.
+    details: Option<super::details::JobDetails>,
 }
 
 impl JobRecord {
@@ -45,10 +47,19 @@ impl JobRecord {
             annotations,
             instance: None,
             usage: None,
+            details: None,
         }
     }
 
     /// The record with what the job used (`cpu_time`, `max_rss`).
+    pub fn with_details(self, details: super::details::JobDetails) -> JobRecord {
+        JobRecord {
+            details: Some(details),
+            ..self
+        }
+    }
+
+    /// The same record with what the job used.
     pub fn with_usage(self, usage: Total) -> JobRecord {
         JobRecord {
             usage: Some(usage),
@@ -418,6 +429,29 @@ impl super::template::Record for JobRecord {
 }
 
 impl JobRecord {
+    /// A field read from the job's documents (flux's defaults without them).
+    fn detail(&self, name: &str) -> Value {
+        let d = self.details.clone().unwrap_or_default();
+        let s = |x: &str| Value::Str(x.to_string());
+        match name {
+            "cwd" => s(&d.cwd),
+            "project" => s(&d.project),
+            "bank" => s(&d.bank),
+            "ncores" => d.ncores.map_or_else(Value::empty, |n| {
+                Value::Int(i64::try_from(n).unwrap_or(i64::MAX))
+            }),
+            "ranks" => s(&d.ranks),
+            "duration" => Value::Float(d.duration),
+            "expiration" => Value::Float(d.expiration),
+            "t_priority" => time(d.t_priority),
+            "t_sched" => time(d.t_sched),
+            "t_cleanup" => time(d.t_cleanup),
+            // flux's DependencyList prints comma-separated.
+            "dependencies" => s(&d.dependencies.join(",")),
+            _ => Value::empty(),
+        }
+    }
+
     /// A field's value as stored.
     fn raw_field(&self, name: &str) -> Value {
         let j = &self.job;
@@ -431,6 +465,17 @@ impl JobRecord {
             // job-list has no priority before the PRIORITY state.
             "priority" if matches!(self.state(), Some(JobState::New | JobState::Depend)) => {
                 Value::empty()
+            }
+            // An inactive job keeps its last priority, as in flux: the
+            // summary has none, its eventlog does.
+            "priority"
+                if let Some(p) = self
+                    .details
+                    .as_ref()
+                    .filter(|_| matches!(self.state(), Some(JobState::Inactive)))
+                    .and_then(|d| d.priority) =>
+            {
+                Value::Int(i64::from(p))
             }
             "priority" => Value::Int(i64::try_from(j.priority).unwrap_or(i64::MAX)),
             "state" => s(self.state().map(JobState::name).unwrap_or("")),
@@ -449,9 +494,9 @@ impl JobRecord {
             "nnodes" if j.nnodes == 0 => Value::empty(),
             "nnodes" => Value::Int(i64::from(j.nnodes)),
             "nodelist" => s(&j.nodelist),
-            "duration" | "expiration" | "t_remaining" | "t_priority" | "t_sched" | "t_cleanup" => {
-                Value::Float(0.0)
-            }
+            "cwd" | "project" | "bank" | "ncores" | "ranks" | "duration" | "expiration"
+            | "t_priority" | "t_sched" | "t_cleanup" | "dependencies" => self.detail(name),
+            "t_remaining" => Value::Float(0.0),
             "success" => match self.result() {
                 Some(r) => Value::Bool(r == JobResult::Completed),
                 None => Value::empty(),

@@ -34,7 +34,11 @@ pub fn require_services() {
 /// hands the hostile strings to the script without quoting trouble.
 pub fn in_instance_with(script: &str, env: &[(&str, String)]) -> Output {
     require_services();
+    // In a directory of its own: batch jobs write their output files
+    // (`flux-{{id}}.out`) where they were submitted.
+    let cwd = tempfile::tempdir().expect("tempdir");
     let mut cmd = Command::new(cli());
+    cmd.current_dir(cwd.path());
     cmd.args([
         "start",
         "--size",

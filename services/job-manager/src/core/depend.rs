@@ -25,6 +25,8 @@ pub enum Wait {
     Job { antecedent: JobId, scheme: Scheme },
     /// The wall clock.
     BeginTime(f64),
+    /// No other active job of this user and name (`singleton`).
+    Singleton(super::singleton::Key),
 }
 
 /// The job-related schemes.
@@ -150,11 +152,16 @@ impl<S: Store> Core<S> {
         &self,
         jobspec: &Jobspec,
         stored: &Antecedents,
+        userid: u32,
     ) -> Result<Vec<NewDep>, Error> {
         let mut out = Vec::new();
         for dep in jobspec.dependencies() {
             dep.check()
                 .map_err(|e| Error::Invalid(format!("dependency: {e}")))?;
+            if dep.scheme == DependencyScheme::Singleton {
+                out.extend(self.resolve_singleton(jobspec, userid)?);
+                continue;
+            }
             if let Some(d) = self.resolve_one(dep, stored)? {
                 out.push(d);
             }
@@ -177,9 +184,6 @@ impl<S: Store> Core<S> {
                     ask_store: false,
                 }));
             }
-            // No other job of the user shares the name while this one waits:
-            // flux-core's singleton is per user and name; treated as satisfied
-            // here when submitted (the job name is unique at that moment).
             DependencyScheme::Singleton => return Ok(None),
             DependencyScheme::Unknown(s) => {
                 return Err(Error::Invalid(format!(
@@ -239,6 +243,28 @@ impl<S: Store> Core<S> {
         }
     }
 
+    /// `singleton`: refused without an explicit job name (flux's words);
+    /// satisfied at once when no job of the user has the name.
+    fn resolve_singleton(&self, jobspec: &Jobspec, userid: u32) -> Result<Option<NewDep>, Error> {
+        let Some(name) = jobspec.system().job_name.as_deref() else {
+            return Err(Error::Invalid("singleton jobs require a job name".into()));
+        };
+        let key: super::singleton::Key = (userid, name.into());
+        if self.singletons.active(&key) == 0 {
+            return Ok(None);
+        }
+        Ok(Some(NewDep {
+            description: super::singleton::DESCRIPTION.into(),
+            wait: Wait::Singleton(key),
+            ask_store: false,
+        }))
+    }
+
+    /// A `singleton` waiter's turn came.
+    pub(super) fn release_singleton(&mut self, id: JobId) {
+        self.remove_dependency(id, super::singleton::DESCRIPTION.into());
+    }
+
     /// Post `dependency-add` and remember what it waits for.
     pub(super) fn add_dependency(&mut self, id: JobId, dep: NewDep) {
         self.post(
@@ -256,6 +282,7 @@ impl<S: Store> Core<S> {
                 .entry(antecedent)
                 .or_default()
                 .push((id, scheme, dep.description)),
+            Wait::Singleton(key) => self.singletons.wait(key, id),
             Wait::BeginTime(t) => self.timers.add(
                 t,
                 id,

@@ -33,6 +33,7 @@ mod replay;
 mod resource;
 mod restart;
 pub mod sched;
+mod singleton;
 mod submit;
 mod summary;
 mod timers;
@@ -285,6 +286,8 @@ pub struct Core<S> {
     sched: sched::Sched,
     /// Dependencies between jobs (RFC 26).
     deps: depend::Depends,
+    /// Active named jobs and the `singleton` waiters.
+    singletons: singleton::Singletons,
     /// Time limits, begin times and start deadlines.
     timers: timers::Timers,
     /// Where exec services listen; starts waiting for their nodes.
@@ -366,6 +369,7 @@ impl<S: Store> Core<S> {
             out: Outbox::default(),
             sched,
             deps: depend::Depends::default(),
+            singletons: singleton::Singletons::default(),
             timers: timers::Timers::default(),
             exec: exec::ExecLinks::default(),
             nodes,
@@ -816,6 +820,9 @@ impl<S: Store> Core<S> {
         self.out.writes.push(inactive.summary_write(id));
         self.inactive.retired(id, inactive);
         self.antecedent_changed(id, Some((result, started)));
+        if let Some(next) = self.singletons.removed(id) {
+            self.release_singleton(next);
+        }
         self.effect(Effect::Publish(Published::Inactive { id }));
         self.answer_quiet();
     }

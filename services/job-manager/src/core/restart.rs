@@ -208,6 +208,9 @@ impl<S: Store> Core<S> {
         // Its tasks may be running with the credential minted before the
         // restart: it holds again from here, until the job ends.
         self.job_credentials.activate(id);
+        // Waiters are lined up again in `resume`, once every job counts.
+        let name = jobspec.system().job_name.as_deref();
+        let _ = self.singletons.added(id, job.userid(), name);
         self.jobs.insert(
             id,
             Box::new(Active {
@@ -260,6 +263,15 @@ impl<S: Store> Core<S> {
 
     /// Watch again an outstanding dependency found in a replayed eventlog.
     fn rewatch_dependency(&mut self, id: JobId, description: String) {
+        if description == super::singleton::DESCRIPTION {
+            if let Some(key) = self.singletons.key_of(id).cloned() {
+                self.singletons.wait(key.clone(), id);
+                if let Some(next) = self.singletons.release(&key) {
+                    self.release_singleton(next);
+                }
+            }
+            return;
+        }
         let Some((kind, value)) = description.split_once('=') else {
             return;
         };

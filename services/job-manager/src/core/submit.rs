@@ -78,7 +78,7 @@ impl<S: Store> Core<S> {
         }
         // Dependencies are checked before anything is stored, so a refused job
         // leaves no trace.
-        let deps = self.resolve_dependencies(&args.jobspec, &args.antecedents)?;
+        let deps = self.resolve_dependencies(&args.jobspec, &args.antecedents, args.userid)?;
         let id = self
             .ids
             .next(self.fluid_now())
@@ -128,6 +128,12 @@ impl<S: Store> Core<S> {
         self.policy_job_added(id);
         for dep in deps {
             self.add_dependency(id, dep);
+        }
+        // Counted after its own dependency, as flux's job.new follows the
+        // dependency callbacks.
+        let name = args.jobspec.system().job_name.as_deref();
+        if let Some(next) = self.singletons.added(id, args.userid, name) {
+            self.release_singleton(next);
         }
         self.post(id, "validate", None);
         metrics::counter!(crate::telemetry::SUBMITTED).increment(1);

@@ -1066,6 +1066,51 @@ async fn restart_reattaches_running_jobs_and_requeues_pending_ones() {
     assert_eq!(b.starts(), vec![running, pending]);
 }
 
+/// A jobspec named `name`, with the `singleton` dependency when `single`.
+fn named(name: &str, single: bool) -> String {
+    let deps = if single {
+        "    dependencies:\n      - scheme: singleton\n        value: \"\"\n"
+    } else {
+        ""
+    };
+    spec(1, 0.0, &format!("    job:\n      name: {name}\n{deps}"))
+}
+
+#[tokio::test]
+async fn singleton_waiters_go_one_at_a_time_across_a_restart() {
+    let store = Arc::new(MemoryStore::new());
+    let (first, second, third) = {
+        let mut b = Bench::over(Arc::clone(&store), 2, config(), true).await;
+        let first = b.submit(&named("s", false)).await;
+        b.exec(ExecMsg::Started { id: first }).await;
+        let second = b.submit(&named("s", true)).await;
+        let third = b.submit(&named("s", true)).await;
+        // Another name, or none at all, is not held.
+        let other = b.submit(&named("t", true)).await;
+        assert_ne!(b.state(other), Some(JobState::Depend));
+        assert!(matches!(
+            b.submit_as(&spec(1, 0.0, "    dependencies:\n      - scheme: singleton\n        value: \"\"\n"), 16, OWNER).await,
+            Err(Error::Invalid(m)) if m == "singleton jobs require a job name"
+        ));
+        for id in [second, third] {
+            assert_eq!(b.state(id), Some(JobState::Depend));
+            assert_eq!(b.context(id, "dependency-add")["description"], "singleton");
+        }
+        (first, second, third)
+    };
+    let mut b = Bench::over(Arc::clone(&store), 2, config(), false).await;
+    b.join_all().await;
+    // Still one at a time after the restart.
+    assert_eq!(b.state(second), Some(JobState::Depend));
+    assert_eq!(b.state(third), Some(JobState::Depend));
+    b.finish(first, 0).await;
+    assert_ne!(b.state(second), Some(JobState::Depend));
+    assert_eq!(b.state(third), Some(JobState::Depend));
+    b.run_to_end(second, 0).await;
+    assert_ne!(b.state(third), Some(JobState::Depend));
+    assert!(b.events(third).contains(&"dependency-remove".to_string()));
+}
+
 #[tokio::test]
 async fn restart_issues_ids_after_the_stored_ones() {
     let store = Arc::new(MemoryStore::new());

@@ -2,58 +2,68 @@
 
 use super::*;
 
-/// Run `fluxgate batch`: submit the instance job and print its id.
+/// Run `fluxgate batch`: submit the instance job and print its id. The
+/// script is SCRIPT, or stdin without it; `--wrap` makes a /bin/sh script
+/// of the arguments (or of stdin), as flux's `batch` does.
 pub fn run_batch(args: BatchArgs) -> anyhow::Result<ExitCode> {
-    let (text, name, script_args) = if args.wrap {
-        let quoted: Vec<String> = args.script.iter().map(|a| shell_quote(a)).collect();
-        (
-            format!("#!/bin/sh\n{}\n", quoted.join(" ")),
-            "wrap".to_string(),
-            Vec::new(),
-        )
-    } else {
-        let (path, rest) = args
-            .script
-            .split_first()
-            .context("a batch script is required")?;
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("cannot read batch script {path}"))?;
-        let name = Path::new(path)
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_else(|| path.clone());
-        (text, name, rest.to_vec())
+    let mut script = args.script.clone();
+    if script.first().map(String::as_str) == Some("--") {
+        script.remove(0);
+    }
+    let (text, name, script_args) = match script.split_first() {
+        // As flux: the words joined, unquoted, and passed on as arguments.
+        Some((first, rest)) if args.wrap => (
+            format!("#!/bin/sh\n{}\n", script.join(" ")),
+            first.clone(),
+            rest.to_vec(),
+        ),
+        Some((path, rest)) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read batch script {path}"))?;
+            (text, path.clone(), rest.to_vec())
+        }
+        None => {
+            let text = args
+                .stdin_script
+                .clone()
+                .context("batch script must be provided via stdin or command line")?;
+            let text = if args.wrap {
+                format!("#!/bin/sh\n{text}")
+            } else {
+                text
+            };
+            (text, "batch".to_string(), Vec::new())
+        }
     };
     let exe = std::env::current_exe().context("cannot find the fluxgate executable")?;
-    // The script travels in the job's environment, not on the instance
-    // task's command line, which every user on the node can read.
+    // The script travels in the jobspec's files (RFC 37), where rank 0 of
+    // the instance reads it: never on a command line every user can read.
+    let conf = conf::BatchConfig::from_options(&args.conf)?;
     let mut command = vec![
         exe.to_string_lossy().into_owned(),
         "instance".into(),
-        "--script-from-env".into(),
-        format!("--script-name={name}"),
-        "--".into(),
+        "--script-from-jobspec".into(),
     ];
+    if conf.is_some() {
+        command.push("--conf-from-jobspec".into());
+    }
+    command.push("--".into());
     command.extend(script_args);
-    let request = |uri: &str| -> anyhow::Result<pb::SubmitRequest> {
-        let mut req = args.opts.instance_request(&command, uri, &name)?;
-        let mut spec: serde_json::Value = serde_json::from_str(&req.jobspec).context("jobspec")?;
-        let env = spec
-            .pointer_mut("/attributes/system/environment")
-            .and_then(serde_json::Value::as_object_mut)
-            .context("jobspec has no environment")?;
-        env.insert(SCRIPT_ENV.into(), text.clone().into());
-        req.jobspec = spec.to_string();
-        Ok(req)
+    let job = InstanceJob {
+        name: Some(&name),
+        output: Some("flux-{{id}}.out"),
+        script: Some(&text),
+        interactive: false,
+        conf: conf.map(|c| c.fileref()),
     };
+    let request = || args.opts.instance_request(&command, &job);
     if args.dry_run {
         // No instance is needed to show what would be submitted.
-        let uri = client::uri().unwrap_or_default();
-        println!("{}", request(&uri)?.jobspec);
+        println!("{}", request()?.jobspec);
         return Ok(ExitCode::SUCCESS);
     }
     let uri = client::uri()?;
-    let req = request(&uri)?;
+    let req = request()?;
     client::block_on(async {
         let mut inst = client::connect_to(&uri).await?;
         let id = submit_one(&mut inst, req).await?;
@@ -64,88 +74,49 @@ pub fn run_batch(args: BatchArgs) -> anyhow::Result<ExitCode> {
     })?
 }
 
-/// Run `fluxgate alloc`: submit an instance job, wait for the instance,
-/// run CMD (default $SHELL) in it, then end the job; CMD's status is ours.
+/// Run `fluxgate alloc`: as flux's, the job starts a child instance and
+/// runs CMD (default $SHELL) inside it, on its first node, with the
+/// child's URI in its environment; alloc attaches to the job as `run`
+/// does (this terminal driving the job's pty when stdin is one, `-o
+/// pty.interactive`), and the job's exit code, CMD's, is alloc's.
 pub fn run_alloc(args: AllocArgs) -> anyhow::Result<ExitCode> {
     let exe = std::env::current_exe().context("cannot find the fluxgate executable")?;
-    let command = vec![exe.to_string_lossy().into_owned(), "instance".into()];
+    let conf = conf::BatchConfig::from_options(&args.conf)?;
+    let mut command = vec![
+        exe.to_string_lossy().into_owned(),
+        "instance".into(),
+        "--alloc".into(),
+    ];
+    if conf.is_some() {
+        command.push("--conf-from-jobspec".into());
+    }
+    command.push("--".into());
+    command.extend(args.command.iter().cloned());
+    let terminal = std::io::IsTerminal::is_terminal(&std::io::stdin());
+    // As flux: no default job name, no output file; a terminal only when
+    // stdin is one.
+    let job = InstanceJob {
+        interactive: terminal,
+        conf: conf.map(|c| c.fileref()),
+        ..InstanceJob::default()
+    };
+    let mut req = args.opts.instance_request(&command, &job)?;
+    // This stdin goes to the initial program, task 0.
+    req.jobspec = with_input_service(&req.jobspec)?;
     if args.dry_run {
-        let uri = client::uri().unwrap_or_default();
-        println!(
-            "{}",
-            args.opts.instance_request(&command, &uri, "alloc")?.jobspec
-        );
+        println!("{}", req.jobspec);
         return Ok(ExitCode::SUCCESS);
     }
-    let uri = client::uri()?;
-    let req = args.opts.instance_request(&command, &uri, "alloc")?;
-    let rt = client::runtime()?;
-    let mut signals = {
-        let _guard = rt.enter();
-        Signals::new()?
+    let stdin = attach::StdinTo {
+        ranks: Ranks("0".into()),
+        quiet: false,
+        terminal,
     };
-    rt.block_on(async {
-        let mut inst = client::connect_to(&uri).await?;
+    client::block_on(async {
+        let mut inst = client::connect().await?;
         let id = submit_one(&mut inst, req).await?;
-        let ended = job_ended(inst.clone(), id);
-        let mut watcher = inst.clone();
-        let started = async {
-            let uri = wait_uri(&mut watcher, id).await?;
-            // The instance's owner token, kept for this user before the memo.
-            let token = access::read_owner_token(&uri, &access::lookup_uids(None))
-                .with_context(|| format!("no credential for the instance at {uri}"))?;
-            let creds = client::Credentials::default().with_token(&token)?;
-            // The shell gets the instance once all its nodes are up.
-            let size = job_r(&mut watcher, id).await?.nnodes() as u64;
-            let deadline = Instant::now() + START_TIMEOUT;
-            while up_count(&uri, &creds).await.unwrap_or(0) < size {
-                if Instant::now() > deadline {
-                    bail!("its nodes did not come up within {START_TIMEOUT:?}");
-                }
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-            Ok((uri, token))
-        };
-        let child = tokio::select! {
-            r = started => r,
-            why = ended => Err(anyhow!("the job ended: {why}")),
-        };
-        let (child, token) = match child {
-            Ok(u) => u,
-            Err(e) => {
-                let outcome = attach::outcome(&mut inst, id).await.ok();
-                let why = outcome.and_then(|o| o.message).unwrap_or_default();
-                bail!(
-                    "{}: the instance did not start: {e:#} {why}",
-                    client::f58(id)
-                );
-            }
-        };
-        // Should the job end first (cancel, time limit), CMD hears a hangup,
-        // as a shell inside the job would.
-        let ended = Box::pin(job_ended(inst.clone(), id));
-        let code = run_with_uri(
-            &args.command,
-            &child,
-            Some(&token),
-            &mut signals,
-            Some(ended),
-        )
-        .await?;
-        // The instance's tasks end cleanly on SIGTERM: the job completes.
-        let _ = inst
-            .jobs
-            .kill(pb::KillRequest {
-                id: id.as_u64(),
-                signum: Signal::SIGTERM as i32,
-            })
-            .await;
-        let outcome = attach::outcome(&mut inst, id).await?;
-        if let Some(msg) = outcome.message {
-            eprintln!("{}: {msg}", client::f58(id));
-        }
-        Ok(code)
-    })
+        attach::attach(&mut inst, id, Some(stdin)).await
+    })?
 }
 
 /// Run `fluxgate proxy ID [CMD]`.
@@ -164,7 +135,7 @@ pub fn run_proxy(args: ProxyArgs) -> anyhow::Result<ExitCode> {
                 client::TOKEN_ENV
             );
         }
-        run_with_uri(&args.command, &uri, token.as_deref(), &mut signals, None).await
+        run_with_uri(&args.command, &uri, token.as_deref(), &mut signals).await
     })
 }
 
@@ -271,7 +242,6 @@ async fn run_with_uri(
     uri: &str,
     token: Option<&str>,
     signals: &mut Signals,
-    mut ended: Option<Pin<Box<dyn Future<Output = String>>>>,
 ) -> anyhow::Result<ExitCode> {
     let (prog, rest) = command_or_shell(command);
     let mut cmd = tokio::process::Command::new(&prog);
@@ -283,49 +253,12 @@ async fn run_with_uri(
     let mut child = cmd.spawn().with_context(|| format!("cannot run {prog}"))?;
     let pid = child.id().map(|p| Pid::from_raw(p as i32));
     let status = loop {
-        let job_end = async {
-            match ended.as_mut() {
-                Some(f) => f.await,
-                None => std::future::pending().await,
-            }
-        };
         tokio::select! {
             s = child.wait() => break s?,
-            why = job_end => {
-                eprintln!(
-                    "fluxgate: the instance's job ended: {}",
-                    crate::output::printable(&why)
-                );
-                ended = None;
-                forward(pid, Signal::SIGHUP);
-            }
             _ = signals.int.recv() => {}
             _ = signals.term.recv() => forward(pid, Signal::SIGTERM),
             _ = signals.hup.recv() => forward(pid, Signal::SIGHUP),
         }
     };
     Ok(exit_code(status))
-}
-
-/// Resolves when job `id` finishes or gets a fatal exception, with why.
-async fn job_ended(mut inst: Instance, id: JobId) -> String {
-    let Ok(mut stream) = attach::watch(&mut inst, id, "eventlog", true, false).await else {
-        return std::future::pending().await;
-    };
-    while let Ok(Some(line)) = stream.message().await {
-        let Ok(ev) = client::parse_event(&line.line) else {
-            continue;
-        };
-        match ev.name.as_str() {
-            "exception" if ev.ctx_i64("severity").unwrap_or(0) == 0 => {
-                let ty = ev.ctx_str("type").unwrap_or("exception");
-                let note = ev.ctx_str("note").unwrap_or("");
-                return format!("job.exception type={ty} {note}").trim().to_string();
-            }
-            "finish" => return "its tasks exited".into(),
-            _ => {}
-        }
-    }
-    // The stream broke: say nothing rather than hang up on a guess.
-    std::future::pending().await
 }

@@ -26,10 +26,8 @@
 //! goes only to the script (or alloc's command) and to a file only the job's
 //! user can read, where `proxy`, `uri` and `alloc` find it ([`access`]).
 
-use std::future::Future;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::pin::Pin;
 use std::process::{Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
@@ -42,12 +40,14 @@ use serde_json::{Value, json};
 
 use crate::client::{self, Instance};
 use crate::cmd::attach;
-use crate::cmd::submit::{JobOpts, submit_one};
+use crate::cmd::stdin::Ranks;
+use crate::cmd::submit::{InstanceJob, JobOpts, submit_one, with_input_service};
 use crate::services::{
     Cores, Exec, JobManager, Launcher, Signals, command_or_shell, up_count, wait_ready,
 };
 
 mod access;
+pub mod conf;
 pub mod directives;
 mod jobs;
 pub mod probe;
@@ -78,15 +78,23 @@ pub struct BatchArgs {
     /// Wrap the arguments in a /bin/sh script instead of reading SCRIPT.
     #[arg(long)]
     wrap: bool,
+    /// Set configuration for the child instance: a multi-line JSON or TOML
+    /// text, KEY=VALUE, a .toml or .json file, or a named configuration.
+    #[arg(long = "conf", value_name = "CONF")]
+    conf: Vec<String>,
     /// Do not print the job id.
     #[arg(long)]
     quiet: bool,
     /// Print the jobspec JSON instead of submitting, and exit.
     #[arg(long = "dry-run")]
     dry_run: bool,
-    /// The batch script (run by the new instance's rank 0) and its arguments.
-    #[arg(required = true, trailing_var_arg = true, value_name = "SCRIPT")]
+    /// The batch script (run by the new instance's rank 0) and its
+    /// arguments; without it, the script is read from stdin.
+    #[arg(trailing_var_arg = true, value_name = "SCRIPT")]
     script: Vec<String>,
+    /// The script read from stdin, when no SCRIPT is given.
+    #[arg(skip)]
+    stdin_script: Option<String>,
 }
 
 impl BatchArgs {
@@ -98,6 +106,17 @@ impl BatchArgs {
             self.script.first().map(String::as_str)
         }
     }
+
+    /// Whether the script comes from stdin: no SCRIPT (with `--wrap`,
+    /// stdin's text is what gets wrapped).
+    pub fn reads_stdin(&self) -> bool {
+        self.script.is_empty()
+    }
+
+    /// Keep the script read from stdin.
+    pub fn set_stdin_script(&mut self, text: String) {
+        self.stdin_script = Some(text);
+    }
 }
 
 /// Arguments of `fluxgate alloc`.
@@ -105,6 +124,10 @@ impl BatchArgs {
 pub struct AllocArgs {
     #[command(flatten)]
     opts: JobOpts,
+    /// Set configuration for the child instance: a multi-line JSON or TOML
+    /// text, KEY=VALUE, a .toml or .json file, or a named configuration.
+    #[arg(long = "conf", value_name = "CONF")]
+    conf: Vec<String>,
     /// Print the jobspec JSON instead of submitting, and exit.
     #[arg(long = "dry-run")]
     dry_run: bool,
@@ -139,8 +162,24 @@ pub const SCRIPT_ENV: &str = "FLUXGATE_BATCH_SCRIPT";
 pub struct InstanceArgs {
     /// The batch script's text (rank 0 runs it); without it rank 0 waits
     /// for SIGTERM, as an alloc job does.
-    #[arg(long, value_name = "TEXT", conflicts_with = "script_from_env")]
+    #[arg(long, value_name = "TEXT", conflicts_with_all = ["script_from_env", "script_from_jobspec"])]
     script: Option<String>,
+    /// alloc: rank 0 runs ARGS (default $SHELL) in the new instance, on the
+    /// job's own stdio (a pty under `-o pty.interactive`), and the job ends
+    /// with it, with its exit code.
+    #[arg(long, conflicts_with_all = ["script", "script_from_env", "script_from_jobspec"])]
+    alloc: bool,
+    /// Configure the child's job manager from the jobspec's `conf.json`
+    /// file (RFC 37), where `batch` and `alloc` put `--conf`.
+    #[arg(long)]
+    conf_from_jobspec: bool,
+    /// The child's configuration (TOML) read from the jobspec.
+    #[arg(skip)]
+    conf_toml: Option<String>,
+    /// Read the batch script from the job's own jobspec
+    /// (`attributes.system.files.script`, RFC 37), where `batch` puts it.
+    #[arg(long, conflicts_with = "script_from_env")]
+    script_from_jobspec: bool,
     /// Read the batch script's text from the environment
     /// (`FLUXGATE_BATCH_SCRIPT`), where `batch` puts it: a command line is
     /// every user's to read (`ps`), a process's environment only its
@@ -231,29 +270,9 @@ fn exit_code(status: std::process::ExitStatus) -> ExitCode {
     ExitCode::from(code.clamp(0, 255) as u8)
 }
 
-/// `s` quoted for /bin/sh.
-fn shell_quote(s: &str) -> String {
-    if !s.is_empty()
-        && s.chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c))
-    {
-        s.to_string()
-    } else {
-        format!("'{}'", s.replace('\'', "'\\''"))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn quoting() {
-        assert_eq!(shell_quote("abc"), "abc");
-        assert_eq!(shell_quote("a b"), "'a b'");
-        assert_eq!(shell_quote("it's"), "'it'\\''s'");
-        assert_eq!(shell_quote(""), "''");
-    }
 
     #[test]
     fn child_resources_are_reranked_from_zero() {

@@ -54,6 +54,18 @@ pub fn run_instance(mut args: InstanceArgs) -> anyhow::Result<ExitCode> {
         Err(_) => 0,
     };
     let rt = client::runtime()?;
+    if (args.script_from_jobspec || args.conf_from_jobspec) && rank == 0 {
+        let files = rt.block_on(jobspec_files(&parent_uri, id))?;
+        if args.script_from_jobspec {
+            args.script = Some(script_of(&files)?);
+        }
+        if args.conf_from_jobspec {
+            let file = files
+                .get("conf.json")
+                .context("the jobspec has no files.conf.json")?;
+            args.conf_toml = Some(super::conf::toml_of_fileref(file)?);
+        }
+    }
     let mut signals = {
         let _guard = rt.enter();
         TaskSignals::new()?
@@ -215,7 +227,15 @@ async fn leader(
     let r_path = statedir.join("R.json");
     fluxgate_os::private::write_file(&r_path, r.to_json_string().as_bytes())?;
     key.install(statedir)?;
-    let jm = JobManager::new(statedir)
+    let mut jm = JobManager::new(statedir);
+    if let Some(toml) = &args.conf_toml {
+        // `--conf`: the child's configuration file; the settings below,
+        // which make it a child instance, still win.
+        let path = statedir.join("conf.toml");
+        fluxgate_os::private::write_file(&path, toml.as_bytes())?;
+        jm = jm.config(&path);
+    }
+    let jm = jm
         .resource_path(&r_path)
         .set("resource.method", "job-info")
         .auth(true);
@@ -229,7 +249,7 @@ async fn leader(
         Ok((_, uri)) => uri,
         Err(s) => {
             services.shutdown().await;
-            return Ok(ended_by(s, args.script.is_some()));
+            return Ok(ended_by(s, args.script.is_some() || args.alloc));
         }
     };
     // Before the memo: whoever finds the URI there finds the credential too.
@@ -275,7 +295,7 @@ async fn serve_child(
         s = signals.any() => {
             drain_child(&uri, &creds).await;
             services.shutdown().await;
-            return Ok(ended_by(s, args.script.is_some()));
+            return Ok(ended_by(s, args.script.is_some() || args.alloc));
         }
     }
     let follow = tokio::spawn(follow_expiration(
@@ -286,6 +306,7 @@ async fn serve_child(
     ));
     let code = match &args.script {
         Some(text) => run_script(text, args, &uri, &owner_token, statedir, signals).await?,
+        None if args.alloc => run_initial(&args.args, &uri, &owner_token, signals).await?,
         None => {
             // alloc: the instance lives until its job is told to end.
             signals.any().await;
@@ -296,6 +317,40 @@ async fn serve_child(
     drain_child(&uri, &creds).await;
     services.shutdown().await;
     Ok(code)
+}
+
+/// The files (RFC 37) of job `id`'s jobspec, read from the enclosing
+/// instance.
+async fn jobspec_files(parent_uri: &str, id: JobId) -> anyhow::Result<serde_json::Value> {
+    let mut parent = client::connect_to(parent_uri).await?;
+    let info = parent
+        .jobs
+        .info(pb::InfoRequest {
+            id: id.as_u64(),
+            keys: vec!["jobspec".into()],
+            ..Default::default()
+        })
+        .await
+        .map_err(client::status_error)?
+        .into_inner();
+    let spec: serde_json::Value = info
+        .values
+        .get("jobspec")
+        .and_then(|t| serde_json::from_str(t).ok())
+        .context("the enclosing instance has no readable jobspec for this job")?;
+    spec.pointer("/attributes/system/files")
+        .cloned()
+        .context("the jobspec has no files")
+}
+
+/// The batch script: `files.script`.
+fn script_of(files: &serde_json::Value) -> anyhow::Result<String> {
+    let file = files
+        .get("script")
+        .context("the jobspec has no files.script")?;
+    let bytes =
+        fluxgate_shared::jobspec::fileref_data(file).map_err(|e| anyhow!("files.script: {e}"))?;
+    String::from_utf8(bytes).context("files.script is not UTF-8 text")
 }
 
 /// The exit code of an instance task ended by signal `name`: a batch
@@ -343,7 +398,7 @@ async fn run_script(
         c.arg(&path);
         c
     };
-    let mut child = cmd
+    let child = cmd
         .args(&args.args)
         .env(client::URI_ENV, uri)
         .env(client::TOKEN_ENV, token)
@@ -351,6 +406,34 @@ async fn run_script(
         .env_remove(SCRIPT_ENV)
         .spawn()
         .with_context(|| format!("cannot run the batch script {}", args.script_name))?;
+    wait_forwarding(child, signals).await
+}
+
+/// alloc's initial program: `command` (default $SHELL) with the child's URI
+/// and its owner's token, on this task's stdio, as flux's broker runs its
+/// initial program; its exit code is the job's.
+async fn run_initial(
+    command: &[String],
+    uri: &str,
+    token: &str,
+    signals: &mut TaskSignals,
+) -> anyhow::Result<ExitCode> {
+    let (prog, rest) = command_or_shell(command);
+    let child = tokio::process::Command::new(&prog)
+        .args(&rest)
+        .env(client::URI_ENV, uri)
+        .env(client::TOKEN_ENV, token)
+        .spawn()
+        .with_context(|| format!("cannot run {prog}"))?;
+    wait_forwarding(child, signals).await
+}
+
+/// Wait for `child`, passing on the signals the task gets; its exit code
+/// (128+signal when a signal ended it, as a shell reports).
+async fn wait_forwarding(
+    mut child: tokio::process::Child,
+    signals: &mut TaskSignals,
+) -> anyhow::Result<ExitCode> {
     let pid = child.id().map(|p| Pid::from_raw(p as i32));
     let status = loop {
         tokio::select! {

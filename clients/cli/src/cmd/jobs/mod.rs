@@ -21,6 +21,7 @@ use serde_json::{Value, json};
 
 use crate::client;
 use crate::cmd::instance::probe;
+use crate::jobfmt::details::{self, JobDetails};
 use crate::jobfmt::instance::InstanceInfo;
 use crate::jobfmt::{Template, record};
 use fluxgate_shared::job::usage::Total;
@@ -274,7 +275,8 @@ async fn list_level(
     let jobs = select(args, list_all(inst, request.clone()).await?, ids);
     let inside = instances(inst, fmt, &jobs).await;
     let used = usages(inst, fmt, &jobs).await;
-    show(args, fmt, &jobs, now, &inside, &used)?;
+    let more = details(inst, fmt, &jobs).await;
+    show(args, fmt, &jobs, now, &inside, &used, &more)?;
     if depth == 0 {
         return Ok(());
     }
@@ -364,6 +366,43 @@ async fn usages(
     out
 }
 
+/// The fields of `jobs` the summary lacks ([`JobDetails`]), by job id,
+/// when `fmt` names one of them: read from each job's jobspec, eventlog
+/// and R (one request a job, made only for those fields).
+async fn details(
+    inst: &mut client::Instance,
+    fmt: &str,
+    jobs: &[pb::JobSummary],
+) -> HashMap<u64, JobDetails> {
+    let mut out = HashMap::new();
+    let wanted = Template::parse(fmt, record::heading)
+        .is_ok_and(|t| t.field_names().any(|f| details::FIELDS.contains(&f)));
+    if !wanted {
+        return out;
+    }
+    for j in jobs {
+        // R is asked for only once the job has one: it is an error before.
+        let mut keys = vec!["jobspec".to_string(), "eventlog".to_string()];
+        if !j.nodelist.is_empty() {
+            keys.push("R".into());
+        }
+        let request = pb::InfoRequest {
+            id: j.id,
+            keys,
+            offset: 0,
+            max_bytes: 0,
+        };
+        let Ok(resp) = inst.jobs.info(request).await else {
+            continue;
+        };
+        let values = resp.into_inner().values;
+        let text = |k: &str| values.get(k).map(String::as_str).unwrap_or_default();
+        let d = JobDetails::from_documents(text("jobspec"), text("eventlog"), text("R"));
+        out.insert(j.id, d);
+    }
+    out
+}
+
 /// One instance's listing filtered and in flux's order ([`flux_order`]).
 fn select(args: &Args, mut jobs: Vec<pb::JobSummary>, ids: &[u64]) -> Vec<pb::JobSummary> {
     if !ids.is_empty() {
@@ -401,6 +440,7 @@ fn show(
     now: f64,
     inside: &HashMap<u64, InstanceInfo>,
     used: &HashMap<u64, Total>,
+    more: &HashMap<u64, JobDetails>,
 ) -> anyhow::Result<()> {
     let users = jobs
         .iter()
@@ -420,6 +460,7 @@ fn show(
             args.no_header,
             inside,
             used,
+            more,
         )?;
     }
     Ok(())
