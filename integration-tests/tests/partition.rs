@@ -1,0 +1,193 @@
+//! Faults on a real network: a job manager, exec services and clients each
+//! on a host of their own (network namespaces on one bridge), partitions
+//! made with iptables DROP rules. The tests run one at a time (they share
+//! the machine's few cores and time out on silence) and leave no namespace
+//! or rule behind, however they end.
+//!
+//! Host 0 is the job manager, hosts 1..=N its exec services; the test's
+//! own clients sit on the last host, which is never cut off.
+
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use fluxgate_integration_tests::netns::Net;
+use fluxgate_integration_tests::{Instance, binary, eventually, exits_within, host};
+use fluxgate_launch::{Cores, Exec, JobManager};
+use fluxgate_proto::v1 as pb;
+use fluxgate_shared::JobId;
+use fluxgate_shared::jobspec::JobspecBuilder;
+
+/// One test at a time.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// The job manager's port (each host has its own addresses).
+const JM_PORT: u16 = 7000;
+/// Each exec service's port.
+const EXEC_PORT: u16 = 7001;
+/// How long anything the tests wait for may take.
+const PATIENCE: Duration = Duration::from_secs(60);
+
+/// A cluster on its own network: the instance (its processes are killed
+/// first, when it is dropped) and the network (removed after).
+struct Cluster {
+    inst: Instance,
+    net: Net,
+}
+
+/// Host of the job manager.
+const JM: usize = 0;
+
+/// Host of exec service `i`.
+fn exec_host(i: usize) -> usize {
+    i + 1
+}
+
+impl Cluster {
+    /// A job manager and `nodes` exec services of `cores` cores, with
+    /// `extra` hosts besides (clients), the test thread on the last one.
+    /// Timeouts are small: heartbeats every second.
+    async fn start(nodes: usize, cores: u32, extra: usize, sets: &[(&str, &str)]) -> Cluster {
+        let net = Net::new(nodes + 2 + extra);
+        net.enter(nodes + 1 + extra);
+        let statedir = tempfile::tempdir().expect("tempdir");
+        let uri = format!("http://{}:{JM_PORT}", Net::addr(JM));
+        let mut spec = JobManager::new(statedir.path())
+            .listen(&format!("{}:{JM_PORT}", Net::addr(JM)))
+            .nodelist(&format!("node[0-{}]", nodes - 1))
+            .set("resource.heartbeat_interval", "1")
+            .set("resource.torpid_timeout", "3")
+            .env("FLUXGATE_LOG", "warn");
+        for (k, v) in sets {
+            spec = spec.set(k, v);
+        }
+        let jm = net
+            .command(JM, &spec.command(&binary("fluxgate-job-manager")))
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("spawn the job manager");
+        let execs = (0..nodes)
+            .map(|i| spawn_exec(&net, &uri, i, cores))
+            .collect();
+        let inst = Instance::from_parts(uri, statedir, jm, execs);
+        wait_serving(&inst.uri).await;
+        inst.wait_up(nodes).await;
+        Cluster { inst, net }
+    }
+
+    /// A `fluxgate` command run on host `h`, reaching the instance.
+    fn cli(&self, h: usize, args: &[&str]) -> Command {
+        let mut cmd = Command::new(binary("fluxgate"));
+        cmd.args(args)
+            .env("FLUXGATE_URI", &self.inst.uri)
+            .env_remove("FLUXGATE_TOKEN");
+        self.net.command(h, &cmd)
+    }
+}
+
+/// Exec service `i` on its host, joining `uri`.
+fn spawn_exec(net: &Net, uri: &str, i: usize, cores: u32) -> Child {
+    let h = exec_host(i);
+    let cmd = Exec::new(uri)
+        .listen(&format!("{}:{EXEC_PORT}", Net::addr(h)))
+        .hostname(&host(i))
+        .cores(Cores::Count(cores))
+        .kill_timeout(1.0)
+        .env("FLUXGATE_LOG", "warn")
+        .command(&binary("fluxgate-exec"));
+    net.command(h, &cmd)
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("spawn fluxgate-exec")
+}
+
+/// Wait until the job manager at `uri` takes connections.
+async fn wait_serving(uri: &str) {
+    eventually(PATIENCE, async || {
+        tonic::transport::Endpoint::from_shared(uri.to_string())
+            .map_err(|e| e.to_string())?
+            .connect()
+            .await
+            .map(|_| ())
+            .map_err(|e| format!("{uri}: {e}"))
+    })
+    .await;
+}
+
+/// A submit whose answer is lost on the way back (the client's host drops
+/// what the job manager sends, except connection set-up) times out on the
+/// client's own deadline and is tried again with the same idempotency key:
+/// once the path heals, the client prints the job the first try made, and
+/// the instance holds that one job.
+#[tokio::test(flavor = "current_thread")]
+async fn a_submit_whose_reply_is_lost_makes_one_job() {
+    let _serial = SERIAL.lock().await;
+    let cluster = Cluster::start(1, 1, 1, &[]).await;
+    let client = 2;
+    cluster.net.drop_replies_from(client, JM);
+    let mut submit = cluster
+        .cli(client, &["submit", "true"])
+        .env("FLUXGATE_TIMEOUT", "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn fluxgate submit");
+    let made = eventually(PATIENCE, async || {
+        match cluster.inst.list(127).await.as_slice() {
+            [one] => Ok(JobId::from(one.id)),
+            other => Err(format!("{} jobs", other.len())),
+        }
+    })
+    .await;
+    // The client's tries keep timing out while the path is cut: let it
+    // make a few (each has a 1 s deadline) before the path heals, for new
+    // connections only: a client that waited on its first one would wait
+    // until TCP gives up.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    cluster.net.heal_new_connections(client, JM);
+    let status = exits_within(&mut submit, PATIENCE, "fluxgate submit").await;
+    let out = submit.wait_with_output().expect("submit output");
+    assert!(
+        status.success(),
+        "submit failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let printed = JobId::parse(String::from_utf8_lossy(&out.stdout).trim()).expect("a job id");
+    assert_eq!(printed, made, "the retry answered another job");
+    let all = cluster.inst.list(127).await;
+    assert_eq!(all.len(), 1, "a retried submit made a second job: {all:?}");
+}
+
+/// Two submits with one idempotency key (a retry after a lost answer)
+/// make one job, on a single job manager; another key makes another job.
+#[tokio::test(flavor = "current_thread")]
+async fn a_retried_submit_with_the_same_key_makes_one_job() {
+    let _serial = SERIAL.lock().await;
+    let inst = Instance::start(1, 1).await;
+    let jobspec = JobspecBuilder::new(["true"])
+        .build()
+        .expect("jobspec")
+        .to_json();
+    let submit = async |key: &str| {
+        let reply = inst
+            .jobs()
+            .await
+            .submit(pb::SubmitRequest {
+                jobspec: jobspec.clone(),
+                idempotency_key: key.to_string(),
+                ..Default::default()
+            })
+            .await
+            .expect("submit");
+        JobId::from(reply.into_inner().id)
+    };
+    let first = submit("retry-key-1").await;
+    let again = submit("retry-key-1").await;
+    assert_eq!(first, again, "the retry made another job");
+    inst.wait_clean(first).await;
+    // Answered from the store once the job has left memory.
+    assert_eq!(submit("retry-key-1").await, first);
+    let other = submit("retry-key-2").await;
+    assert_ne!(other, first);
+    inst.wait_clean(other).await;
+    assert_eq!(inst.list(127).await.len(), 2);
+}
