@@ -7,11 +7,12 @@
 //! Host 0 is the job manager, hosts 1..=N its exec services; the test's
 //! own clients sit on the last host, which is never cut off.
 
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use fluxgate_integration_tests::netns::Net;
-use fluxgate_integration_tests::{Instance, binary, eventually, exits_within, host};
+use fluxgate_integration_tests::{Instance, binary, eventually, exits_within, host, names};
 use fluxgate_launch::{Cores, Exec, JobManager};
 use fluxgate_proto::v1 as pb;
 use fluxgate_shared::JobId;
@@ -190,4 +191,130 @@ async fn a_retried_submit_with_the_same_key_makes_one_job() {
     assert_ne!(other, first);
     inst.wait_clean(other).await;
     assert_eq!(inst.list(127).await.len(), 2);
+}
+
+/// A job that writes the time into `dir/ticks` every tenth of a second
+/// until it is killed: its last line says when it last ran.
+fn ticker(dir: &Path) -> JobspecBuilder {
+    let script = format!(
+        "while :; do date +%s.%N >> {}/ticks; sleep 0.1; done",
+        dir.display()
+    );
+    JobspecBuilder::new(["sh", "-c", &script])
+}
+
+/// The last time a [`ticker`] wrote, and how many lines it wrote.
+fn last_tick(dir: &Path) -> (f64, usize) {
+    let text = std::fs::read_to_string(dir.join("ticks")).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().filter(|l| !l.is_empty()).collect();
+    let last = lines
+        .iter()
+        .rev()
+        .find_map(|l| l.trim().parse::<f64>().ok())
+        .unwrap_or(0.0);
+    (last, lines.len())
+}
+
+async fn cancel(inst: &Instance, id: JobId) {
+    inst.jobs()
+        .await
+        .cancel(pb::CancelRequest {
+            id: id.into(),
+            ..Default::default()
+        })
+        .await
+        .expect("cancel");
+}
+
+/// Fault 1: a node is cut off from the job manager while its job runs, and
+/// the job is cancelled meanwhile. The node's exec service kills the job on
+/// its own once its fence has passed, and the job manager waits that fence
+/// out before the cores go to the next job: when the next job is given the
+/// same cores, the old tasks have stopped.
+#[tokio::test(flavor = "current_thread")]
+async fn a_cut_off_node_runs_no_job_after_its_cores_are_given_away() {
+    let _serial = SERIAL.lock().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cluster = Cluster::start(
+        1,
+        1,
+        0,
+        &[
+            ("resource.fence_timeout", "3"),
+            ("resource.lost_timeout", "6"),
+        ],
+    )
+    .await;
+    let inst = &cluster.inst;
+    let first = inst.submit(&ticker(dir.path()), None).await;
+    inst.events_until(first, "eventlog", "start").await;
+    eventually(PATIENCE, async || match last_tick(dir.path()) {
+        (_, 0) => Err("no tick yet".to_string()),
+        _ => Ok(()),
+    })
+    .await;
+    cluster.net.cut(JM, exec_host(0));
+    cancel(inst, first).await;
+    let next = inst.submit(&JobspecBuilder::new(["true"]), None).await;
+    // The first job ends (its release given on the fenced node's behalf),
+    // and only then is the partition healed.
+    let ev = inst.wait_clean(first).await;
+    assert!(names(&ev).contains(&"release"), "{:?}", names(&ev));
+    cluster.net.heal_all();
+    let ev = inst.events_until(next, "eventlog", "alloc").await;
+    let alloc = ev.last().expect("alloc").timestamp;
+    let (last, _) = last_tick(dir.path());
+    assert!(
+        last < alloc,
+        "the first job still ran ({last}) after its core was given to the next ({alloc})"
+    );
+    let ev = inst.wait_clean(next).await;
+    let finish = ev.iter().find(|e| e.name == "finish").expect("finish");
+    assert_eq!(finish.context.as_ref().unwrap()["status"], 0);
+}
+
+/// Fault 2: a job ends while its node is cut off (long enough for the
+/// connections to be given up, not for the node to be lost). After the
+/// heal the job manager hears the real end: `finish` with status 0, no
+/// exception.
+#[tokio::test(flavor = "current_thread")]
+async fn a_job_that_ends_during_a_partition_keeps_its_real_status() {
+    let _serial = SERIAL.lock().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cluster = Cluster::start(
+        1,
+        1,
+        0,
+        &[
+            ("resource.fence_timeout", "120"),
+            ("resource.lost_timeout", "180"),
+        ],
+    )
+    .await;
+    let inst = &cluster.inst;
+    let done = dir.path().join("done");
+    let script = format!("sleep 1; touch {}", done.display());
+    let id = inst
+        .submit(&JobspecBuilder::new(["sh", "-c", &script]), None)
+        .await;
+    inst.events_until(id, "eventlog", "start").await;
+    cluster.net.cut(JM, exec_host(0));
+    eventually(PATIENCE, async || {
+        done.exists()
+            .then_some(())
+            .ok_or_else(|| "the job has not ended".to_string())
+    })
+    .await;
+    // Long enough for both sides to give up their connections (HTTP/2
+    // pings every 10 s, 10 s to answer): the end must come by a reattach.
+    tokio::time::sleep(Duration::from_secs(25)).await;
+    cluster.net.heal_all();
+    let ev = inst.wait_clean(id).await;
+    assert!(
+        !names(&ev).contains(&"exception"),
+        "the job got an exception: {:?}",
+        names(&ev)
+    );
+    let finish = ev.iter().find(|e| e.name == "finish").expect("finish");
+    assert_eq!(finish.context.as_ref().unwrap()["status"], 0);
 }

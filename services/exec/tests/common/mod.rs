@@ -50,6 +50,7 @@ impl Node for FakeJm {
             let welcome = Welcome {
                 ranks: (base..base + n).collect(),
                 heartbeat_interval: 0.05,
+                fence_timeout: 0.0,
             };
             let _ = tx
                 .send(Ok(JoinReply {

@@ -62,7 +62,7 @@ pub use effect::{Answer, Effect, Reply};
 pub use fairshare::AccountRow;
 pub use inactive::Inactive;
 pub use list::{JobInfo, ListFilter, merge as merge_listings, stored_inactive};
-pub use nodes::{Heartbeats, JoinRefused, NodeInfo, NodeMsg, Nodes};
+pub use nodes::{Heartbeats, HelloJobs, JoinRefused, NodeInfo, NodeMsg, Nodes};
 pub use queues::{QueueAction, QueueRequest, QueueStatus};
 pub use resource::{ResourceMsg, ResourceView};
 pub use restart::Recovered;
@@ -435,6 +435,7 @@ impl<S: Store> Core<S> {
                     self.take_heartbeats();
                     self.accounting_tick();
                     self.check_torpid();
+                    self.check_detached();
                     self.purge_by_config();
                     self.run_actions();
                     self.set_gauges();
