@@ -271,7 +271,7 @@ pub struct Core<S> {
     ids: FluidGenerator,
     epoch_ms: u64,
     /// Resources recovered jobs hold, marked allocated once the pool exists.
-    held: Vec<Arc<ResourceSet>>,
+    held: Vec<JobId>,
     /// Writes and effects of the message being handled.
     out: Outbox,
     /// The queue and scheduler seat, with its policy.

@@ -95,13 +95,32 @@ impl Bench {
     }
 
     async fn over(store: Arc<MemoryStore>, nodes: u32, config: Config, join: bool) -> Bench {
-        crate::clock::test::set(T0);
         let inv = inventory(nodes, 4);
         let members = Nodes::fixed(&inv);
+        Self::with(store, nodes, config, Some(inv), members, join).await
+    }
+
+    /// `nodes` nodes named by a nodelist, their resources discovered when
+    /// all of them have joined (none is known before).
+    async fn discovering(store: Arc<MemoryStore>, nodes: u32, join: bool) -> Bench {
+        let hosts = fluxgate_shared::Hostlist::parse(&format!("node[0-{}]", nodes - 1)).unwrap();
+        let members = Nodes::nodelist(&hosts);
+        Self::with(store, nodes, config(), None, members, join).await
+    }
+
+    async fn with(
+        store: Arc<MemoryStore>,
+        nodes: u32,
+        config: Config,
+        inv: Option<ResourceSet>,
+        members: Nodes,
+        join: bool,
+    ) -> Bench {
+        crate::clock::test::set(T0);
         let mut core = Core::new(
             Arc::clone(&store),
             Arc::new(config),
-            Some(inv),
+            inv,
             members,
             JobCredentials::disabled(),
         )
@@ -1646,6 +1665,51 @@ async fn a_rejoining_node_is_told_to_kill_the_jobs_that_ended_here() {
         }],
         "only the ended job is killed"
     );
+}
+
+#[tokio::test]
+async fn a_job_lost_before_its_nodes_rejoin_leaves_no_resources_allocated() {
+    let store = Arc::new(MemoryStore::new());
+    let id = {
+        let mut b = Bench::discovering(Arc::clone(&store), 2, true).await;
+        let id = b.submit(&spec(1, 0.0, "")).await;
+        b.exec(ExecMsg::Started { id }).await;
+        id
+    };
+    // A plain restart: resources are discovered again only when every node
+    // has joined, and none does before the job's start gives up on them.
+    let mut b = Bench::discovering(store, 2, false).await;
+    assert!(b.core.sched.pool().is_none());
+    let rejoin = b.core.config.exec.rejoin_timeout;
+    b.advance(rejoin + 1.0).await;
+    assert_eq!(b.state(id), None, "the job ended");
+    b.join_all().await;
+    let pool = b.core.sched.pool().expect("discovered");
+    assert!(
+        pool.allocated().ranks().is_empty(),
+        "resources of an ended job stayed allocated: {}",
+        pool.allocated().ranks()
+    );
+    // The whole machine is free for a job that needs it.
+    let all = b.submit(&spec(2, 0.0, "")).await;
+    assert_eq!(b.state(all), Some(JobState::Run));
+}
+
+#[tokio::test]
+async fn a_job_still_running_after_a_restart_keeps_its_resources_allocated() {
+    let store = Arc::new(MemoryStore::new());
+    let id = {
+        let mut b = Bench::discovering(Arc::clone(&store), 2, true).await;
+        let id = b.submit(&spec(1, 0.0, "")).await;
+        b.exec(ExecMsg::Started { id }).await;
+        id
+    };
+    let mut b = Bench::discovering(store, 2, true).await;
+    assert_eq!(b.state(id), Some(JobState::Run));
+    let pool = b.core.sched.pool().expect("discovered");
+    assert_eq!(pool.allocated().ranks().count(), 1);
+    let all = b.submit(&spec(2, 0.0, "")).await;
+    assert_eq!(b.state(all), Some(JobState::Sched));
 }
 
 // ---- backfill -------------------------------------------------------------
