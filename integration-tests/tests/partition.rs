@@ -12,6 +12,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use fluxgate_integration_tests::netns::Net;
+use fluxgate_integration_tests::postgres::PgServer;
 use fluxgate_integration_tests::{Instance, binary, eventually, exits_within, host, names};
 use fluxgate_launch::{Cores, Exec, JobManager};
 use fluxgate_proto::v1 as pb;
@@ -317,4 +318,151 @@ async fn a_job_that_ends_during_a_partition_keeps_its_real_status() {
     );
     let finish = ev.iter().find(|e| e.name == "finish").expect("finish");
     assert_eq!(finish.context.as_ref().unwrap()["status"], 0);
+}
+
+/// Children killed (and reaped) when the test ends, however it ends.
+struct Procs(Vec<Child>);
+
+impl Drop for Procs {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// Is the JobManager service of the job manager at `uri` SERVING (false
+/// when it does not answer at all)?
+async fn serving(uri: &str) -> bool {
+    let Ok(endpoint) = tonic::transport::Endpoint::from_shared(uri.to_string()) else {
+        return false;
+    };
+    let Ok(channel) = endpoint
+        .connect_timeout(Duration::from_millis(500))
+        .timeout(Duration::from_millis(500))
+        .connect()
+        .await
+    else {
+        return false;
+    };
+    let status = tonic_health::pb::health_client::HealthClient::new(channel)
+        .check(tonic_health::pb::HealthCheckRequest {
+            service: "fluxgate.v1.JobManager".into(),
+        })
+        .await;
+    status.is_ok_and(|s| s.into_inner().status == 1)
+}
+
+/// Fault 3: the leader of two job managers is cut off from PostgreSQL (not
+/// from its nodes or clients). It stops serving once its lease could have
+/// expired; the standby takes over, hears the running job's real end from
+/// the node, and its pool is right: a job needing the whole node runs.
+#[tokio::test(flavor = "current_thread")]
+async fn a_leader_cut_off_from_its_store_steps_down_and_the_new_one_is_right() {
+    let _serial = SERIAL.lock().await;
+    const A: usize = 0;
+    const NODE: usize = 1;
+    const B: usize = 2;
+    const PG: usize = 3;
+    let net = Net::new(5);
+    net.enter(4);
+    let pg = PgServer::start_in_netns(net.ns(PG), &Net::addr(PG));
+    let url = pg.new_database();
+    let uri = |h: usize| format!("http://{}:{JM_PORT}", Net::addr(h));
+    let dirs = [tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap()];
+    let mut procs = Procs(Vec::new());
+    for (h, dir) in [(A, &dirs[0]), (B, &dirs[1])] {
+        let spec = JobManager::new(dir.path())
+            .listen(&format!("{}:{JM_PORT}", Net::addr(h)))
+            .nodelist("node0")
+            .set("store.url", &url)
+            .set("ha.lease", "3")
+            .set("ha.poll_interval", "0.2")
+            .set("resource.heartbeat_interval", "1")
+            .set("resource.fence_timeout", "20")
+            .set("resource.lost_timeout", "30")
+            .env("FLUXGATE_LOG", "warn");
+        let child = net
+            .command(h, &spec.command(&binary("fluxgate-job-manager")))
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("spawn a job manager");
+        procs.0.push(child);
+        if h == A {
+            // A leads: it campaigns alone.
+            let a = uri(A);
+            eventually(PATIENCE, async || {
+                serving(&a)
+                    .await
+                    .then_some(())
+                    .ok_or_else(|| "A does not lead".to_string())
+            })
+            .await;
+        }
+    }
+    let both = format!("{},{}", uri(A), uri(B));
+    let exec = Exec::new(&both)
+        .listen(&format!("{}:{EXEC_PORT}", Net::addr(NODE)))
+        .hostname("node0")
+        .cores(Cores::Count(2))
+        .kill_timeout(1.0)
+        .env("FLUXGATE_LOG", "warn")
+        .command(&binary("fluxgate-exec"));
+    procs.0.push(
+        net.command(NODE, &exec)
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("spawn fluxgate-exec"),
+    );
+    let statedir = tempfile::tempdir().unwrap();
+    // The test's helpers, pointed at A; the processes stay in `procs`.
+    let sleeper_child = Command::new("sleep").arg("3600").spawn().unwrap();
+    let a = Instance::from_parts(uri(A), statedir, sleeper_child, Vec::new());
+    a.wait_up(1).await;
+    let done = dirs[0].path().join("done");
+    let script = format!("sleep 4; touch {}", done.display());
+    let id = a
+        .submit(&JobspecBuilder::new(["sh", "-c", &script]), None)
+        .await;
+    a.events_until(id, "eventlog", "start").await;
+    net.cut(A, PG);
+    eventually(PATIENCE, async || {
+        if serving(&uri(A)).await {
+            Err("the cut-off leader still serves".to_string())
+        } else {
+            Ok(())
+        }
+    })
+    .await;
+    eventually(PATIENCE, async || {
+        serving(&uri(B))
+            .await
+            .then_some(())
+            .ok_or_else(|| "the standby does not lead".to_string())
+    })
+    .await;
+    let statedir = tempfile::tempdir().unwrap();
+    let sleeper_child = Command::new("sleep").arg("3600").spawn().unwrap();
+    let b = Instance::from_parts(uri(B), statedir, sleeper_child, Vec::new());
+    let ev = b.wait_clean(id).await;
+    assert!(
+        !names(&ev).contains(&"exception"),
+        "the job that ran on was failed: {:?}",
+        names(&ev)
+    );
+    let finish = ev.iter().find(|e| e.name == "finish").expect("finish");
+    assert_eq!(finish.context.as_ref().unwrap()["status"], 0);
+    assert!(done.exists());
+    // Nothing stays allocated: a job taking the whole node runs.
+    let whole = b
+        .submit(
+            &JobspecBuilder::new(["true"]).nodes(1).exclusive(true),
+            None,
+        )
+        .await;
+    let ev = b.wait_clean(whole).await;
+    let finish = ev.iter().find(|e| e.name == "finish").expect("finish");
+    assert_eq!(finish.context.as_ref().unwrap()["status"], 0);
+    drop(pg);
 }
