@@ -124,7 +124,7 @@ impl<S: Store> Core<S> {
             // for them (bounded), rather than declaring the job lost. The start
             // guard stays set, so the start is not owed again until a node joins.
             if self.exec.defer(id) {
-                let wait = self.config.exec.rejoin_timeout;
+                let wait = self.rejoin_wait();
                 tracing::info!(job = %id, waiting = %missing.join(", "), "start waits for nodes to join");
                 self.timers
                     .add(crate::clock::now() + wait, id, Timer::StartDeadline);
@@ -232,15 +232,26 @@ impl<S: Store> Core<S> {
         }
     }
 
+    /// How long a start waits for its nodes to join before the job is
+    /// lost: `exec.rejoin_timeout`, but never less than a node's fence and
+    /// its margin, so that a node that did not come back has killed what
+    /// it ran before the job's resources are released.
+    pub(super) fn rejoin_wait(&self) -> f64 {
+        let fence = self.config.resource.liveness().fence;
+        let fenced = if fence > 0.0 {
+            fence + fluxgate_shared::resource::liveness::FENCE_MARGIN
+        } else {
+            0.0
+        };
+        self.config.exec.rejoin_timeout.max(fenced)
+    }
+
     /// A deferred start waited too long for its nodes.
     pub(super) fn start_deadline(&mut self, id: JobId) {
         if !self.exec.undefer(id) {
             return;
         }
-        let note = format!(
-            "nodes of the job did not join within {}s",
-            self.config.exec.rejoin_timeout
-        );
+        let note = format!("nodes of the job did not join within {}s", self.rejoin_wait());
         self.lost(id, &note);
     }
 
