@@ -534,12 +534,19 @@ impl Default for ResourceConfig {
 }
 
 impl ResourceConfig {
-    /// The timeouts that judge a node's silence.
+    /// The timeouts that judge a node's silence. A fence shorter than
+    /// three heartbeats would kill the jobs of nodes that are merely a beat
+    /// late: it is raised to that.
     pub fn liveness(&self) -> fluxgate_shared::resource::liveness::Liveness {
+        let fence = if self.fence_timeout.is_finite() && self.fence_timeout > 0.0 {
+            self.fence_timeout.max(3.0 * self.heartbeat_interval)
+        } else {
+            0.0
+        };
         fluxgate_shared::resource::liveness::Liveness {
             torpid: self.torpid_timeout,
             lost: self.lost_timeout,
-            fence: self.fence_timeout.max(0.0),
+            fence,
         }
     }
 
@@ -778,6 +785,19 @@ impl Layered for Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn liveness_keys_set_and_a_fence_is_never_shorter_than_three_heartbeats() {
+        let mut c = Config::default();
+        c.set("resource.lost_timeout", "40").unwrap();
+        c.set("resource.fence_timeout", "20").unwrap();
+        let l = c.resource.liveness();
+        assert_eq!((l.lost, l.fence), (40.0, 20.0));
+        c.set("resource.heartbeat_interval", "10").unwrap();
+        assert_eq!(c.resource.liveness().fence, 30.0);
+        c.set("resource.fence_timeout", "0").unwrap();
+        assert_eq!(c.resource.liveness().fence, 0.0, "0: never");
+    }
 
     #[test]
     fn the_store_password_is_not_logged() {

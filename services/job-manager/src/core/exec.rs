@@ -251,7 +251,10 @@ impl<S: Store> Core<S> {
         if !self.exec.undefer(id) {
             return;
         }
-        let note = format!("nodes of the job did not join within {}s", self.rejoin_wait());
+        let note = format!(
+            "nodes of the job did not join within {}s",
+            self.rejoin_wait()
+        );
         self.lost(id, &note);
     }
 

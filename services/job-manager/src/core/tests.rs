@@ -1681,7 +1681,10 @@ async fn a_job_lost_before_its_nodes_rejoin_leaves_no_resources_allocated() {
     let mut b = Bench::discovering(store, 2, false).await;
     assert!(b.core.sched.pool().is_none());
     let rejoin = b.core.rejoin_wait();
-    assert!(rejoin >= b.core.config.resource.fence_timeout, "never before the fence");
+    assert!(
+        rejoin >= b.core.config.resource.fence_timeout,
+        "never before the fence"
+    );
     b.advance(rejoin + 1.0).await;
     assert_eq!(b.state(id), None, "the job ended");
     b.join_all().await;

@@ -120,7 +120,7 @@ impl Node for NodeService {
             reply: Some(pb::join_reply::Reply::Welcome(pb::Welcome {
                 ranks,
                 heartbeat_interval: self.config.resource.heartbeat_interval,
-                fence_timeout: self.config.resource.fence_timeout.max(0.0),
+                fence_timeout: self.config.resource.liveness().fence,
             })),
         };
         let _ = tx.send(Ok(welcome)).await;
