@@ -333,9 +333,9 @@ impl<S: Store> Core<S> {
         // or when it comes back without them (the reattach says so).
     }
 
-    /// Raise node-failure on every running job with a rank in `down` (as
-    /// flux-core does, naming the hosts),
-    /// naming the hosts after `why`; a job is failed once (it leaves RUN).
+    /// Raise node-failure on every running job with a rank in `down`, as
+    /// flux-core does, its note naming the hosts after `why`; a job is
+    /// failed once (it leaves RUN).
     pub(super) fn fail_jobs_on(&mut self, down: &IdSet, why: &str) {
         let hit: Vec<_> = self
             .jobs
