@@ -255,12 +255,17 @@ async fn a_cut_off_node_runs_no_job_after_its_cores_are_given_away() {
     })
     .await;
     cluster.net.cut(JM, exec_host(0));
+    let cut = std::time::Instant::now();
     cancel(inst, first).await;
     let next = inst.submit(&JobspecBuilder::new(["true"]), None).await;
     // The first job ends (its release given on the fenced node's behalf),
     // and only then is the partition healed.
     let ev = inst.wait_clean(first).await;
     assert!(names(&ev).contains(&"release"), "{:?}", names(&ev));
+    eprintln!(
+        "the cut-off node's job was released {:?} after the cut (fence 3 s, lost 6 s)",
+        cut.elapsed()
+    );
     cluster.net.heal_all();
     let ev = inst.events_until(next, "eventlog", "alloc").await;
     let alloc = ev.last().expect("alloc").timestamp;
@@ -427,6 +432,7 @@ async fn a_leader_cut_off_from_its_store_steps_down_and_the_new_one_is_right() {
         .await;
     a.events_until(id, "eventlog", "start").await;
     net.cut(A, PG);
+    let cut = std::time::Instant::now();
     eventually(PATIENCE, async || {
         if serving(&uri(A)).await {
             Err("the cut-off leader still serves".to_string())
@@ -435,6 +441,8 @@ async fn a_leader_cut_off_from_its_store_steps_down_and_the_new_one_is_right() {
         }
     })
     .await;
+    // Reported, not asserted: how long the old leader served after the cut.
+    eprintln!("the cut-off leader stopped serving {:?} after the cut (lease 3 s)", cut.elapsed());
     eventually(PATIENCE, async || {
         serving(&uri(B))
             .await
