@@ -442,7 +442,10 @@ async fn a_leader_cut_off_from_its_store_steps_down_and_the_new_one_is_right() {
     })
     .await;
     // Reported, not asserted: how long the old leader served after the cut.
-    eprintln!("the cut-off leader stopped serving {:?} after the cut (lease 3 s)", cut.elapsed());
+    eprintln!(
+        "the cut-off leader stopped serving {:?} after the cut (lease 3 s)",
+        cut.elapsed()
+    );
     eventually(PATIENCE, async || {
         serving(&uri(B))
             .await

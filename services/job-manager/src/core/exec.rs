@@ -314,6 +314,27 @@ impl<S: Store> Core<S> {
         }
     }
 
+    /// The jobs led from lost ranks are detached at once, as if their
+    /// sessions had broken (which the transport notices only later): they
+    /// are released as soon as their nodes have fenced themselves.
+    pub(super) fn detach_jobs_led_on(&mut self, lost: &fluxgate_shared::IdSet) {
+        let led: Vec<JobId> = self
+            .jobs
+            .iter()
+            .filter(|(_, a)| {
+                a.job.guards.start_pending
+                    && a.r
+                        .as_ref()
+                        .and_then(|r| r.nodes().first().map(|n| n.rank()))
+                        .is_some_and(|leader| lost.contains(leader))
+            })
+            .map(|(id, _)| *id)
+            .collect();
+        for id in led {
+            self.exec.detach(id);
+        }
+    }
+
     /// Ask the job's first node again for detached job `id`: a running job
     /// is started again as a reattach (the action step owes it); one being
     /// torn down is reattached and told its exception again (the first may

@@ -684,6 +684,7 @@ impl<S: Store> Core<S> {
             tracing::warn!(ranks = %lost, silent = lost_after, "nodes lost");
             let why = format!("no heartbeat for {lost_after}s from");
             self.fail_jobs_on(&lost, &why);
+            self.detach_jobs_led_on(&lost);
         }
     }
 }

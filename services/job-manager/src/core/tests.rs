@@ -1548,13 +1548,8 @@ async fn a_lost_node_fails_its_jobs_once_and_releases_them_once_fenced() {
     assert_eq!(count(&events, "exception"), 1, "{events:?}");
     assert_eq!(b.state(id), Some(JobState::Cleanup));
     assert!(!events.contains(&"release".to_string()), "{events:?}");
-    // The session to the node breaks (its pings went unanswered): the
-    // node has fenced itself long since, so the job is released for it.
-    b.exec(ExecMsg::Lost {
-        id,
-        error: "keepalive timed out".into(),
-    })
-    .await;
+    // The node has fenced itself long since: the job is released for it,
+    // without waiting for its session to break.
     b.core.check_detached();
     b.core.run_actions();
     b.flush().await;
