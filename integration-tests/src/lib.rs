@@ -181,16 +181,17 @@ impl Instance {
     }
 
     /// An instance of processes started elsewhere (in network namespaces):
-    /// the job manager `jm` serving at `uri` from `statedir`, and the exec
-    /// services `execs`, one a node. They are killed when it is dropped.
+    /// the job manager serving at `uri` from `statedir` (its process `jm`,
+    /// when this instance owns it), and the exec services `execs`, one a
+    /// node. What it owns is killed when it is dropped.
     pub fn from_parts(
         uri: String,
         statedir: tempfile::TempDir,
-        jm: Child,
+        jm: Option<Child>,
         execs: Vec<Child>,
     ) -> Instance {
         Instance {
-            jm: Some(jm),
+            jm,
             nodes: execs.len(),
             execs: execs.into_iter().map(Some).collect(),
             uri,

@@ -70,7 +70,7 @@ impl Cluster {
         let execs = (0..nodes)
             .map(|i| spawn_exec(&net, &uri, i, cores))
             .collect();
-        let inst = Instance::from_parts(uri, statedir, jm, execs);
+        let inst = Instance::from_parts(uri, statedir, Some(jm), execs);
         wait_serving(&inst.uri).await;
         inst.wait_up(nodes).await;
         Cluster { inst, net }
@@ -420,10 +420,8 @@ async fn a_leader_cut_off_from_its_store_steps_down_and_the_new_one_is_right() {
             .spawn()
             .expect("spawn fluxgate-exec"),
     );
-    let statedir = tempfile::tempdir().unwrap();
     // The test's helpers, pointed at A; the processes stay in `procs`.
-    let sleeper_child = Command::new("sleep").arg("3600").spawn().unwrap();
-    let a = Instance::from_parts(uri(A), statedir, sleeper_child, Vec::new());
+    let a = Instance::from_parts(uri(A), tempfile::tempdir().unwrap(), None, Vec::new());
     a.wait_up(1).await;
     let done = dirs[0].path().join("done");
     let script = format!("sleep 4; touch {}", done.display());
@@ -453,9 +451,7 @@ async fn a_leader_cut_off_from_its_store_steps_down_and_the_new_one_is_right() {
             .ok_or_else(|| "the standby does not lead".to_string())
     })
     .await;
-    let statedir = tempfile::tempdir().unwrap();
-    let sleeper_child = Command::new("sleep").arg("3600").spawn().unwrap();
-    let b = Instance::from_parts(uri(B), statedir, sleeper_child, Vec::new());
+    let b = Instance::from_parts(uri(B), tempfile::tempdir().unwrap(), None, Vec::new());
     let ev = b.wait_clean(id).await;
     assert!(
         !names(&ev).contains(&"exception"),
