@@ -4,6 +4,7 @@
 
 pub mod command;
 pub mod guest;
+pub mod netns;
 pub mod poll;
 pub mod postgres;
 
@@ -177,6 +178,28 @@ impl Instance {
         }
         inst.wait_up(nodes).await;
         inst
+    }
+
+    /// An instance of processes started elsewhere (in network namespaces):
+    /// the job manager serving at `uri` from `statedir` (its process `jm`,
+    /// when this instance owns it), and the exec services `execs`, one a
+    /// node. What it owns is killed when it is dropped.
+    pub fn from_parts(
+        uri: String,
+        statedir: tempfile::TempDir,
+        jm: Option<Child>,
+        execs: Vec<Child>,
+    ) -> Instance {
+        Instance {
+            jm,
+            nodes: execs.len(),
+            execs: execs.into_iter().map(Some).collect(),
+            uri,
+            statedir,
+            setup: Setup::default(),
+            owner_token: None,
+            pg: None,
+        }
     }
 
     /// The URI the job manager prints once it serves, by the launcher's

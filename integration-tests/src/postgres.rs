@@ -22,6 +22,10 @@ pub struct PgServer {
     next_db: std::sync::atomic::AtomicU32,
     /// Server certificate and key (PEM) when it serves TLS.
     tls: Option<(Vec<u8>, Vec<u8>)>,
+    /// The network namespace it runs in, if not this process's.
+    netns: Option<String>,
+    /// The address it listens on.
+    addr: String,
 }
 
 /// Where Debian keeps the server's programs (the newest version there).
@@ -88,7 +92,17 @@ impl PgServer {
         Self::start_with(Some((cert.to_vec(), key.to_vec())))
     }
 
+    /// Make and start a new cluster inside network namespace `netns`,
+    /// listening on `addr` there (a test host of [`crate::netns::Net`]).
+    pub fn start_in_netns(netns: &str, addr: &str) -> PgServer {
+        Self::start_at(None, Some((netns.to_string(), addr.to_string())))
+    }
+
     fn start_with(tls: Option<(Vec<u8>, Vec<u8>)>) -> PgServer {
+        Self::start_at(tls, None)
+    }
+
+    fn start_at(tls: Option<(Vec<u8>, Vec<u8>)>, netns: Option<(String, String)>) -> PgServer {
         let bin = bindir();
         let dir = tempfile::tempdir().expect("tempdir");
         if nix::unistd::geteuid().is_root() {
@@ -123,12 +137,28 @@ impl PgServer {
                 }
             }
         }
+        let (netns, addr) = match netns {
+            Some((ns, addr)) => {
+                // Its clients are the other test hosts of the namespaces'
+                // network (RFC 2544's range), trusted as loopback is.
+                use std::io::Write;
+                let mut hba = std::fs::OpenOptions::new()
+                    .append(true)
+                    .open(data.join("pg_hba.conf"))
+                    .expect("pg_hba.conf");
+                writeln!(hba, "host all all 198.18.0.0/15 trust").expect("write pg_hba.conf");
+                (Some(ns), addr)
+            }
+            None => (None, "127.0.0.1".to_string()),
+        };
         let server = PgServer {
             bin,
             dir,
             port: free_port(),
             next_db: std::sync::atomic::AtomicU32::new(0),
             tls,
+            netns,
+            addr,
         };
         server.pg_ctl_start();
         server
@@ -140,8 +170,9 @@ impl PgServer {
 
     fn pg_ctl_start(&self) {
         let mut opts = format!(
-            "-c listen_addresses=127.0.0.1 -c port={} -c unix_socket_directories={} \
+            "-c listen_addresses={} -c port={} -c unix_socket_directories={} \
              -c max_connections=300",
+            self.addr,
             self.port,
             self.dir.path().display()
         );
@@ -149,13 +180,33 @@ impl PgServer {
             opts.push_str(" -c ssl=on -c ssl_cert_file=server.crt -c ssl_key_file=server.key");
         }
         let log = self.dir.path().join("server.log").display().to_string();
-        run(
-            as_owner(
-                &self.bin.join("pg_ctl"),
-                &["-D", &self.data(), "-o", &opts, "-l", &log, "-w", "start"],
-            ),
-            "pg_ctl start",
+        let start = as_owner(
+            &self.bin.join("pg_ctl"),
+            &["-D", &self.data(), "-o", &opts, "-l", &log, "-w", "start"],
         );
+        run(self.in_netns(start), "pg_ctl start");
+    }
+
+    /// `cmd` run in the server's network namespace, if it has one.
+    fn in_netns(&self, cmd: Command) -> Command {
+        let Some(ns) = &self.netns else {
+            return cmd;
+        };
+        let mut wrapped = Command::new("ip");
+        wrapped
+            .args(["netns", "exec", ns])
+            .arg(cmd.get_program())
+            .args(cmd.get_args());
+        wrapped
+    }
+
+    /// Where psql reaches the server: its address, or its socket directory
+    /// when it runs in another network namespace.
+    fn psql_host(&self) -> String {
+        match self.netns {
+            Some(_) => self.dir.path().display().to_string(),
+            None => self.addr.clone(),
+        }
     }
 
     /// Stop the server (fast: sessions are ended) and start it again.
@@ -179,9 +230,10 @@ impl PgServer {
         let name = format!("fluxgate{n}");
         let mut c = Command::new(self.bin.join("psql"));
         c.env("PGSSLMODE", "prefer");
+        let host = self.psql_host();
         c.args([
             "-h",
-            "127.0.0.1",
+            &host,
             "-p",
             &self.port.to_string(),
             "-U",
@@ -196,17 +248,18 @@ impl PgServer {
 
     /// The URL of database `name`.
     pub fn url(&self, name: &str) -> String {
-        format!("postgres://postgres@127.0.0.1:{}/{name}", self.port)
+        format!("postgres://postgres@{}:{}/{name}", self.addr, self.port)
     }
 
     /// Run one SQL statement in database `url`'s database; its output rows
     /// (unaligned, tab-separated).
     pub fn query(&self, url: &str, sql: &str) -> String {
         let db = url.rsplit('/').next().unwrap_or("postgres");
+        let host = self.psql_host();
         let out = Command::new(self.bin.join("psql"))
             .args([
                 "-h",
-                "127.0.0.1",
+                &host,
                 "-p",
                 &self.port.to_string(),
                 "-U",

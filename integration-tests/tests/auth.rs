@@ -473,6 +473,7 @@ async fn nodes_need_the_node_credential_to_join() {
                 ..Default::default()
             }],
             exec_address: "http://127.0.0.1:1".into(),
+            ..Default::default()
         })),
     };
     let mut node = NodeClient::new(inst.channel().await);

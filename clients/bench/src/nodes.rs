@@ -199,6 +199,7 @@ async fn node(
                 ..Default::default()
             }],
             exec_address: exec_addr,
+            ..Default::default()
         })),
     };
     tx.send(hello)
@@ -234,7 +235,7 @@ async fn node(
             tokio::select! {
                 _ = tick.tick() => {
                     let beat = pb::JoinMessage {
-                        message: Some(pb::join_message::Message::Heartbeat(pb::Heartbeat {})),
+                        message: Some(pb::join_message::Message::Heartbeat(pb::Heartbeat::default())),
                     };
                     if tx.send(beat).await.is_err() {
                         bail!("node sim{i}: join stream closed");

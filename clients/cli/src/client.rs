@@ -2,6 +2,7 @@
 //! turned into the one-line messages flux tools print.
 
 use std::fmt;
+use std::time::Duration;
 
 use anyhow::{Context, anyhow};
 use fluxgate_proto::v1::job_manager_client::JobManagerClient;
@@ -23,11 +24,71 @@ pub const CLIENT_CERT_ENV: &str = "FLUXGATE_CLIENT_CERT";
 /// PEM private key of the client certificate.
 pub const CLIENT_KEY_ENV: &str = "FLUXGATE_CLIENT_KEY";
 
-/// What a client proves itself with: a token, TLS settings, both or neither.
-#[derive(Clone, Default)]
+/// The environment variable bounding each call, in seconds (`0`: no bound).
+pub const TIMEOUT_ENV: &str = "FLUXGATE_TIMEOUT";
+
+/// How long one call may wait for its answer unless `FLUXGATE_TIMEOUT`
+/// says otherwise: long enough for a batch of a thousand submits on a busy
+/// job manager, short enough that a user whose answer was lost on the
+/// network hears so (a lost reply once went unnoticed for 11 minutes).
+pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Calls that last as long as what they follow (a job's eventlog, its
+/// end, its input, the journals): no overall bound; the connection's
+/// HTTP/2 keepalive notices a peer that went silent instead.
+const OPEN_ENDED: &[&str] = &[
+    "WatchEventlog",
+    "Journal",
+    "Acquire",
+    "Eventlog",
+    "Wait",
+    "Input",
+];
+
+/// Whether a call of `method` has no overall bound.
+pub fn open_ended(method: &str) -> bool {
+    OPEN_ENDED.contains(&method)
+}
+
+/// Between HTTP/2 pings on an idle or busy connection.
+const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(10);
+/// A ping unanswered this long breaks the connection.
+const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long making a connection may take (a SYN to a host cut off is
+/// otherwise retried by the kernel for minutes).
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The bound on one call from `FLUXGATE_TIMEOUT` (seconds, fractions
+/// allowed; `0` for none), else [`DEFAULT_CALL_TIMEOUT`].
+pub fn call_timeout_from(value: Option<&str>) -> anyhow::Result<Option<Duration>> {
+    let Some(v) = value.map(str::trim).filter(|v| !v.is_empty()) else {
+        return Ok(Some(DEFAULT_CALL_TIMEOUT));
+    };
+    let secs: f64 = v
+        .parse()
+        .ok()
+        .filter(|s: &f64| s.is_finite() && *s >= 0.0)
+        .ok_or_else(|| anyhow!("{TIMEOUT_ENV}={v:?}: expected seconds (0 for no bound)"))?;
+    Ok((secs > 0.0).then(|| Duration::from_secs_f64(secs.min(1e6))))
+}
+
+/// What a client proves itself with: a token, TLS settings, both or neither;
+/// and how long each of its calls may wait.
+#[derive(Clone)]
 pub struct Credentials {
     token: Option<AsciiMetadataValue>,
     tls: Option<ClientTlsConfig>,
+    timeout: Option<Duration>,
+}
+
+impl Default for Credentials {
+    fn default() -> Self {
+        Credentials {
+            token: None,
+            tls: None,
+            timeout: Some(DEFAULT_CALL_TIMEOUT),
+        }
+    }
 }
 
 impl fmt::Debug for Credentials {
@@ -36,6 +97,7 @@ impl fmt::Debug for Credentials {
         f.debug_struct("Credentials")
             .field("token", &self.token.is_some())
             .field("tls", &self.tls.is_some())
+            .field("timeout", &self.timeout)
             .finish()
     }
 }
@@ -47,7 +109,10 @@ fn env(name: &str) -> Option<String> {
 impl Credentials {
     /// From `FLUXGATE_TOKEN`, `FLUXGATE_TLS_CA`, `FLUXGATE_CLIENT_CERT` and `FLUXGATE_CLIENT_KEY`.
     pub fn from_env() -> anyhow::Result<Credentials> {
-        let mut creds = Credentials::default();
+        let mut creds = Credentials {
+            timeout: call_timeout_from(env(TIMEOUT_ENV).as_deref())?,
+            ..Credentials::default()
+        };
         if let Some(token) = env(TOKEN_ENV) {
             creds = creds.with_token(&token)?;
         }
@@ -90,10 +155,28 @@ impl Credentials {
         Ok(self)
     }
 
-    /// An endpoint for `uri`, with TLS when the URI is https.
+    /// The same, each call bounded by `timeout` (none: unbounded).
+    pub fn with_timeout(mut self, timeout: Option<Duration>) -> Credentials {
+        self.timeout = timeout;
+        self
+    }
+
+    /// The bound on each call that is not open-ended.
+    pub fn timeout(&self) -> Option<Duration> {
+        self.timeout
+    }
+
+    /// An endpoint for `uri`, with TLS when the URI is https. Its
+    /// connection pings the server, so one cut off on the network is
+    /// noticed (and a call on it fails) in seconds, not when the kernel
+    /// gives up on TCP.
     pub fn endpoint(&self, uri: &str) -> anyhow::Result<Endpoint> {
         let endpoint = Endpoint::from_shared(uri.to_string())
-            .with_context(|| format!("{URI_ENV}={uri:?} is not a valid address"))?;
+            .with_context(|| format!("{URI_ENV}={uri:?} is not a valid address"))?
+            .http2_keep_alive_interval(KEEPALIVE_INTERVAL)
+            .keep_alive_timeout(KEEPALIVE_TIMEOUT)
+            .keep_alive_while_idle(true)
+            .connect_timeout(CONNECT_TIMEOUT);
         if !uri.starts_with("https://") {
             return Ok(endpoint);
         }
@@ -115,6 +198,16 @@ impl Interceptor for Credentials {
             request
                 .metadata_mut()
                 .insert("authorization", token.clone());
+        }
+        // A call that set its own bound keeps it; an open-ended one has none.
+        if let Some(timeout) = self.timeout
+            && !request.metadata().contains_key("grpc-timeout")
+            && !request
+                .extensions()
+                .get::<tonic::GrpcMethod>()
+                .is_some_and(|m| open_ended(m.method()))
+        {
+            request.set_timeout(timeout);
         }
         Ok(request)
     }
@@ -152,6 +245,13 @@ impl Instance {
         self.uris.contains(',')
     }
 
+    /// How long an idempotent call is tried again after failures that a
+    /// retry may cure: a failover's length, and at least two bounded tries.
+    pub fn retry_window(&self) -> Duration {
+        let per_call = self.creds.timeout.unwrap_or(DEFAULT_CALL_TIMEOUT);
+        FAILOVER_TIMEOUT.max(per_call * 2)
+    }
+
     /// Connect again, to whichever job manager leads now.
     pub async fn reconnect(&mut self) -> anyhow::Result<()> {
         *self = connect_with(&self.uris.clone(), &self.creds.clone()).await?;
@@ -170,6 +270,20 @@ pub fn is_failover(status: &tonic::Status) -> bool {
         status.code(),
         tonic::Code::Unavailable | tonic::Code::Unknown | tonic::Code::Cancelled
     )
+}
+
+/// May a call that failed so be made again (when it is idempotent)? Its
+/// answer may have been lost: a failover, a broken connection, or no answer
+/// in time.
+pub fn is_retryable(status: &tonic::Status) -> bool {
+    is_failover(status) || is_timeout(status)
+}
+
+/// Did this call run out of its time (see [`TIMEOUT_ENV`])? The
+/// transport says so as a cancel, a server as an expired deadline.
+pub fn is_timeout(status: &tonic::Status) -> bool {
+    status.code() == tonic::Code::DeadlineExceeded
+        || (status.code() == tonic::Code::Cancelled && status.message() == "Timeout expired")
 }
 
 /// The instance address from the environment.
@@ -303,6 +417,11 @@ pub async fn connect() -> anyhow::Result<Instance> {
 
 /// A gRPC status as a person reads it: the server's message alone.
 pub fn status_error(status: tonic::Status) -> anyhow::Error {
+    if is_timeout(&status) {
+        return anyhow!(
+            "no answer from the instance in time (the bound is {TIMEOUT_ENV}, in seconds)"
+        );
+    }
     let msg = status.message();
     if msg.is_empty() {
         anyhow!("{:?}", status.code())
@@ -369,4 +488,77 @@ pub fn parse_event(
     line: &str,
 ) -> Result<fluxgate_shared::Event, fluxgate_shared::eventlog::EventError> {
     fluxgate_shared::Event::parse_json(line.strip_suffix('\n').unwrap_or(line))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn call_timeout_defaults_parses_and_turns_off() {
+        assert_eq!(call_timeout_from(None).unwrap(), Some(DEFAULT_CALL_TIMEOUT));
+        assert_eq!(
+            call_timeout_from(Some(" ")).unwrap(),
+            Some(DEFAULT_CALL_TIMEOUT)
+        );
+        assert_eq!(
+            call_timeout_from(Some("2.5")).unwrap(),
+            Some(Duration::from_millis(2500))
+        );
+        assert_eq!(call_timeout_from(Some("0")).unwrap(), None);
+        assert!(call_timeout_from(Some("-1")).is_err());
+        assert!(call_timeout_from(Some("soon")).is_err());
+    }
+
+    #[test]
+    fn streams_and_waits_are_open_ended_other_calls_are_bounded() {
+        for m in [
+            "WatchEventlog",
+            "Journal",
+            "Wait",
+            "Input",
+            "Acquire",
+            "Eventlog",
+        ] {
+            assert!(open_ended(m), "{m}");
+        }
+        for m in [
+            "Submit",
+            "SubmitMany",
+            "Cancel",
+            "List",
+            "Info",
+            "Drain",
+            "Status",
+        ] {
+            assert!(!open_ended(m), "{m}");
+        }
+    }
+
+    #[test]
+    fn a_bounded_call_carries_its_deadline_an_open_ended_one_none() {
+        let mut creds = Credentials::default().with_timeout(Some(Duration::from_secs(3)));
+        let mut bounded = tonic::Request::new(());
+        bounded
+            .extensions_mut()
+            .insert(tonic::GrpcMethod::new("fluxgate.v1.JobManager", "Submit"));
+        let bounded = creds.call(bounded).unwrap();
+        assert_eq!(bounded.metadata().get("grpc-timeout").unwrap(), "3000000u");
+        let mut open = tonic::Request::new(());
+        open.extensions_mut()
+            .insert(tonic::GrpcMethod::new("fluxgate.v1.JobManager", "Wait"));
+        assert!(
+            creds
+                .call(open)
+                .unwrap()
+                .metadata()
+                .get("grpc-timeout")
+                .is_none()
+        );
+        // A call that set its own bound keeps it.
+        let mut own = tonic::Request::new(());
+        own.set_timeout(Duration::from_secs(1));
+        let own = creds.call(own).unwrap();
+        assert_eq!(own.metadata().get("grpc-timeout").unwrap(), "1000000u");
+    }
 }

@@ -1,30 +1,38 @@
 //! Membership: the `Node.Join` stream this process holds open to the job manager.
 //!
 //! ```text
-//! exec -> jm  Hello{nodes: [(hostname, cores, gpus)...], exec_address}
-//! jm -> exec  Welcome{ranks (one per node, hello order), heartbeat_interval}
-//!             | refused(why)
-//! exec -> jm  Heartbeat every interval (--heartbeat overrides the job manager's)
+//! exec -> jm  Hello{nodes: [(hostname, cores, gpus)...], exec_address, jobs}
+//! jm -> exec  Welcome{ranks (one per node, hello order), heartbeat_interval,
+//!             fence_timeout} | refused(why)
+//! exec -> jm  Heartbeat{seq} every interval (--heartbeat overrides the job manager's)
+//! jm -> exec  heartbeat_ack{seq}, for each
 //! ```
 //!
 //! A lost or refused stream is retried forever with bounded, jittered
 //! exponential backoff; running jobs are not touched (the job manager
-//! re-attaches to them). The loop ends when `shutdown` is cancelled.
+//! re-attaches to them; the hello lists them) unless no heartbeat has been
+//! acknowledged for the fence time the job manager asked for: then every
+//! job here is killed (see `fluxgate_shared::resource::liveness`), since
+//! the job manager will soon give their resources to other jobs. The loop
+//! ends when `shutdown` is cancelled.
 
-use std::sync::Arc;
-use std::time::Duration;
+use std::collections::{HashSet, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use fluxgate_proto::v1::join_message::Message;
 use fluxgate_proto::v1::join_reply::Reply;
 use fluxgate_proto::v1::node_client::NodeClient;
 use fluxgate_proto::v1::{Heartbeat, Hello, JoinMessage, JoinReply, NodeInfo};
-use fluxgate_shared::IdSet;
+use fluxgate_shared::resource::liveness::fenced;
+use fluxgate_shared::{IdSet, JobId};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 use tonic::transport::{Certificate, ClientTlsConfig, Endpoint};
 
 use crate::config::Config;
+use crate::job::{Control, JobTable};
 use crate::service::NodeState;
 
 /// First retry delay.
@@ -53,6 +61,83 @@ enum JoinError {
     NoWelcome,
     #[error("TLS toward the job manager: {0}")]
     Tls(String),
+}
+
+/// Between HTTP/2 pings of a job manager (a silent connection breaks).
+const PING_INTERVAL: Duration = fluxgate_setup::conns::CLIENT_KEEPALIVE_INTERVAL;
+/// A ping unanswered this long breaks the connection.
+const PING_TIMEOUT: Duration = fluxgate_setup::conns::CLIENT_KEEPALIVE_TIMEOUT;
+/// How often the fence is checked.
+const FENCE_CHECK: Duration = Duration::from_millis(250);
+/// Heartbeats remembered while their acknowledgements are awaited.
+const UNACKED_MAX: usize = 64;
+
+/// When a job manager last answered this process: the send time of the
+/// last heartbeat (or hello) it acknowledged, and the fence it asked for.
+#[derive(Debug, Default)]
+pub struct Contact {
+    inner: Mutex<ContactInner>,
+}
+
+#[derive(Debug, Default)]
+struct ContactInner {
+    last: Option<Instant>,
+    fence: f64,
+}
+
+impl Contact {
+    fn lock(&self) -> std::sync::MutexGuard<'_, ContactInner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A job manager answered what was sent at `sent`, asking for `fence`
+    /// (seconds; `None` keeps the one asked before).
+    fn answered(&self, sent: Instant, fence: Option<f64>) {
+        let mut inner = self.lock();
+        if inner.last.is_none_or(|t| t < sent) {
+            inner.last = Some(sent);
+        }
+        if let Some(f) = fence {
+            inner.fence = if f.is_finite() { f.max(0.0) } else { 0.0 };
+        }
+    }
+
+    /// Seconds since the last answered message was sent, when the job
+    /// manager asked for a fence and has answered once; else `None`.
+    fn cut_off_for(&self, now: Instant) -> Option<(f64, f64)> {
+        let inner = self.lock();
+        let last = inner.last?;
+        (inner.fence > 0.0).then(|| (now.duration_since(last).as_secs_f64(), inner.fence))
+    }
+}
+
+/// Kill every job here once no job manager has answered for the fence
+/// time, each once per cut; until `shutdown`.
+async fn fence(contact: Arc<Contact>, jobs: JobTable, shutdown: CancellationToken) {
+    let mut done: HashSet<u64> = HashSet::new();
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(FENCE_CHECK) => {}
+            _ = shutdown.cancelled() => return,
+        }
+        let Some((since, limit)) = contact.cut_off_for(Instant::now()) else {
+            continue;
+        };
+        if !fenced(limit, since) {
+            done.clear();
+            continue;
+        }
+        for job in jobs.all() {
+            if !done.insert(job.id()) {
+                continue;
+            }
+            let note = format!(
+                "cut off from the job manager for {since:.0}s (fence {limit}s): tasks killed"
+            );
+            tracing::warn!(job = %JobId::from(job.id()), %note, "fenced");
+            let _ = job.control(Control::Fence(note));
+        }
+    }
 }
 
 /// Between pings of a job manager that has standbys.
@@ -118,13 +203,26 @@ impl Targets {
     }
 }
 
-/// Join and heartbeat until `shutdown`, reconnecting as needed.
-pub async fn run(config: Arc<Config>, node: Arc<NodeState>, shutdown: CancellationToken) {
+/// Join and heartbeat until `shutdown`, reconnecting as needed; fence the
+/// jobs of `jobs` when cut off.
+pub async fn run(
+    config: Arc<Config>,
+    node: Arc<NodeState>,
+    jobs: JobTable,
+    shutdown: CancellationToken,
+) {
     let mut backoff = Backoff::new();
     let mut targets = Targets::new(&config.job_manager);
+    let contact = Arc::new(Contact::default());
+    tokio::spawn(fence(Arc::clone(&contact), jobs.clone(), shutdown.clone()));
+    let link = Link {
+        node: &node,
+        jobs: &jobs,
+        contact: &contact,
+    };
     loop {
         let target = targets.take();
-        match session(&config, &target, &node, &shutdown, &mut backoff).await {
+        match session(&config, &target, &link, &shutdown, &mut backoff).await {
             Ok(()) => return,
             Err(e) => {
                 tracing::warn!(job_manager = %target, error = %e, "not joined to the job manager");
@@ -142,8 +240,22 @@ pub async fn run(config: Arc<Config>, node: Arc<NodeState>, shutdown: Cancellati
     }
 }
 
-/// The hello this process sends.
-pub fn hello(config: &Config, exec_address: &str, containment: &str) -> Hello {
+/// What a join session works with.
+struct Link<'a> {
+    node: &'a NodeState,
+    jobs: &'a JobTable,
+    contact: &'a Contact,
+}
+
+/// The hello this process sends, listing `jobs`: those it runs and those
+/// whose end it holds.
+pub fn hello(
+    config: &Config,
+    exec_address: &str,
+    containment: &str,
+    jobs: (Vec<u64>, Vec<u64>),
+) -> Hello {
+    let (jobs, ended) = jobs;
     let memory = crate::discover::memory(std::path::Path::new("/proc"));
     Hello {
         nodes: config
@@ -158,31 +270,36 @@ pub fn hello(config: &Config, exec_address: &str, containment: &str) -> Hello {
             })
             .collect(),
         exec_address: exec_address.to_string(),
+        jobs,
+        ended,
     }
 }
 
 async fn session(
     config: &Config,
     target: &str,
-    node: &NodeState,
+    link: &Link<'_>,
     shutdown: &CancellationToken,
     backoff: &mut Backoff,
 ) -> Result<(), JoinError> {
+    let node = link.node;
     let endpoint = Endpoint::from_shared(target.to_string())
         .map_err(|e| JoinError::BadUri(target.to_string(), e.to_string()))?
         .connect_timeout(CONNECT_TIMEOUT)
         .initial_connection_window_size(fluxgate_proto::wire::CONNECTION_WINDOW);
-    // With standbys, a leader that is paused or cut off (its kernel still
-    // answers TCP) must be noticed in seconds, so the node joins the one
-    // that takes over: HTTP/2 pings the paused process cannot answer.
-    let endpoint = if config.job_manager.contains(',') {
-        endpoint
-            .http2_keep_alive_interval(HA_PING_INTERVAL)
-            .keep_alive_timeout(HA_PING_TIMEOUT)
-            .keep_alive_while_idle(true)
+    // A job manager cut off on the network is noticed by HTTP/2 pings it
+    // cannot answer (not when TCP gives up, minutes later). With standbys,
+    // a leader that is paused or cut off (its kernel still answers TCP)
+    // must be noticed in seconds, so the node joins the one that takes over.
+    let (ping, ping_timeout) = if config.job_manager.contains(',') {
+        (HA_PING_INTERVAL, HA_PING_TIMEOUT)
     } else {
-        endpoint
+        (PING_INTERVAL, PING_TIMEOUT)
     };
+    let endpoint = endpoint
+        .http2_keep_alive_interval(ping)
+        .keep_alive_timeout(ping_timeout)
+        .keep_alive_while_idle(true);
     let endpoint = match &config.tls_ca {
         Some(ca) => endpoint
             .tls_config(ClientTlsConfig::new().ca_certificate(Certificate::from_pem(ca)))
@@ -200,8 +317,10 @@ async fn session(
             config,
             &node.address,
             node.containment(),
+            link.jobs.known_ids(),
         ))),
     };
+    let hello_sent = Instant::now();
     // Cannot fail: the receiver is alive and the channel empty.
     let _ = tx.try_send(hello);
     let credential = &config.node_credential;
@@ -213,12 +332,14 @@ async fn session(
         Some(r) => match r.reply {
             Some(Reply::Welcome(w)) => w,
             Some(Reply::Refused(why)) => return Err(JoinError::Refused(why)),
-            None => return Err(JoinError::NoWelcome),
+            Some(Reply::HeartbeatAck(_)) | None => return Err(JoinError::NoWelcome),
         },
         None => return Err(JoinError::Closed),
     };
+    link.contact
+        .answered(hello_sent, Some(welcome.fence_timeout));
     let ranks: IdSet = welcome.ranks.iter().copied().collect();
-    tracing::info!(ranks = %ranks, heartbeat = welcome.heartbeat_interval, "joined the job manager");
+    tracing::info!(ranks = %ranks, heartbeat = welcome.heartbeat_interval, fence = welcome.fence_timeout, "joined the job manager");
     node.set_ranks(ranks);
     backoff.reset();
     let interval = config.heartbeat.unwrap_or_else(|| {
@@ -231,10 +352,12 @@ async fn session(
     });
     let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + interval, interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut unacked = Unacked::default();
     loop {
         tokio::select! {
             _ = tick.tick() => {
-                let hb = JoinMessage { message: Some(Message::Heartbeat(Heartbeat {})) };
+                let seq = unacked.sent(Instant::now());
+                let hb = JoinMessage { message: Some(Message::Heartbeat(Heartbeat { seq })) };
                 if tx.send(hb).await.is_err() {
                     return Err(JoinError::Closed);
                 }
@@ -242,6 +365,11 @@ async fn session(
             r = replies.message() => match r? {
                 Some(JoinReply { reply: Some(Reply::Welcome(w)) }) => {
                     node.set_ranks(w.ranks.iter().copied().collect());
+                }
+                Some(JoinReply { reply: Some(Reply::HeartbeatAck(hb)) }) => {
+                    if let Some(sent) = unacked.acked(hb.seq) {
+                        link.contact.answered(sent, None);
+                    }
                 }
                 Some(JoinReply { reply: Some(Reply::Refused(why)) }) => {
                     return Err(JoinError::Refused(why));
@@ -251,6 +379,42 @@ async fn session(
             },
             _ = shutdown.cancelled() => return Ok(()),
         }
+    }
+}
+
+/// Heartbeats sent on one stream whose acknowledgement has not come, by
+/// sequence number, oldest first.
+#[derive(Debug, Default)]
+struct Unacked {
+    next: u64,
+    sent: VecDeque<(u64, Instant)>,
+}
+
+impl Unacked {
+    /// A heartbeat goes at `at`: its sequence number.
+    fn sent(&mut self, at: Instant) -> u64 {
+        self.next += 1;
+        if self.sent.len() == UNACKED_MAX {
+            self.sent.pop_front();
+        }
+        self.sent.push_back((self.next, at));
+        self.next
+    }
+
+    /// Heartbeat `seq` was acknowledged (and every one before it): when it
+    /// was sent, if it is still remembered.
+    fn acked(&mut self, seq: u64) -> Option<Instant> {
+        let mut at = None;
+        while let Some(&(s, t)) = self.sent.front() {
+            if s > seq {
+                break;
+            }
+            self.sent.pop_front();
+            if s == seq {
+                at = Some(t);
+            }
+        }
+        at
     }
 }
 
@@ -306,6 +470,42 @@ mod tests {
         assert_eq!(t.take(), "http://c:3");
         assert_eq!(t.take(), "http://a:1");
         assert!(!t.failed(&JoinError::Closed));
+    }
+
+    #[test]
+    fn an_acknowledgement_dates_contact_from_its_heartbeats_send() {
+        let t0 = Instant::now();
+        let mut u = Unacked::default();
+        let a = u.sent(t0);
+        let b = u.sent(t0 + Duration::from_secs(1));
+        let c = u.sent(t0 + Duration::from_secs(2));
+        assert_eq!(u.acked(b), Some(t0 + Duration::from_secs(1)));
+        // An older one, acknowledged late, is forgotten already.
+        assert_eq!(u.acked(a), None);
+        assert_eq!(u.acked(c), Some(t0 + Duration::from_secs(2)));
+        assert_eq!(u.acked(99), None);
+    }
+
+    #[test]
+    fn contact_fences_only_after_a_job_manager_asked_for_it() {
+        let contact = Contact::default();
+        let t0 = Instant::now();
+        assert_eq!(contact.cut_off_for(t0), None, "never answered");
+        contact.answered(t0, Some(0.0));
+        assert_eq!(contact.cut_off_for(t0), None, "no fence asked");
+        contact.answered(t0, Some(5.0));
+        let (since, fence) = contact
+            .cut_off_for(t0 + Duration::from_secs(6))
+            .expect("a fence");
+        assert_eq!(fence, 5.0);
+        assert!(fenced(fence, since));
+        // An answer to an older message does not move contact back.
+        contact.answered(t0 + Duration::from_secs(5), None);
+        contact.answered(t0, None);
+        let (since, _) = contact
+            .cut_off_for(t0 + Duration::from_secs(6))
+            .expect("a fence");
+        assert!(!fenced(5.0, since));
     }
 
     #[test]

@@ -121,7 +121,12 @@ pub async fn start(config: Config) -> Result<Running, ServeError> {
         }
         None => None,
     };
-    tokio::spawn(join::run(config.clone(), node, shutdown.clone()));
+    tokio::spawn(join::run(
+        config.clone(),
+        node,
+        service.jobs().clone(),
+        shutdown.clone(),
+    ));
 
     let stopped = CancellationToken::new();
     let mut builder = tonic::transport::Server::builder();

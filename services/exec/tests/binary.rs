@@ -359,3 +359,89 @@ async fn a_descriptor_the_service_inherits_never_reaches_a_task() {
         .unwrap();
     assert!(status.success(), "{status:?}");
 }
+
+/// An exec service whose job manager stops answering its heartbeats (cut
+/// off on the network) kills its jobs on its own once the fence the job
+/// manager asked for has passed: a `node-failure` exception, then the
+/// job's end, in the job's stream.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_exec_service_cut_off_past_its_fence_kills_its_jobs() {
+    let (jm_uri, jm) = fake_jm().await;
+    *jm.fence.lock().unwrap() = 1.0;
+    jm.ack.store(true, std::sync::atomic::Ordering::SeqCst);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_fluxgate-exec"))
+        .args(["--hostname", "node0", "--cores-count", "1"])
+        .env("FLUXGATE_JOB_MANAGER", jm_uri.clone())
+        .env("FLUXGATE_KILL_TIMEOUT", "30")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let address = tokio::task::spawn_blocking(move || {
+        let mut line = String::new();
+        BufReader::new(stdout).read_line(&mut line).unwrap();
+        line.trim().to_string()
+    })
+    .await
+    .unwrap();
+    jm.wait_hellos(1).await;
+    let js = json!({
+        "version": 1,
+        "resources": [{"type": "node", "count": 1, "with": [{"type": "slot", "count": 1, "label": "task", "with": [{"type": "core", "count": 1}]}]}],
+        "tasks": [{"command": ["sleep", "300"], "slot": "task", "count": {"per_slot": 1}}],
+        "attributes": {"system": {"duration": 0, "environment": {"PATH": std::env::var("PATH").unwrap()}}},
+    });
+    let r = json!({"version": 1, "execution": {"R_lite": [{"rank": "0", "children": {"core": "0"}}], "nodelist": ["node0"]}});
+    let channel = tonic::transport::Endpoint::from_shared(address.clone())
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut stream = ExecClient::new(channel)
+        .start(StartRequest {
+            id: 7,
+            userid: 0,
+            jobspec: js.to_string(),
+            r: r.to_string(),
+            reattach: false,
+            ranks: String::new(),
+            peers: [(0, address.clone())].into(),
+            credential: String::new(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    loop {
+        let r = stream
+            .message()
+            .await
+            .unwrap()
+            .expect("start before the end");
+        if matches!(r.response, Some(R::Start(_))) {
+            break;
+        }
+    }
+    // The job manager is cut off: no heartbeat is acknowledged any more.
+    jm.ack.store(false, std::sync::atomic::Ordering::SeqCst);
+    let mut exception = None;
+    let mut finish = None;
+    let mut last = None;
+    while let Some(r) = stream.message().await.unwrap() {
+        match &r.response {
+            Some(R::Exception(e)) => exception = Some(e.clone()),
+            Some(R::Finish(f)) => finish = Some(f.status),
+            _ => {}
+        }
+        last = r.response;
+    }
+    let exception = exception.expect("an exception");
+    assert_eq!(exception.r#type, "node-failure", "{exception:?}");
+    assert_eq!(exception.severity, 0);
+    // Killed at once (SIGKILL, which the job shell reports as an exit
+    // code of 128 + 9), not by a SIGTERM and the 30 s kill timeout.
+    assert_eq!(finish, Some((128 + 9) << 8), "a SIGKILLed task's status");
+    assert!(matches!(last, Some(R::Release(rel)) if rel.r#final));
+    let _ = child.kill();
+    let _ = child.wait();
+}

@@ -417,6 +417,15 @@ pub struct ResourceConfig {
     pub heartbeat_interval: f64,
     /// Seconds of silence before a node is torpid.
     pub torpid_timeout: f64,
+    /// Seconds of silence before a node is lost: its jobs get a
+    /// node-failure exception and their resources are released on its
+    /// behalf (never before `fence_timeout` and its margin have passed).
+    pub lost_timeout: f64,
+    /// Seconds without an acknowledged heartbeat after which an exec
+    /// service kills its jobs on its own (told in its welcome); shorter
+    /// than `lost_timeout`. 0: never, and a silent node's resources are
+    /// then released only when it answers again.
+    pub fence_timeout: f64,
     /// Events kept in the in-memory journal before it is truncated.
     pub journal_capacity: usize,
     /// Lines the stored resource eventlog may hold before it is replaced by a
@@ -516,6 +525,8 @@ impl Default for ResourceConfig {
             size: None,
             heartbeat_interval: 2.0,
             torpid_timeout: 30.0,
+            lost_timeout: 90.0,
+            fence_timeout: 60.0,
             journal_capacity: 10_000,
             eventlog_max: 1000,
         }
@@ -523,6 +534,22 @@ impl Default for ResourceConfig {
 }
 
 impl ResourceConfig {
+    /// The timeouts that judge a node's silence. A fence shorter than
+    /// three heartbeats would kill the jobs of nodes that are merely a beat
+    /// late: it is raised to that.
+    pub fn liveness(&self) -> fluxgate_shared::resource::liveness::Liveness {
+        let fence = if self.fence_timeout.is_finite() && self.fence_timeout > 0.0 {
+            self.fence_timeout.max(3.0 * self.heartbeat_interval)
+        } else {
+            0.0
+        };
+        fluxgate_shared::resource::liveness::Liveness {
+            torpid: self.torpid_timeout,
+            lost: self.lost_timeout,
+            fence,
+        }
+    }
+
     /// The `resource-define` method of a configured inventory.
     pub fn define_method(&self) -> &str {
         self.method.as_deref().unwrap_or("configuration")
@@ -601,6 +628,8 @@ impl Config {
             }
             "resource.heartbeat_interval" => self.resource.heartbeat_interval = num(value)?,
             "resource.torpid_timeout" => self.resource.torpid_timeout = num(value)?,
+            "resource.lost_timeout" => self.resource.lost_timeout = num(value)?,
+            "resource.fence_timeout" => self.resource.fence_timeout = num(value)?,
             "resource.journal_capacity" => self.resource.journal_capacity = size(value)?,
             "resource.eventlog_max" => self.resource.eventlog_max = size(value)?,
             "exec.rejoin_timeout" => self.exec.rejoin_timeout = num(value)?,
@@ -684,6 +713,8 @@ pub const KEYS: &[&str] = &[
     "resource.size",
     "resource.heartbeat_interval",
     "resource.torpid_timeout",
+    "resource.lost_timeout",
+    "resource.fence_timeout",
     "resource.journal_capacity",
     "resource.eventlog_max",
     "exec.rejoin_timeout",
@@ -754,6 +785,19 @@ impl Layered for Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn liveness_keys_set_and_a_fence_is_never_shorter_than_three_heartbeats() {
+        let mut c = Config::default();
+        c.set("resource.lost_timeout", "40").unwrap();
+        c.set("resource.fence_timeout", "20").unwrap();
+        let l = c.resource.liveness();
+        assert_eq!((l.lost, l.fence), (40.0, 20.0));
+        c.set("resource.heartbeat_interval", "10").unwrap();
+        assert_eq!(c.resource.liveness().fence, 30.0);
+        c.set("resource.fence_timeout", "0").unwrap();
+        assert_eq!(c.resource.liveness().fence, 0.0, "0: never");
+    }
 
     #[test]
     fn the_store_password_is_not_logged() {

@@ -64,6 +64,12 @@ impl Default for ConnLimits {
 pub const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(30);
 /// How long a keepalive ping may go unanswered before the connection is closed.
 pub const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(20);
+/// Between HTTP/2 pings a client sends on a long-lived connection (a job
+/// manager's to its exec services, theirs to it and to each other), so a
+/// peer cut off on the network is noticed in seconds, not when TCP gives up.
+pub const CLIENT_KEEPALIVE_INTERVAL: Duration = Duration::from_secs(10);
+/// A client's ping unanswered this long breaks its connection.
+pub const CLIENT_KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Longest pause between two accepts that failed for want of resources.
 const MAX_BACKOFF: Duration = Duration::from_secs(1);

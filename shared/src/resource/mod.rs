@@ -7,10 +7,13 @@
 //!   replay needs.
 //! - drain/undrain request checks ([`ResourceState::plan_drain`]), RFC 28
 //!   acquire deltas ([`AcquireDelta`]) and `flux resource status` groups.
+//! - [`liveness`]: what a node's silence makes it (torpid, lost), and when
+//!   its exec service fences itself.
 
 mod acquire;
 mod checkpoint;
 mod event;
+pub mod liveness;
 mod request;
 mod state;
 

@@ -752,31 +752,30 @@ fn expand_vars(
     out
 }
 
-/// Submit one request. Where standby job managers could take over, the
-/// request carries an idempotency key and is retried on the new leader:
-/// one job, however many tries.
+/// Submit one request. It always carries an idempotency key, and a try
+/// whose answer was lost (no answer in time, a broken connection, a
+/// standby's refusal during a failover) is made again with the same key:
+/// the job manager answers the job the first try made, so a retry never
+/// makes a second job.
 pub async fn submit_one(inst: &mut Instance, mut req: pb::SubmitRequest) -> anyhow::Result<JobId> {
-    if !inst.has_standbys() {
-        let resp = inst
-            .jobs
-            .submit(req)
-            .await
-            .map_err(client::status_error)?
-            .into_inner();
-        return Ok(JobId::from(resp.id));
-    }
     if req.idempotency_key.is_empty() {
         req.idempotency_key = client::idempotency_key();
     }
-    let deadline = tokio::time::Instant::now() + client::FAILOVER_TIMEOUT;
+    let deadline = tokio::time::Instant::now() + inst.retry_window();
     loop {
         match inst.jobs.submit(req.clone()).await {
             Ok(resp) => return Ok(JobId::from(resp.into_inner().id)),
             Err(status)
-                if client::is_failover(&status) && tokio::time::Instant::now() < deadline =>
+                if client::is_retryable(&status) && tokio::time::Instant::now() < deadline =>
             {
                 tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-                inst.reconnect().await?;
+                // A new connection (to whichever job manager leads now);
+                // one that cannot be made yet is tried again.
+                if let Err(e) = inst.reconnect().await
+                    && tokio::time::Instant::now() >= deadline
+                {
+                    return Err(e);
+                }
             }
             Err(status) => return Err(client::status_error(status)),
         }

@@ -50,8 +50,8 @@ impl ControlQueue {
             // Behind the one kept aside, to keep the order.
             return match merge(kept, c) {
                 Ok(()) => Ok(true),
-                Err(Control::Shutdown(note)) => {
-                    self.deliver_later(Control::Shutdown(note));
+                Err(c @ (Control::Shutdown(_) | Control::Fence(_))) => {
+                    self.deliver_later(c);
                     Ok(true)
                 }
                 Err(_) => Err(QueueFull(self.capacity)),
@@ -83,8 +83,8 @@ impl ControlQueue {
         });
     }
 
-    /// A shutdown is never refused: it waits for room on its own (once per
-    /// job, as the service stops once).
+    /// A shutdown or a fence is never refused: it waits for room on its
+    /// own (once per job, as the service stops or fences once).
     fn deliver_later(&self, c: Control) {
         let tx = self.tx.clone();
         tokio::spawn(async move {
@@ -104,6 +104,7 @@ fn merge(kept: &mut Control, new: Control) -> Result<(), Control> {
             Ok(())
         }
         (Control::Shutdown(_), Control::Shutdown(_)) => Ok(()),
+        (Control::Fence(_), Control::Fence(_)) => Ok(()),
         (_, new) => Err(new),
     }
 }

@@ -10,8 +10,10 @@ use std::time::{Duration, Instant};
 use fluxgate_proto::v1::StartResponse;
 
 /// How long an ended job's last responses are kept: longer than a job
-/// manager takes to be replaced and its nodes to rejoin.
-pub const KEEP_FOR: Duration = Duration::from_secs(60);
+/// manager takes to be replaced and its nodes to rejoin, and than a
+/// partition a node survives (its job manager then hears the real end of a
+/// job that ended meanwhile).
+pub const KEEP_FOR: Duration = Duration::from_secs(3600);
 /// Most ended jobs kept at once (the oldest go first).
 pub const KEEP_MAX: usize = 100_000;
 /// Responses kept of each job: its end (finish, release) and a little before.
@@ -43,6 +45,12 @@ impl Ended {
         }
         inner.tails.insert(id, tail);
         inner.order.push_back((now, id));
+    }
+
+    /// The jobs whose ends are kept.
+    pub fn ids(&self) -> Vec<u64> {
+        let inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        inner.tails.keys().copied().collect()
     }
 
     /// The last responses of job `id`, if it ended lately.

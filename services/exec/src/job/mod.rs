@@ -60,6 +60,10 @@ pub enum Control {
     /// The exec service is stopping: report an `exec` exception with this
     /// note and tear the job down.
     Shutdown(String),
+    /// The exec service was cut off from its job manager past its fence:
+    /// report a `node-failure` exception with this note and kill the tasks
+    /// at once (their resources are about to be given to other jobs).
+    Fence(String),
     /// The leader's union of the job's PMI keys for the current barrier
     /// (`None`: the exchange failed).
     PmiFence(Option<fluxgate_shared::pmi::Dict>),
@@ -88,6 +92,11 @@ pub struct JobHandle {
 }
 
 impl JobHandle {
+    /// The job's id.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
     /// Queue a control request without waiting; `Ok(false)` when the job
     /// has already finished, `Err` when its queue is full.
     pub fn control(&self, c: Control) -> Result<bool, QueueFull> {
@@ -171,6 +180,21 @@ impl JobTable {
     /// All known jobs.
     pub fn all(&self) -> Vec<Arc<JobHandle>> {
         self.lock().values().cloned().collect()
+    }
+
+    /// The ids of the jobs running here, and of those that ended and whose
+    /// end is kept, as a hello lists them.
+    pub fn known_ids(&self) -> (Vec<u64>, Vec<u64>) {
+        let mut running: Vec<u64> = self.lock().keys().copied().collect();
+        running.sort_unstable();
+        let mut ended: Vec<u64> = self
+            .ended
+            .ids()
+            .into_iter()
+            .filter(|id| running.binary_search(id).is_err())
+            .collect();
+        ended.sort_unstable();
+        (running, ended)
     }
 
     /// Number of known jobs.

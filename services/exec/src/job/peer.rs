@@ -8,6 +8,8 @@
 //! exec eventlog has one writer, the leader. Asked for its tasks
 //! (`Exec.Tasks`), it lists those of its own ranks.
 
+use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
 use fluxgate_proto::v1::exec_client::ExecClient;
@@ -68,8 +70,45 @@ pub enum PeerError {
     Tls { address: String, error: String },
 }
 
+/// The one connection to the exec service at `address`, shared by every
+/// job with ranks there (made on first use): a job spread over many nodes
+/// costs no TCP and HTTP/2 handshakes per peer, which on a slow or lossy
+/// link cost seconds. It pings the peer, so one cut off is noticed.
+fn channel(address: &str, ranks: &IdSet, tls_ca: Option<&[u8]>) -> Result<Channel, PeerError> {
+    static CHANNELS: OnceLock<Mutex<HashMap<String, Channel>>> = OnceLock::new();
+    let mut map = CHANNELS
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    if let Some(c) = map.get(address) {
+        return Ok(c.clone());
+    }
+    let mut endpoint = Endpoint::from_shared(address.to_string())
+        .map_err(|e| PeerError::NotUri {
+            address: address.to_string(),
+            ranks: ranks.to_string(),
+            error: e.to_string(),
+        })?
+        .connect_timeout(CONNECT_TIMEOUT)
+        .http2_keep_alive_interval(fluxgate_setup::conns::CLIENT_KEEPALIVE_INTERVAL)
+        .keep_alive_timeout(fluxgate_setup::conns::CLIENT_KEEPALIVE_TIMEOUT)
+        .keep_alive_while_idle(true)
+        .initial_connection_window_size(fluxgate_proto::wire::CONNECTION_WINDOW);
+    if address.starts_with("https://") {
+        let ca = tls_ca.ok_or_else(|| PeerError::NoCa(address.to_string()))?;
+        let tls = ClientTlsConfig::new().ca_certificate(Certificate::from_pem(ca));
+        endpoint = endpoint.tls_config(tls).map_err(|e| PeerError::Tls {
+            address: address.to_string(),
+            error: e.to_string(),
+        })?;
+    }
+    let c = endpoint.connect_lazy();
+    map.insert(address.to_string(), c.clone());
+    Ok(c)
+}
+
 impl Peer {
-    /// A peer at `address` (connected on first use).
+    /// A peer at `address` (over the connection shared with other jobs).
     /// `tls_ca` checks the certificate of a peer whose address is https.
     pub fn new(
         address: &str,
@@ -77,26 +116,11 @@ impl Peer {
         credential: NodeCredential,
         tls_ca: Option<&[u8]>,
     ) -> Result<Peer, PeerError> {
-        let mut endpoint = Endpoint::from_shared(address.to_string())
-            .map_err(|e| PeerError::NotUri {
-                address: address.to_string(),
-                ranks: ranks.to_string(),
-                error: e.to_string(),
-            })?
-            .connect_timeout(CONNECT_TIMEOUT)
-            .initial_connection_window_size(fluxgate_proto::wire::CONNECTION_WINDOW);
-        if address.starts_with("https://") {
-            let ca = tls_ca.ok_or_else(|| PeerError::NoCa(address.to_string()))?;
-            let tls = ClientTlsConfig::new().ca_certificate(Certificate::from_pem(ca));
-            endpoint = endpoint.tls_config(tls).map_err(|e| PeerError::Tls {
-                address: address.to_string(),
-                error: e.to_string(),
-            })?;
-        }
+        let channel = channel(address, &ranks, tls_ca)?;
         Ok(Peer {
             address: address.to_string(),
             ranks,
-            client: ExecClient::new(endpoint.connect_lazy()),
+            client: ExecClient::new(channel),
             credential,
         })
     }

@@ -531,6 +531,11 @@ impl Driver {
                         self.status = WaitStatus::signaled(Signal::SIGTERM as i32).0;
                         break;
                     }
+                    Some(Control::Fence(note)) => {
+                        self.exception("node-failure", &note).await;
+                        self.status = WaitStatus::signaled(Signal::SIGKILL as i32).0;
+                        break;
+                    }
                     Some(c) => self.on_control(c).await,
                     None => break,
                 }
@@ -943,6 +948,12 @@ impl Driver {
             Control::Shutdown(note) => {
                 self.exception("exec", &note).await;
                 self.tear_down(Signal::SIGTERM, "exec", &note);
+            }
+            Control::Fence(note) => {
+                // No grace: the job manager takes the cores back soon.
+                self.exception("node-failure", &note).await;
+                self.tear_down(Signal::SIGKILL, "node-failure", &note);
+                self.kill_remaining();
             }
             Control::PmiFence(keys) => {
                 if let Some(pmi) = &mut self.pmi {

@@ -24,6 +24,10 @@ pub struct FakeJm {
     next_rank: Arc<AtomicU32>,
     /// Close the first join stream right after the welcome.
     pub drop_first: Arc<AtomicBool>,
+    /// The fence (seconds) its welcomes ask for; 0 (none) unless set.
+    pub fence: Arc<Mutex<f64>>,
+    /// Acknowledge heartbeats (until cleared: a job manager cut off).
+    pub ack: Arc<AtomicBool>,
 }
 
 #[tonic::async_trait]
@@ -50,6 +54,7 @@ impl Node for FakeJm {
             let welcome = Welcome {
                 ranks: (base..base + n).collect(),
                 heartbeat_interval: 0.05,
+                fence_timeout: *jm.fence.lock().unwrap(),
             };
             let _ = tx
                 .send(Ok(JoinReply {
@@ -60,8 +65,14 @@ impl Node for FakeJm {
                 return;
             }
             while let Ok(Some(m)) = inbound.message().await {
-                if let Some(Message::Heartbeat(_)) = m.message {
+                if let Some(Message::Heartbeat(hb)) = m.message {
                     jm.heartbeats.fetch_add(1, Ordering::SeqCst);
+                    if jm.ack.load(Ordering::SeqCst) {
+                        let ack = JoinReply {
+                            reply: Some(Reply::HeartbeatAck(hb)),
+                        };
+                        let _ = tx.try_send(Ok(ack));
+                    }
                 }
             }
         });

@@ -7,10 +7,20 @@
 //! response stream into [`ExecMsg`]s on the core's inbox (its [`ExecSink`]):
 //!   start -> `start`; release -> `release`; exception -> `exception`;
 //!   finish -> `finish`; exec/output lines -> appended to `exec.eventlog` /
-//!   `output`; a stream that breaks before the final release -> an `exec`
-//!   exception and a final release on the job's behalf, so it can finish.
+//!   `output`.
+//!
+//! A session that breaks before the job's final release leaves the job
+//! *detached*: its tasks may still run (a partition, not a crash), so its
+//! resources are kept. Once the job's first node answers again the job is
+//! reattached (the node replays how it went, its real `finish` included);
+//! once every silent node of the job has fenced itself (its exec service
+//! kills its jobs when cut off, see `fluxgate_shared::resource::liveness`)
+//! the job fails with `node-failure` and is released on its behalf. Never
+//! before: a lost node's cores are not given to another job while the old
+//! tasks may run there.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::time::Instant;
 
 use fluxgate_shared::{Event, JobId, JobState};
 use serde_json::Value;
@@ -36,6 +46,7 @@ impl ExecSink for mpsc::Sender<Msg> {
 pub struct ExecLinks {
     addr: HashMap<u32, String>,
     deferred: BTreeSet<JobId>,
+    detached: BTreeSet<JobId>,
 }
 
 impl ExecLinks {
@@ -68,6 +79,21 @@ impl ExecLinks {
     pub fn deferred(&self) -> impl Iterator<Item = JobId> + '_ {
         self.deferred.iter().copied()
     }
+
+    /// `id`'s exec session broke before its end: false if it already had.
+    pub fn detach(&mut self, id: JobId) -> bool {
+        self.detached.insert(id)
+    }
+
+    /// `id` is reattached, or ended; false if it was not detached.
+    pub fn reattached(&mut self, id: JobId) -> bool {
+        self.detached.remove(&id)
+    }
+
+    /// Jobs whose exec session broke before their end.
+    pub fn detached(&self) -> Vec<JobId> {
+        self.detached.iter().copied().collect()
+    }
 }
 
 impl<S: Store> Core<S> {
@@ -98,7 +124,7 @@ impl<S: Store> Core<S> {
             // for them (bounded), rather than declaring the job lost. The start
             // guard stays set, so the start is not owed again until a node joins.
             if self.exec.defer(id) {
-                let wait = self.config.exec.rejoin_timeout;
+                let wait = self.rejoin_wait();
                 tracing::info!(job = %id, waiting = %missing.join(", "), "start waits for nodes to join");
                 self.timers
                     .add(crate::clock::now() + wait, id, Timer::StartDeadline);
@@ -206,6 +232,20 @@ impl<S: Store> Core<S> {
         }
     }
 
+    /// How long a start waits for its nodes to join before the job is
+    /// lost: `exec.rejoin_timeout`, but never less than a node's fence and
+    /// its margin, so that a node that did not come back has killed what
+    /// it ran before the job's resources are released.
+    pub(super) fn rejoin_wait(&self) -> f64 {
+        let fence = self.config.resource.liveness().fence;
+        let fenced = if fence > 0.0 {
+            fence + fluxgate_shared::resource::liveness::FENCE_MARGIN
+        } else {
+            0.0
+        };
+        self.config.exec.rejoin_timeout.max(fenced)
+    }
+
     /// A deferred start waited too long for its nodes.
     pub(super) fn start_deadline(&mut self, id: JobId) {
         if !self.exec.undefer(id) {
@@ -213,7 +253,7 @@ impl<S: Store> Core<S> {
         }
         let note = format!(
             "nodes of the job did not join within {}s",
-            self.config.exec.rejoin_timeout
+            self.rejoin_wait()
         );
         self.lost(id, &note);
     }
@@ -228,6 +268,137 @@ impl<S: Store> Core<S> {
         }
         if let Some(active) = self.jobs.get_mut(&id) {
             active.job.guards.start_pending = false;
+        }
+        if self.jobs.get(&id).is_some_and(|a| {
+            a.job.state() == JobState::Cleanup && !a.job.is_released() && a.job.has_started()
+        }) {
+            self.post(
+                id,
+                "release",
+                Self::context([("ranks", Value::from("all")), ("final", Value::from(true))]),
+            );
+        }
+        self.out.touched.push(id);
+    }
+
+    /// Each tick: detached jobs whose first node answers again are
+    /// reattached; those whose silent nodes have all fenced themselves are
+    /// failed and released.
+    pub(super) fn check_detached(&mut self) {
+        let liveness = self.config.resource.liveness();
+        let now = Instant::now();
+        for id in self.exec.detached() {
+            let Some(r) = self.jobs.get(&id).and_then(|a| a.r.clone()) else {
+                self.exec.reattached(id);
+                continue;
+            };
+            let lively = |rank: u32| {
+                self.nodes.online().contains(rank)
+                    && self.exec.get(rank).is_some()
+                    && self.res.silence(rank, now) < liveness.torpid
+            };
+            let ranks: Vec<u32> = r.nodes().iter().map(|n| n.rank()).collect();
+            if ranks.first().is_some_and(|&leader| lively(leader)) {
+                self.exec.reattached(id);
+                self.reattach(id);
+                continue;
+            }
+            let silent: Vec<u32> = ranks.iter().copied().filter(|&r| !lively(r)).collect();
+            if silent
+                .iter()
+                .all(|&r| liveness.may_reuse(self.res.silence(r, now)))
+            {
+                self.exec.reattached(id);
+                self.fenced(id, &r, &silent);
+            }
+        }
+    }
+
+    /// The jobs led from lost ranks are detached at once, as if their
+    /// sessions had broken (which the transport notices only later): they
+    /// are released as soon as their nodes have fenced themselves.
+    pub(super) fn detach_jobs_led_on(&mut self, lost: &fluxgate_shared::IdSet) {
+        let led: Vec<JobId> = self
+            .jobs
+            .iter()
+            .filter(|(_, a)| {
+                a.job.guards.start_pending
+                    && a.r
+                        .as_ref()
+                        .and_then(|r| r.nodes().first().map(|n| n.rank()))
+                        .is_some_and(|leader| lost.contains(leader))
+            })
+            .map(|(id, _)| *id)
+            .collect();
+        for id in led {
+            self.exec.detach(id);
+        }
+    }
+
+    /// Ask the job's first node again for detached job `id`: a running job
+    /// is started again as a reattach (the action step owes it); one being
+    /// torn down is reattached and told its exception again (the first may
+    /// have been lost with the session).
+    fn reattach(&mut self, id: JobId) {
+        let Some(a) = self.jobs.get_mut(&id) else {
+            return;
+        };
+        tracing::info!(job = %id, "reattaching to a job whose exec session broke");
+        if a.job.state() == JobState::Run {
+            a.job.guards.start_pending = false;
+            self.out.touched.push(id);
+            return;
+        }
+        let fatal = a
+            .job
+            .fatal_exception()
+            .map(|e| (e.kind.clone(), e.note.clone()));
+        self.start_exec(id, true);
+        if let Some((kind, note)) = fatal {
+            self.exec_exception(id, &kind, &note);
+        }
+    }
+
+    /// Every silent node of detached job `id` has fenced itself: its tasks
+    /// there are gone. The job fails (node-failure), the nodes that still
+    /// answer are told to end their part, and its resources are released.
+    fn fenced(&mut self, id: JobId, r: &fluxgate_shared::ResourceSet, silent: &[u32]) {
+        let hosts: Vec<String> = r
+            .nodes()
+            .iter()
+            .filter(|n| silent.contains(&n.rank()))
+            .map(|n| {
+                format!(
+                    "rank {} ({})",
+                    n.rank(),
+                    n.hostname().unwrap_or("unknown host")
+                )
+            })
+            .collect();
+        let note = format!(
+            "lost contact with {}: its exec service has killed the job's tasks there",
+            hosts.join(", ")
+        );
+        tracing::warn!(job = %id, %note, "releasing a job of fenced nodes");
+        if self
+            .jobs
+            .get(&id)
+            .is_some_and(|a| a.job.fatal_exception().is_none())
+        {
+            let _ = self.post_exception(id, "node-failure", 0, &note, None);
+        }
+        for node in r.nodes().iter().filter(|n| !silent.contains(&n.rank())) {
+            if let Some(addr) = self.exec.get(node.rank()) {
+                self.effect(Effect::ExecKill {
+                    addr: addr.to_string(),
+                    id,
+                    kind: "node-failure".to_string(),
+                    note: note.clone(),
+                });
+            }
+        }
+        if let Some(a) = self.jobs.get_mut(&id) {
+            a.job.guards.start_pending = false;
         }
         if self.jobs.get(&id).is_some_and(|a| {
             a.job.state() == JobState::Cleanup && !a.job.is_released() && a.job.has_started()
@@ -304,12 +475,15 @@ impl<S: Store> Core<S> {
             ExecMsg::ExecLine { id, line } => self.foreign_line(id, Log::Exec, line),
             ExecMsg::OutputLine { id, line } => self.foreign_line(id, Log::Output, line),
             ExecMsg::Lost { id, error } => {
+                // Its tasks may run on: the resources stay held until the
+                // node answers or has fenced itself (`check_detached`).
                 if self
                     .jobs
                     .get(&id)
                     .is_some_and(|a| a.job.guards.start_pending)
+                    && self.exec.detach(id)
                 {
-                    self.lost(id, &format!("lost contact with the exec service: {error}"));
+                    tracing::warn!(job = %id, %error, "lost contact with the job's exec service");
                 }
             }
         }

@@ -64,7 +64,7 @@ pub use effect::{Answer, Effect, Reply};
 pub use fairshare::AccountRow;
 pub use inactive::Inactive;
 pub use list::{JobInfo, ListFilter, merge as merge_listings, stored_inactive};
-pub use nodes::{Heartbeats, JoinRefused, NodeInfo, NodeMsg, Nodes};
+pub use nodes::{Heartbeats, HelloJobs, JoinRefused, NodeInfo, NodeMsg, Nodes};
 pub use queues::{QueueAction, QueueRequest, QueueStatus};
 pub use quiesce::Quiet;
 pub use resource::{ResourceMsg, ResourceView};
@@ -279,7 +279,7 @@ pub struct Core<S> {
     ids: FluidGenerator,
     epoch_ms: u64,
     /// Resources recovered jobs hold, marked allocated once the pool exists.
-    held: Vec<Arc<ResourceSet>>,
+    held: Vec<JobId>,
     /// Writes and effects of the message being handled.
     out: Outbox,
     /// The queue and scheduler seat, with its policy.
@@ -449,6 +449,7 @@ impl<S: Store> Core<S> {
                     self.take_heartbeats();
                     self.accounting_tick();
                     self.check_torpid();
+                    self.check_detached();
                     self.purge_by_config();
                     self.run_actions();
                     self.set_gauges();

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use fluxgate_shared::rset::Node;
-use fluxgate_shared::{Hostlist, IdSet, JobState, ResourceSet};
+use fluxgate_shared::{Hostlist, IdSet, JobId, JobState, ResourceSet};
 use tokio::sync::oneshot;
 
 use super::Core;
@@ -27,6 +27,15 @@ pub struct NodeInfo {
     pub cores: IdSet,
     /// Gpu ids it found.
     pub gpus: IdSet,
+}
+
+/// The jobs a hello lists.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct HelloJobs {
+    /// Jobs the exec service still runs.
+    pub running: Vec<JobId>,
+    /// Jobs that ended there lately, whose ends it holds.
+    pub ended: Vec<JobId>,
 }
 
 /// Why a join stream's hello is refused.
@@ -75,6 +84,7 @@ pub enum NodeMsg {
         session: u64,
         nodes: Vec<NodeInfo>,
         addr: String,
+        jobs: HelloJobs,
         reply: oneshot::Sender<Result<Vec<u32>, JoinRefused>>,
     },
     /// A heartbeat on a join stream, told at once (the service records
@@ -226,9 +236,13 @@ impl<S: Store> Core<S> {
                 session,
                 nodes,
                 addr,
+                jobs,
                 reply,
             } => {
-                let r = self.node_hello(session, nodes, addr);
+                let r = self.node_hello(session, nodes, addr.clone());
+                if let Ok(ranks) = &r {
+                    self.reconcile(ranks, &addr, jobs);
+                }
                 let _ = reply.send(r);
             }
             NodeMsg::Heartbeat { session } => {
@@ -313,8 +327,16 @@ impl<S: Store> Core<S> {
         self.post_resource(fluxgate_shared::resource::ResourceEvent::Offline {
             idset: down.clone(),
         });
-        // Jobs running there lose their tasks (flux-core: a severity-0 exception
-        // naming the host, then the job's resources are freed).
+        // Its jobs are not failed here: a broken stream may be a partition
+        // that heals, and the node's tasks run on meanwhile. They fail when
+        // the node is lost (silent past the lost timeout, `check_torpid`),
+        // or when it comes back without them (the reattach says so).
+    }
+
+    /// Raise node-failure on every running job with a rank in `down`, as
+    /// flux-core does, its note naming the hosts after `why`; a job is
+    /// failed once (it leaves RUN).
+    pub(super) fn fail_jobs_on(&mut self, down: &IdSet, why: &str) {
         let hit: Vec<_> = self
             .jobs
             .iter()
@@ -341,8 +363,42 @@ impl<S: Store> Core<S> {
             })
             .collect();
         for (id, hosts) in hit {
-            let note = format!("lost contact with {hosts}");
+            let note = format!("{why} {hosts}");
             let _ = self.raise(id, "node-failure", 0, &note, None);
+        }
+    }
+
+    /// A node that joined listed `jobs`: those it runs that this job
+    /// manager has ended (or never knew on these ranks) are killed there;
+    /// those it believes running whose contact was lost are reattached (the
+    /// node then says how they went, their real end included).
+    fn reconcile(&mut self, ranks: &[u32], addr: &str, jobs: HelloJobs) {
+        for id in jobs.running {
+            let here = self.jobs.get(&id).is_some_and(|a| {
+                !a.job.is_released()
+                    && a.r
+                        .as_ref()
+                        .is_some_and(|r| r.nodes().iter().any(|n| ranks.contains(&n.rank())))
+            });
+            if here {
+                continue;
+            }
+            tracing::warn!(job = %id, addr, "a rejoining node runs a job that has ended here: killing it");
+            self.effect(super::effect::Effect::ExecKill {
+                addr: addr.to_string(),
+                id,
+                kind: "exec".to_string(),
+                note: "the job manager has ended this job".to_string(),
+            });
+        }
+        // Jobs whose contact was lost, running there or ended, are
+        // reattached on the next tick now that their node answers.
+        if !jobs.ended.is_empty() {
+            tracing::debug!(
+                addr,
+                ended = jobs.ended.len(),
+                "a rejoining node holds ended jobs"
+            );
         }
     }
 }

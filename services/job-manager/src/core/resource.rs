@@ -106,6 +106,8 @@ pub struct Resources {
     acquirer: Option<mpsc::Sender<Map<String, Value>>>,
     /// When each rank's exec service was last heard from.
     last_heard: HashMap<u32, Instant>,
+    /// Ranks silent past the lost timeout, until they are heard again.
+    lost: IdSet,
     /// Properties changed at run time, as stored: read once at start and
     /// kept as written, so a later definition applies them without a read.
     properties: Option<Value>,
@@ -183,6 +185,30 @@ impl Resources {
     /// Rank `rank` was heard from at `now`.
     pub fn heard(&mut self, rank: u32, now: Instant) {
         self.last_heard.insert(rank, now);
+        self.lost.remove(rank);
+    }
+
+    /// Seconds since `rank` was last heard from at `now` (infinite if never).
+    pub fn silence(&self, rank: u32, now: Instant) -> f64 {
+        self.last_heard.get(&rank).map_or(f64::INFINITY, |t| {
+            now.saturating_duration_since(*t).as_secs_f64()
+        })
+    }
+
+    /// Ranks heard from once and silent for `limit` seconds at `now`, not
+    /// yet lost: they are lost from now on (until heard again).
+    fn newly_lost(&mut self, now: Instant, limit: f64) -> IdSet {
+        let mut lost = IdSet::new();
+        for (&rank, &t) in &self.last_heard {
+            if !self.lost.contains(rank) && now.saturating_duration_since(t).as_secs_f64() >= limit
+            {
+                lost.insert(rank);
+            }
+        }
+        for rank in lost.iter() {
+            self.lost.insert(rank);
+        }
+        lost
     }
 
     /// Note that `ranks` were heard from at `now`; those of them that were
@@ -640,7 +666,9 @@ impl<S: Store> Core<S> {
         }
     }
 
-    /// Periodic check for torpid nodes.
+    /// Periodic check for torpid nodes, and for lost ones: a node silent
+    /// past the lost timeout (never before its exec service fenced itself)
+    /// fails its running jobs, once.
     pub(super) fn check_torpid(&mut self) {
         let limit =
             std::time::Duration::from_secs_f64(self.config.resource.torpid_timeout.max(0.1));
@@ -649,6 +677,14 @@ impl<S: Store> Core<S> {
         if !torpid.is_empty() {
             tracing::warn!(ranks = %torpid, "nodes stopped heartbeating");
             self.post_resource(ResourceEvent::Torpid { idset: torpid });
+        }
+        let lost_after = self.config.resource.liveness().lost_after().max(0.1);
+        let lost = self.res.newly_lost(now, lost_after);
+        if !lost.is_empty() {
+            tracing::warn!(ranks = %lost, silent = lost_after, "nodes lost");
+            let why = format!("no heartbeat for {lost_after}s from");
+            self.fail_jobs_on(&lost, &why);
+            self.detach_jobs_led_on(&lost);
         }
     }
 }

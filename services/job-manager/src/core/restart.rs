@@ -174,8 +174,8 @@ impl<S: Store> Core<S> {
         let holds = job.has_resources();
         let expiration = r.as_ref().and_then(|r| r.expiration()).filter(|t| *t > 0.0);
         let r = r.filter(|_| holds).map(Arc::new);
-        if let Some(r) = &r {
-            self.held.push(Arc::clone(r));
+        if r.is_some() {
+            self.held.push(id);
         }
         let resume = Resume {
             state: job.state(),
@@ -295,13 +295,19 @@ impl<S: Store> Core<S> {
         self.watch_antecedent(id, antecedent, scheme, description);
     }
 
-    /// Resources held by recovered jobs are taken out of the pool.
+    /// Resources held by recovered jobs are taken out of the pool, once it
+    /// is defined: those the jobs still hold then. A job that ended while
+    /// the pool was undefined (its nodes never came back, say) freed its
+    /// resources into no pool; they must not be marked now, or they would
+    /// stay allocated with no job to free them.
     pub(super) fn mark_held(&mut self) {
         if self.sched.pool().is_none() {
             return;
         }
-        for r in std::mem::take(&mut self.held) {
-            self.sched.mark_allocated(&r);
+        for id in std::mem::take(&mut self.held) {
+            if let Some(r) = self.jobs.get(&id).and_then(|a| a.r.clone()) {
+                self.sched.mark_allocated(&r);
+            }
         }
         // What a reservation reckons with: each holder's resources and end.
         let holding: Vec<_> = self

@@ -95,13 +95,32 @@ impl Bench {
     }
 
     async fn over(store: Arc<MemoryStore>, nodes: u32, config: Config, join: bool) -> Bench {
-        crate::clock::test::set(T0);
         let inv = inventory(nodes, 4);
         let members = Nodes::fixed(&inv);
+        Self::with(store, nodes, config, Some(inv), members, join).await
+    }
+
+    /// `nodes` nodes named by a nodelist, their resources discovered when
+    /// all of them have joined (none is known before).
+    async fn discovering(store: Arc<MemoryStore>, nodes: u32, join: bool) -> Bench {
+        let hosts = fluxgate_shared::Hostlist::parse(&format!("node[0-{}]", nodes - 1)).unwrap();
+        let members = Nodes::nodelist(&hosts);
+        Self::with(store, nodes, config(), None, members, join).await
+    }
+
+    async fn with(
+        store: Arc<MemoryStore>,
+        nodes: u32,
+        config: Config,
+        inv: Option<ResourceSet>,
+        members: Nodes,
+        join: bool,
+    ) -> Bench {
+        crate::clock::test::set(T0);
         let mut core = Core::new(
             Arc::clone(&store),
             Arc::new(config),
-            Some(inv),
+            inv,
             members,
             JobCredentials::disabled(),
         )
@@ -142,6 +161,7 @@ impl Bench {
                     gpus: IdSet::new(),
                 }],
                 addr: format!("http://node{r}:1"),
+                jobs: HelloJobs::default(),
                 reply: tx,
             }));
             assert_eq!(rx.try_recv().unwrap(), Ok(vec![r]));
@@ -686,7 +706,7 @@ async fn an_exec_exception_ends_a_running_job() {
 }
 
 #[tokio::test]
-async fn a_lost_start_stream_ends_the_job_with_an_exec_exception() {
+async fn a_lost_start_stream_holds_the_job_until_its_node_has_fenced_itself() {
     let mut b = Bench::new(1).await;
     let id = b.submit(ONE).await;
     b.exec(ExecMsg::Started { id }).await;
@@ -695,11 +715,18 @@ async fn a_lost_start_stream_ends_the_job_with_an_exec_exception() {
         error: "connection reset".into(),
     })
     .await;
+    // Its tasks may run on where the stream came from: nothing is released.
+    assert_eq!(b.events(id), seq(&[&TO_RUN, &["start"]]));
+    let fence = b.core.config.resource.fence_timeout;
+    silent_for(&mut b, 0, fence as u64 + 3);
+    b.core.check_detached();
+    b.core.run_actions();
+    b.flush().await;
     assert_eq!(
         b.events(id),
         seq(&[&TO_RUN, &["start", "exception", "release", "free", "clean"]])
     );
-    assert_eq!(b.context(id, "exception")["type"], "exec");
+    assert_eq!(b.context(id, "exception")["type"], "node-failure");
 }
 
 #[tokio::test]
@@ -1205,19 +1232,24 @@ async fn a_prolog_interrupted_by_a_restart_is_finished_as_failed() {
 
 #[tokio::test]
 async fn losing_a_node_ends_the_jobs_running_there() {
-    let mut b = Bench::new(2).await;
+    let mut b = Bench::over(Arc::new(MemoryStore::new()), 2, liveness_config(), true).await;
     let on0 = b.submit(&spec(1, 0.0, "")).await;
     let on1 = b.submit(&spec(1, 0.0, "")).await;
     b.exec(ExecMsg::Started { id: on0 }).await;
     b.exec(ExecMsg::Started { id: on1 }).await;
-    // Session 2 serves rank 1.
+    // Session 2 serves rank 1: its stream breaks, which may be a partition
+    // that heals; the job runs on until the node is lost.
     b.handle(Msg::Node(NodeMsg::Gone { session: 2 })).await;
+    assert_eq!(b.state(on1), Some(JobState::Run));
+    silent_for(&mut b, 1, 100);
+    b.core.check_torpid();
+    b.flush().await;
     assert_eq!(b.state(on0), Some(JobState::Run));
     assert_eq!(b.state(on1), Some(JobState::Cleanup));
     assert_eq!(b.context(on1, "exception")["type"], "node-failure");
     assert_eq!(
         b.context(on1, "exception")["note"],
-        "lost contact with rank 1 (node1)"
+        "no heartbeat for 10s from rank 1 (node1)"
     );
     // Its exec service is gone: nothing can be told to it.
     assert!(
@@ -1329,6 +1361,7 @@ async fn a_host_outside_the_inventory_cannot_join() {
                 gpus: IdSet::new(),
             }],
             addr: "http://elsewhere:1".into(),
+            jobs: HelloJobs::default(),
             reply,
         })
     };
@@ -1345,6 +1378,7 @@ async fn a_host_outside_the_inventory_cannot_join() {
         session: 100,
         nodes: Vec::new(),
         addr: "http://elsewhere:1".into(),
+        jobs: HelloJobs::default(),
         reply,
     }))
     .await;
@@ -1522,6 +1556,204 @@ async fn heartbeats_the_join_streams_record_are_taken_each_tick() {
     b.core.take_heartbeats();
     b.flush().await;
     assert!(b.core.res.state().torpid().is_empty());
+}
+
+// ---- liveness: lost nodes, broken sessions, fences -------------------------
+
+/// Timeouts for the liveness tests: torpid 1 s, lost 10 s, fence 5 s.
+fn liveness_config() -> Config {
+    let mut config = config();
+    config.resource.torpid_timeout = 1.0;
+    config.resource.lost_timeout = 10.0;
+    config.resource.fence_timeout = 5.0;
+    config
+}
+
+/// Make `rank` last heard `secs` seconds ago.
+fn silent_for(b: &mut Bench, rank: u32, secs: u64) {
+    let then = std::time::Instant::now() - std::time::Duration::from_secs(secs);
+    b.core.res.heard(rank, then);
+}
+
+fn count(events: &[String], name: &str) -> usize {
+    events.iter().filter(|e| *e == name).count()
+}
+
+#[tokio::test]
+async fn a_lost_node_fails_its_jobs_once_and_releases_them_once_fenced() {
+    let mut b = Bench::over(Arc::new(MemoryStore::new()), 1, liveness_config(), true).await;
+    let id = b.submit(ONE).await;
+    b.exec(ExecMsg::Started { id }).await;
+    silent_for(&mut b, 0, 100);
+    for _ in 0..3 {
+        b.core.check_torpid();
+        b.flush().await;
+    }
+    let events = b.events(id);
+    assert_eq!(count(&events, "exception"), 1, "{events:?}");
+    assert_eq!(b.state(id), Some(JobState::Cleanup));
+    assert!(!events.contains(&"release".to_string()), "{events:?}");
+    // The node has fenced itself long since: the job is released for it,
+    // without waiting for its session to break.
+    b.core.check_detached();
+    b.core.run_actions();
+    b.flush().await;
+    let events = b.events(id);
+    assert_eq!(count(&events, "exception"), 1, "{events:?}");
+    assert_eq!(count(&events, "release"), 1, "{events:?}");
+    assert!(
+        events.ends_with(&["free".to_string(), "clean".to_string()]),
+        "{events:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_broken_session_keeps_the_cores_until_the_node_has_fenced_itself() {
+    let mut b = Bench::over(Arc::new(MemoryStore::new()), 1, liveness_config(), true).await;
+    let id = b.submit(&spec(1, 0.0, "")).await;
+    b.exec(ExecMsg::Started { id }).await;
+    b.cancel(id).await;
+    b.exec(ExecMsg::Lost {
+        id,
+        error: "broken pipe".into(),
+    })
+    .await;
+    // Silent, torpid, but not yet past its fence: its tasks may still run.
+    silent_for(&mut b, 0, 3);
+    b.core.check_detached();
+    b.core.run_actions();
+    b.flush().await;
+    assert_eq!(b.state(id), Some(JobState::Cleanup));
+    let waiting = b.submit(&spec(1, 0.0, "")).await;
+    assert_eq!(
+        b.state(waiting),
+        Some(JobState::Sched),
+        "cores reused too soon"
+    );
+    // Past the fence (and its margin): released, and the cores go on.
+    silent_for(&mut b, 0, 8);
+    b.core.check_detached();
+    b.core.run_actions();
+    b.flush().await;
+    assert_eq!(b.state(id), None, "inactive");
+    b.core.run_actions();
+    b.flush().await;
+    assert_eq!(b.state(waiting), Some(JobState::Run));
+}
+
+#[tokio::test]
+async fn a_job_whose_session_broke_is_reattached_and_keeps_its_real_end() {
+    let mut b = Bench::over(Arc::new(MemoryStore::new()), 1, liveness_config(), true).await;
+    let id = b.submit(ONE).await;
+    b.exec(ExecMsg::Started { id }).await;
+    b.calls.0.lock().unwrap().clear();
+    b.exec(ExecMsg::Lost {
+        id,
+        error: "keepalive timed out".into(),
+    })
+    .await;
+    // The node answers again (it heartbeats): the job is asked for again.
+    silent_for(&mut b, 0, 0);
+    b.core.check_detached();
+    b.core.run_actions();
+    b.flush().await;
+    assert_eq!(
+        b.calls(),
+        vec![Call::Start { id, reattach: true }],
+        "reattached once"
+    );
+    // The node says how the job ended while it was cut off.
+    b.finish(id, 0).await;
+    let events = b.events(id);
+    assert_eq!(count(&events, "exception"), 0, "{events:?}");
+    assert!(events.contains(&"finish".to_string()), "{events:?}");
+    let inactive = b.inactive(id);
+    assert_eq!(inactive.waitstatus, Some(0));
+    assert_eq!(inactive.result, fluxgate_shared::job::JobResult::Completed);
+}
+
+#[tokio::test]
+async fn a_rejoining_node_is_told_to_kill_the_jobs_that_ended_here() {
+    let mut b = Bench::over(Arc::new(MemoryStore::new()), 1, liveness_config(), true).await;
+    let ended = b.submit(ONE).await;
+    b.run_to_end(ended, 0).await;
+    let running = b.submit(ONE).await;
+    b.exec(ExecMsg::Started { id: running }).await;
+    b.calls.0.lock().unwrap().clear();
+    let (tx, mut rx) = oneshot::channel();
+    b.handle(Msg::Node(NodeMsg::Hello {
+        session: 50,
+        nodes: vec![NodeInfo {
+            hostname: "node0".into(),
+            cores: IdSet::from_range(0, 3),
+            gpus: IdSet::new(),
+        }],
+        addr: "http://node0:1".into(),
+        jobs: HelloJobs {
+            running: vec![ended, running],
+            ended: Vec::new(),
+        },
+        reply: tx,
+    }))
+    .await;
+    assert_eq!(rx.try_recv().unwrap(), Ok(vec![0]));
+    assert_eq!(
+        b.calls(),
+        vec![Call::Exception {
+            id: ended,
+            kind: "exec".into()
+        }],
+        "only the ended job is killed"
+    );
+}
+
+#[tokio::test]
+async fn a_job_lost_before_its_nodes_rejoin_leaves_no_resources_allocated() {
+    let store = Arc::new(MemoryStore::new());
+    let id = {
+        let mut b = Bench::discovering(Arc::clone(&store), 2, true).await;
+        let id = b.submit(&spec(1, 0.0, "")).await;
+        b.exec(ExecMsg::Started { id }).await;
+        id
+    };
+    // A plain restart: resources are discovered again only when every node
+    // has joined, and none does before the job's start gives up on them.
+    let mut b = Bench::discovering(store, 2, false).await;
+    assert!(b.core.sched.pool().is_none());
+    let rejoin = b.core.rejoin_wait();
+    assert!(
+        rejoin >= b.core.config.resource.fence_timeout,
+        "never before the fence"
+    );
+    b.advance(rejoin + 1.0).await;
+    assert_eq!(b.state(id), None, "the job ended");
+    b.join_all().await;
+    let pool = b.core.sched.pool().expect("discovered");
+    assert!(
+        pool.allocated().ranks().is_empty(),
+        "resources of an ended job stayed allocated: {}",
+        pool.allocated().ranks()
+    );
+    // The whole machine is free for a job that needs it.
+    let all = b.submit(&spec(2, 0.0, "")).await;
+    assert_eq!(b.state(all), Some(JobState::Run));
+}
+
+#[tokio::test]
+async fn a_job_still_running_after_a_restart_keeps_its_resources_allocated() {
+    let store = Arc::new(MemoryStore::new());
+    let id = {
+        let mut b = Bench::discovering(Arc::clone(&store), 2, true).await;
+        let id = b.submit(&spec(1, 0.0, "")).await;
+        b.exec(ExecMsg::Started { id }).await;
+        id
+    };
+    let mut b = Bench::discovering(store, 2, true).await;
+    assert_eq!(b.state(id), Some(JobState::Run));
+    let pool = b.core.sched.pool().expect("discovered");
+    assert_eq!(pool.allocated().ranks().count(), 1);
+    let all = b.submit(&spec(2, 0.0, "")).await;
+    assert_eq!(b.state(all), Some(JobState::Sched));
 }
 
 // ---- backfill -------------------------------------------------------------

@@ -83,6 +83,12 @@ fn channel(addr: &str, access: &ExecAccess) -> Result<Channel, String> {
     let mut endpoint = Endpoint::from_shared(addr.to_string())
         .map_err(|e| format!("bad exec address {addr:?}: {e}"))?
         .connect_timeout(std::time::Duration::from_secs(5))
+        // A session whose exec service is cut off on the network breaks in
+        // seconds (its jobs are then reattached or fenced, see core/exec.rs),
+        // not when TCP gives up after many minutes.
+        .http2_keep_alive_interval(fluxgate_setup::conns::CLIENT_KEEPALIVE_INTERVAL)
+        .keep_alive_timeout(fluxgate_setup::conns::CLIENT_KEEPALIVE_TIMEOUT)
+        .keep_alive_while_idle(true)
         .tcp_nodelay(true)
         .initial_connection_window_size(fluxgate_proto::wire::CONNECTION_WINDOW);
     if addr.starts_with("https://") {

@@ -6,8 +6,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use fluxgate_proto::v1 as pb;
 use fluxgate_proto::v1::node_server::Node;
-use fluxgate_shared::IdSet;
 use fluxgate_shared::auth::Action;
+use fluxgate_shared::{IdSet, JobId};
 use tokio::sync::mpsc;
 use tokio_stream::Stream;
 use tokio_stream::wrappers::ReceiverStream;
@@ -17,7 +17,7 @@ use tonic::{Request, Response, Status, Streaming};
 use super::{allow, ask};
 use crate::auth::caller;
 use crate::config::Config;
-use crate::core::{Heartbeats, Msg, NodeInfo, NodeMsg};
+use crate::core::{Heartbeats, HelloJobs, Msg, NodeInfo, NodeMsg};
 
 /// The Node service.
 #[derive(Debug, Clone)]
@@ -49,7 +49,11 @@ impl NodeService {
 
 type ReplyStream = Pin<Box<dyn Stream<Item = Result<pb::JoinReply, Status>> + Send>>;
 
-fn parse_hello(hello: pb::Hello) -> Result<(Vec<NodeInfo>, String), String> {
+/// What a hello says: the nodes, the exec address, and the jobs the exec
+/// service runs and those whose end it holds.
+type Parsed = (Vec<NodeInfo>, String, HelloJobs);
+
+fn parse_hello(hello: pb::Hello) -> Result<Parsed, String> {
     let mut nodes = Vec::with_capacity(hello.nodes.len());
     for n in hello.nodes {
         let cores =
@@ -70,7 +74,11 @@ fn parse_hello(hello: pb::Hello) -> Result<(Vec<NodeInfo>, String), String> {
             hello.exec_address
         ));
     }
-    Ok((nodes, hello.exec_address))
+    let jobs = HelloJobs {
+        running: hello.jobs.into_iter().map(JobId::from).collect(),
+        ended: hello.ended.into_iter().map(JobId::from).collect(),
+    };
+    Ok((nodes, hello.exec_address, jobs))
 }
 
 #[tonic::async_trait]
@@ -94,23 +102,25 @@ impl Node for NodeService {
                 "the first join message must be hello",
             ));
         };
-        let (nodes, addr) = parse_hello(hello).map_err(Status::invalid_argument)?;
+        let (nodes, addr, jobs) = parse_hello(hello).map_err(Status::invalid_argument)?;
         let session = self.sessions.fetch_add(1, Ordering::Relaxed);
         let ranks = ask(&self.inbox, |reply| {
             Msg::Node(NodeMsg::Hello {
                 session,
                 nodes,
                 addr,
+                jobs,
                 reply,
             })
         })
         .await?
         .map_err(|e| Status::failed_precondition(e.to_string()))?;
-        let (tx, rx) = mpsc::channel(4);
+        let (tx, rx) = mpsc::channel(16);
         let welcome = pb::JoinReply {
             reply: Some(pb::join_reply::Reply::Welcome(pb::Welcome {
                 ranks,
                 heartbeat_interval: self.config.resource.heartbeat_interval,
+                fence_timeout: self.config.resource.liveness().fence,
             })),
         };
         let _ = tx.send(Ok(welcome)).await;
@@ -128,8 +138,17 @@ impl Node for NodeService {
                 let Ok(Some(msg)) = msg else {
                     break;
                 };
-                if let Some(pb::join_message::Message::Heartbeat(_)) = msg.message {
+                if let Some(pb::join_message::Message::Heartbeat(hb)) = msg.message {
                     heartbeats.beat(session);
+                    // The acknowledgement keeps the node from fencing
+                    // itself; one that cannot be sent (the node reads no
+                    // replies) is not owed.
+                    let ack = pb::JoinReply {
+                        reply: Some(pb::join_reply::Reply::HeartbeatAck(hb)),
+                    };
+                    if tx.try_send(Ok(ack)).is_err() {
+                        tracing::debug!(session, "heartbeat acknowledgement dropped");
+                    }
                 }
             }
             let _ = inbox.send(Msg::Node(NodeMsg::Gone { session })).await;

@@ -9,10 +9,15 @@
 //! over. Taking over bumps the epoch, and every commit checks the epoch in
 //! its own transaction (`store/postgres/writer.rs`): a deposed leader can
 //! never commit again, whatever it believes.
+//!
+//! A leader that cannot renew its lease (the database away, or itself cut
+//! off from it) steps down once the lease could have expired: a standby
+//! may lead by then, and two job managers must not both serve clients and
+//! hold the nodes.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use postgres::Client;
 use tokio::sync::watch;
@@ -45,6 +50,21 @@ pub struct Elector {
 pub struct Leadership {
     /// This leader's epoch.
     pub epoch: i64,
+    /// When the request that took the lead was sent: its lease runs from
+    /// no earlier than this.
+    pub since: Instant,
+}
+
+/// The part of the lease a leader keeps in hand: it steps down this much
+/// before the lease could have expired, so that it has stopped serving
+/// when a standby may take over (clocks and the step down take time).
+const LEASE_MARGIN: f64 = 0.1;
+
+/// Could the lease of a leader whose last renewal that succeeded was sent
+/// `since` ago have expired, for a lease of `lease`? Counted from the send,
+/// which is no later than the database's `renewed = now()`.
+pub fn lease_may_have_expired(since: Duration, lease: Duration) -> bool {
+    since.as_secs_f64() >= lease.as_secs_f64() * (1.0 - LEASE_MARGIN)
 }
 
 impl Elector {
@@ -87,12 +107,13 @@ impl Elector {
                     }
                 }
             }
+            let since = Instant::now();
             match self.try_lead(c) {
                 Ok(Some(epoch)) => {
                     let _ = leader.send(Some(self.uri.clone()));
                     tracing::info!(epoch, uri = %self.uri, "leading");
                     let Some(c) = client.take() else { continue };
-                    return Ok(Some((Leadership { epoch }, c)));
+                    return Ok(Some((Leadership { epoch, since }, c)));
                 }
                 Ok(None) => {
                     if !said_standby {
@@ -188,51 +209,104 @@ pub fn new_holder() -> Result<String, getrandom::Error> {
     Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
 
+/// What a leader does once when its lead is gone.
+type OnLost = Box<dyn FnOnce(String) + Send>;
+
 /// Keep the lead: renew the lease every third of it on the lock session;
 /// call `lost` (once) when the lead is gone: another job manager holds the
-/// epoch or the lock. While the database is away the lead is kept: nobody
-/// can take it without the database, and every commit checks the epoch,
-/// so waiting is safe. Runs until `stop` is set.
+/// epoch or the lock, or no renewal has succeeded for as long as the lease
+/// could last (a renewal that hangs on a database cut off included: a
+/// watchdog thread judges the time). Runs until `stop` is set.
 pub fn keep(
     elector: Elector,
     leadership: &Leadership,
-    mut client: Client,
+    client: Client,
     stop: Arc<AtomicBool>,
     lost: impl FnOnce(String) + Send + 'static,
 ) -> std::io::Result<std::thread::JoinHandle<()>> {
     let epoch = leadership.epoch;
+    let renewed = Arc::new(Mutex::new(leadership.since));
+    let lost: Arc<Mutex<Option<OnLost>>> = Arc::new(Mutex::new(Some(Box::new(lost))));
+    let step_down = {
+        let lost = Arc::clone(&lost);
+        move |why: String| {
+            let taken = lost.lock().unwrap_or_else(|e| e.into_inner()).take();
+            if let Some(f) = taken {
+                f(why);
+            }
+        }
+    };
+    {
+        let (renewed, stop, step_down) =
+            (Arc::clone(&renewed), Arc::clone(&stop), step_down.clone());
+        let lease = elector.lease;
+        std::thread::Builder::new()
+            .name("leader-watchdog".into())
+            .spawn(move || {
+                let every = (lease / 10).clamp(Duration::from_millis(10), Duration::from_secs(1));
+                while !stop.load(Ordering::Acquire) {
+                    std::thread::sleep(every);
+                    let since = renewed.lock().unwrap_or_else(|e| e.into_inner()).elapsed();
+                    if lease_may_have_expired(since, lease) && !stop.load(Ordering::Acquire) {
+                        return step_down(format!(
+                            "no lease renewal for {:.1}s (lease {:?}): another job manager \
+                             may lead; stepping down",
+                            since.as_secs_f64(),
+                            lease
+                        ));
+                    }
+                }
+            })?;
+    }
     std::thread::Builder::new()
         .name("leader-lease".into())
-        .spawn(move || {
-            let every = elector.lease / 3;
-            while !stop.load(Ordering::Acquire) {
-                std::thread::sleep(every);
-                if stop.load(Ordering::Acquire) {
-                    break;
-                }
-                match renew(&mut client, epoch) {
-                    Ok(true) => {}
-                    Ok(false) => {
-                        return lost(format!("another job manager took the lead (epoch {epoch} is over)"));
-                    }
-                    Err(e) => {
-                        tracing::warn!(error = %describe(&e), "cannot renew the lease; reconnecting");
-                        match elector.connect.connect() {
-                            Ok(mut c) => match reclaim(&mut c, epoch) {
-                                Ok(true) => client = c,
-                                Ok(false) => {
-                                    return lost(format!(
-                                        "the lead was lost with the database session (epoch {epoch})"
-                                    ));
-                                }
-                                Err(e) => tracing::warn!(error = %describe(&e), "cannot reclaim the lead"),
-                            },
-                            Err(e) => tracing::warn!(error = %e, "store unreachable"),
+        .spawn(move || renew_loop(elector, epoch, client, renewed, stop, step_down))
+}
+
+/// Renew the lease every third of it until `stop`, recording in `renewed`
+/// when each renewal that succeeded was sent.
+fn renew_loop(
+    elector: Elector,
+    epoch: i64,
+    mut client: Client,
+    renewed: Arc<Mutex<Instant>>,
+    stop: Arc<AtomicBool>,
+    lost: impl Fn(String),
+) {
+    let every = elector.lease / 3;
+    while !stop.load(Ordering::Acquire) {
+        std::thread::sleep(every);
+        if stop.load(Ordering::Acquire) {
+            break;
+        }
+        let sent = Instant::now();
+        match renew(&mut client, epoch) {
+            Ok(true) => *renewed.lock().unwrap_or_else(|e| e.into_inner()) = sent,
+            Ok(false) => {
+                return lost(format!(
+                    "another job manager took the lead (epoch {epoch} is over)"
+                ));
+            }
+            Err(e) => {
+                tracing::warn!(error = %describe(&e), "cannot renew the lease; reconnecting");
+                match elector.connect.connect() {
+                    Ok(mut c) => match reclaim(&mut c, epoch) {
+                        Ok(true) => {
+                            *renewed.lock().unwrap_or_else(|e| e.into_inner()) = sent;
+                            client = c;
                         }
-                    }
+                        Ok(false) => {
+                            return lost(format!(
+                                "the lead was lost with the database session (epoch {epoch})"
+                            ));
+                        }
+                        Err(e) => tracing::warn!(error = %describe(&e), "cannot reclaim the lead"),
+                    },
+                    Err(e) => tracing::warn!(error = %e, "store unreachable"),
                 }
             }
-        })
+        }
+    }
 }
 
 fn renew(c: &mut Client, epoch: i64) -> Result<bool, postgres::Error> {
@@ -255,4 +329,18 @@ fn reclaim(c: &mut Client, epoch: i64) -> Result<bool, postgres::Error> {
         "UPDATE leader SET renewed = now(), pid = pg_backend_pid() WHERE id = 1 AND epoch = $1",
         &[&epoch],
     )? == 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_leader_steps_down_just_before_its_lease_could_have_expired() {
+        let lease = Duration::from_secs(10);
+        assert!(!lease_may_have_expired(Duration::from_secs(3), lease));
+        assert!(!lease_may_have_expired(Duration::from_millis(8900), lease));
+        assert!(lease_may_have_expired(Duration::from_secs(9), lease));
+        assert!(lease_may_have_expired(Duration::from_secs(60), lease));
+    }
 }
