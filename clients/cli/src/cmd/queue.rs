@@ -149,10 +149,33 @@ fn print_start(q: &pb::QueueInfo) {
     }
 }
 
+/// How long `queue idle`/`drain` may wait without `--timeout`: as long as
+/// it takes (the call is exempt from the client's usual bound).
+const QUIET_UNBOUNDED: Duration = Duration::from_secs(365 * 86_400);
+
 /// Wait on the service until no job runs (`Idle`) or none is active
-/// (`Drain`): it answers at that moment.
-async fn wait_quiet(inst: &mut Instance, action: pb::QueueAction) -> anyhow::Result<()> {
-    queue(inst, action, None, false, String::new()).await?;
+/// (`Drain`): it answers at that moment. The call carries its own bound,
+/// past `--timeout` (which [`with_timeout`] enforces with flux's words).
+async fn wait_quiet(
+    inst: &mut Instance,
+    action: pb::QueueAction,
+    timeout: &Option<String>,
+) -> anyhow::Result<()> {
+    let bound = match timeout {
+        Some(t) => parse_fsd(t)
+            .map(|s| Duration::from_secs_f64(s.clamp(0.0, 1e6)) + Duration::from_secs(1))
+            .unwrap_or(QUIET_UNBOUNDED),
+        None => QUIET_UNBOUNDED,
+    };
+    let mut request = tonic::Request::new(pb::QueueRequest {
+        action: action as i32,
+        ..Default::default()
+    });
+    request.set_timeout(bound);
+    inst.jobs
+        .queue(request)
+        .await
+        .map_err(client::status_error)?;
     Ok(())
 }
 
@@ -392,10 +415,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 .await?
             }
             Command::Drain { timeout } => {
-                with_timeout(&timeout, wait_quiet(inst, pb::QueueAction::Drain)).await?;
+                with_timeout(&timeout, wait_quiet(inst, pb::QueueAction::Drain, &timeout)).await?;
             }
             Command::Idle { timeout, quiet } => {
-                with_timeout(&timeout, wait_quiet(inst, pb::QueueAction::Idle)).await?;
+                with_timeout(&timeout, wait_quiet(inst, pb::QueueAction::Idle, &timeout)).await?;
                 if !quiet {
                     let request = pb::ListRequest {
                         states: StateMask::PENDING.bits(),
