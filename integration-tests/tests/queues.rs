@@ -404,7 +404,10 @@ async fn queue_idle_and_drain_wait_for_the_jobs() {
     for action in ["idle", "drain"] {
         let out = quiet(&["queue", action, "--timeout", "1"]);
         assert!(!out.status.success(), "queue {action} answered: {out:?}");
-        assert!(text(&out.stderr).trim_end().ends_with(": timeout"), "{out:?}");
+        assert!(
+            text(&out.stderr).trim_end().ends_with(": timeout"),
+            "{out:?}"
+        );
     }
     cancel(&inst, running).await;
     let out = quiet(&["queue", "idle"]);

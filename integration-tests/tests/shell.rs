@@ -387,8 +387,8 @@ async fn an_interactive_pty_is_driven_from_the_terminal() {
 }
 
 /// `FLUX_JOB_TMPDIR`: one directory per node, the owner's and private, with
-/// the jobspec's files (`--add-file`) in it, `{{tmpdir}}` in the command
-/// rendered to it, and nothing of it left once the job is over.
+/// the jobspec's files (`--add-file`) in it, `{{tmpdir}}` in the command and
+/// in `--env` rendered to it, and nothing of it left once the job is over.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_job_tmpdir_holds_its_files_and_goes_with_the_job() {
     let guest = GuestUser::create("tmp");
@@ -403,9 +403,9 @@ async fn a_job_tmpdir_holds_its_files_and_goes_with_the_job() {
     // One line a task: the directory's owner and mode, the file's text and
     // mode, whether {{tmpdir}} became the directory, and the directory.
     let script = r#"
-        $F run -N2 -n2 '--add-file=note:600=hello\nworld\n' sh -c '
+        $F run -N2 -n2 '--add-file=note:600=hello\nworld\n' '--env=MINE={{tmpdir}}/y' sh -c '
             d=$FLUX_JOB_TMPDIR
-            same=no; [ "$1" = "$d/x" ] && same=yes
+            same=no; [ "$1" = "$d/x" ] && [ "$MINE" = "$d/y" ] && same=yes
             echo "$(stat -c %U:%a "$d") $(tr "\n" , <"$d/note") $(stat -c %a "$d/note") $same $d"
         ' sh '{{tmpdir}}/x'
     "#;

@@ -58,6 +58,7 @@ pub struct JobspecBuilder {
     environment: Option<BTreeMap<String, String>>,
     cwd: Option<String>,
     rlimits: Option<Map<String, Value>>,
+    env_expand: BTreeMap<String, String>,
     name: Option<String>,
     input: Option<String>,
     output: Option<String>,
@@ -158,6 +159,13 @@ impl JobspecBuilder {
     /// Working directory.
     pub fn cwd(mut self, cwd: impl Into<String>) -> Self {
         self.cwd = Some(cwd.into());
+        self
+    }
+
+    /// Variables the job shell sets from `{{tag}}` templates
+    /// (`shell.options.env-expand`, what `--env=VAR={{...}}` writes).
+    pub fn env_expand(mut self, vars: BTreeMap<String, String>) -> Self {
+        self.env_expand = vars;
         self
     }
 
@@ -425,6 +433,17 @@ impl JobspecBuilder {
         if !self.nest_files.is_empty() {
             let files: Map<String, Value> = self.nest_files.iter().cloned().collect();
             set("attributes.system.files", Value::Object(files))?;
+        }
+        if !self.env_expand.is_empty() {
+            let vars: Map<String, Value> = self
+                .env_expand
+                .iter()
+                .map(|(k, v)| (k.clone(), json!(v)))
+                .collect();
+            set(
+                "attributes.system.shell.options.env-expand",
+                Value::Object(vars),
+            )?;
         }
         if let Some(r) = &self.rlimits {
             set(

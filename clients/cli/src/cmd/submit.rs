@@ -384,11 +384,11 @@ impl JobOpts {
         if let Some(t) = &self.time_limit {
             b = b.duration(&time_limit_fsd(t))?;
         }
-        let mut env = filtered_environment(std::env::vars(), &[], &self.env.0)?;
+        let (mut env, expand) = filtered_environment(std::env::vars(), &[], &self.env.0)?;
         if let Some((id, true)) = cc {
             env.insert("FLUX_JOB_CC".into(), id.to_string());
         }
-        b = b.environment(env);
+        b = b.environment(env).env_expand(expand);
         let cwd = match &self.cwd {
             Some(c) => c.clone(),
             None => std::env::current_dir()
@@ -635,12 +635,13 @@ impl JobOpts {
 /// submitting environment, `^FILE` applies the rules of FILE, one a line
 /// (`--env-file`). Unlike flux, credentials (`FLUXGATE_TOKEN`) are never
 /// copied: the jobspec is stored, and a job gets its own credential when
-/// it starts.
+/// it starts. A value holding a `{{tag}}` template goes, as flux's, to
+/// the second map: the job shell renders it (`shell.options.env-expand`).
 pub fn filtered_environment(
     environ: impl Iterator<Item = (String, String)>,
     removes: &[String],
     rules: &[String],
-) -> anyhow::Result<BTreeMap<String, String>> {
+) -> anyhow::Result<(BTreeMap<String, String>, BTreeMap<String, String>)> {
     let is_credential = |k: &str| CREDENTIAL_VARIABLES.contains(&k);
     // Dropped from the source too, so that no rule copies or expands them.
     let source: BTreeMap<String, String> = environ.filter(|(k, _)| !is_credential(k)).collect();
@@ -650,9 +651,11 @@ pub fn filtered_environment(
         .map(|r| format!("-{r}"))
         .chain(rules.iter().cloned())
         .collect();
-    apply_env_rules(&mut env, &source, &all, 0)?;
+    let mut expand = BTreeMap::new();
+    apply_env_rules(&mut env, &mut expand, &source, &all, 0)?;
     env.retain(|k, _| !is_credential(k));
-    Ok(env)
+    expand.retain(|k, _| !is_credential(k));
+    Ok((env, expand))
 }
 
 /// How deep `^FILE` rules may include one another (a file naming itself
@@ -662,6 +665,7 @@ const ENV_FILE_DEPTH: usize = 16;
 /// Apply `rules` to `env` in order (see [`filtered_environment`]).
 fn apply_env_rules(
     env: &mut BTreeMap<String, String>,
+    expand: &mut BTreeMap<String, String>,
     source: &BTreeMap<String, String>,
     rules: &[String],
     depth: usize,
@@ -675,7 +679,11 @@ fn apply_env_rules(
                 bail!("--env: {file}: environment files nested too deep");
             }
             let lines = read_env_file(file)?;
-            apply_env_rules(env, source, &lines, depth + 1)?;
+            apply_env_rules(env, expand, source, &lines, depth + 1)?;
+        } else if let Some((k, v)) = rule.split_once('=')
+            && v.contains("{{")
+        {
+            expand.insert(k.to_string(), v.to_string());
         } else if let Some((k, v)) = rule.split_once('=') {
             let v = expand_vars(v, env, source);
             env.insert(k.to_string(), v);
@@ -967,22 +975,35 @@ mod tests {
             ("FOO_A", "1"),
             ("FOO_B", "2"),
         ];
-        let all = filtered_environment(env(&base), &[], &[]).unwrap();
+        let all = filtered_environment(env(&base), &[], &[]).unwrap().0;
         assert_eq!(all.len(), 4);
-        let only_home =
-            filtered_environment(env(&base), &[], &["-*".into(), "HOME".into()]).unwrap();
+        let only_home = filtered_environment(env(&base), &[], &["-*".into(), "HOME".into()])
+            .unwrap()
+            .0;
         assert_eq!(only_home.keys().collect::<Vec<_>>(), ["HOME"]);
-        let no_foo = filtered_environment(env(&base), &["FOO_*".into()], &[]).unwrap();
+        let no_foo = filtered_environment(env(&base), &["FOO_*".into()], &[])
+            .unwrap()
+            .0;
         assert_eq!(no_foo.keys().collect::<Vec<_>>(), ["HOME", "PATH"]);
-        let set = filtered_environment(env(&base), &[], &["X=$HOME/x".into()]).unwrap();
+        let (_, expand) =
+            filtered_environment(env(&base), &[], &["T={{tmpdir}}/x".into()]).unwrap();
+        assert_eq!(expand.get("T").map(String::as_str), Some("{{tmpdir}}/x"));
+        let set = filtered_environment(env(&base), &[], &["X=$HOME/x".into()])
+            .unwrap()
+            .0;
         assert_eq!(set["X"], "/h/x");
         // `/REGEX/` as flux's filter_dict: matched at the start of the name.
-        let no_foo = filtered_environment(env(&base), &["/^FOO_[AB]$/".into()], &[]).unwrap();
+        let no_foo = filtered_environment(env(&base), &["/^FOO_[AB]$/".into()], &[])
+            .unwrap()
+            .0;
         assert_eq!(no_foo.keys().collect::<Vec<_>>(), ["HOME", "PATH"]);
-        let no_p = filtered_environment(env(&base), &["/P".into()], &[]).unwrap();
+        let no_p = filtered_environment(env(&base), &["/P".into()], &[])
+            .unwrap()
+            .0;
         assert_eq!(no_p.keys().collect::<Vec<_>>(), ["FOO_A", "FOO_B", "HOME"]);
-        let foo_only =
-            filtered_environment(env(&base), &[], &["-*".into(), "/FOO".into()]).unwrap();
+        let foo_only = filtered_environment(env(&base), &[], &["-*".into(), "/FOO".into()])
+            .unwrap()
+            .0;
         assert_eq!(foo_only.keys().collect::<Vec<_>>(), ["FOO_A", "FOO_B"]);
         let bad = filtered_environment(env(&base), &["/a(/".into()], &[]).unwrap_err();
         assert!(
@@ -994,7 +1015,7 @@ mod tests {
     #[test]
     fn the_token_is_never_copied() {
         let base = [("HOME", "/h"), ("FLUXGATE_TOKEN", "secret")];
-        let all = filtered_environment(env(&base), &[], &[]).unwrap();
+        let all = filtered_environment(env(&base), &[], &[]).unwrap().0;
         assert_eq!(all.keys().collect::<Vec<_>>(), ["HOME"]);
         // Not by name, by glob, by setting it, nor by expanding it.
         let rules = [
@@ -1004,7 +1025,7 @@ mod tests {
             "COPY=$FLUXGATE_TOKEN".into(),
             "FLUXGATE_TOKEN=x".into(),
         ];
-        let picked = filtered_environment(env(&base), &[], &rules).unwrap();
+        let picked = filtered_environment(env(&base), &[], &rules).unwrap().0;
         assert_eq!(picked.get("COPY").map(String::as_str), Some(""));
         assert!(picked.values().all(|v| !v.contains("secret")));
         assert!(!picked.contains_key("FLUXGATE_TOKEN"));

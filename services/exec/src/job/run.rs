@@ -622,6 +622,7 @@ impl Driver {
                 .unwrap_or_else(|| format!("rank{}", rank.rank));
             for (local_id, task_rank) in rank.task_ranks().enumerate() {
                 let mut env = self.task_env(l, &base_env, &nodelist, rank, local_id as u32);
+                env.extend(self.expanded_env(l, rank, i, local_id as u32));
                 let mut inherit = Vec::new();
                 if let Some(pmi) = &mut self.pmi {
                     match pmi.connect(task_rank) {
@@ -730,6 +731,19 @@ impl Driver {
         if !argv.iter().any(|a| mustache::has_tags(a)) {
             return argv.to_vec();
         }
+        self.render(l, rank, i, local_id, argv.iter().map(String::as_str))
+    }
+
+    /// `templates` rendered for local task `local_id` of `rank` (local
+    /// rank index `i`).
+    fn render<'t>(
+        &mut self,
+        l: &Launch,
+        rank: &RankTasks,
+        i: usize,
+        local_id: u32,
+        templates: impl Iterator<Item = &'t str>,
+    ) -> Vec<String> {
         let host = match &rank.hostname {
             Some(h) => h.clone(),
             None => self.local_hostname(),
@@ -753,7 +767,32 @@ impl Driver {
             tmpdir: tmpdir.as_deref(),
             ascii_f58: ascii_f58(&l.jobspec),
         };
-        argv.iter().map(|a| mustache::render(a, &tags)).collect()
+        templates.map(|t| mustache::render(t, &tags)).collect()
+    }
+
+    /// `shell.options.env-expand` (what `--env=VAR={{...}}` writes) for
+    /// local task `local_id` of `rank`: each variable's template rendered.
+    fn expanded_env(
+        &mut self,
+        l: &Launch,
+        rank: &RankTasks,
+        i: usize,
+        local_id: u32,
+    ) -> Vec<(String, String)> {
+        let Some(vars) = l
+            .jobspec
+            .shell_options()
+            .get("env-expand")
+            .and_then(Value::as_object)
+        else {
+            return Vec::new();
+        };
+        let vars: Vec<(&String, &str)> = vars
+            .iter()
+            .filter_map(|(k, v)| Some((k, v.as_str()?)))
+            .collect();
+        let values = self.render(l, rank, i, local_id, vars.iter().map(|(_, v)| *v));
+        vars.iter().map(|(k, _)| (*k).clone()).zip(values).collect()
     }
 
     /// The name of this machine: where a rank of an R without hostnames
