@@ -12,7 +12,7 @@ use fluxgate_proto::v1::exec_client::ExecClient;
 use fluxgate_proto::v1::start_response::Response as R;
 use fluxgate_proto::v1::{ExecExceptionRequest, StartRequest, StartResponse};
 use fluxgate_shared::IdSet;
-use fluxgate_shared::job::usage::JobUsage;
+use fluxgate_shared::job::usage::{JobUsage, NodeUsage};
 use serde_json::{Value, json};
 use tonic::Streaming;
 
@@ -142,8 +142,19 @@ fn usage(all: &[StartResponse]) -> JobUsage {
             _ => None,
         })
         .expect("a finish");
-    let ctx = serde_json::json!({ "usage": fluxgate_exec::job::usage::to_json(&nodes) });
-    JobUsage::from_complete(&ctx).expect("usage in finish")
+    assert!(!nodes.is_empty(), "no usage in the finish");
+    JobUsage::new(
+        nodes
+            .iter()
+            .map(|n| NodeUsage {
+                ranks: n.ranks.clone(),
+                hostname: n.hostname.clone(),
+                user: n.user_ns as f64 / 1e9,
+                system: n.system_ns as f64 / 1e9,
+                max_rss: n.peak_memory,
+            })
+            .collect(),
+    )
 }
 
 /// True while process `pid` exists (and is not a zombie).
