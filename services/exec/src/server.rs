@@ -19,6 +19,7 @@ use tokio_util::sync::CancellationToken;
 use crate::config::Config;
 use crate::join;
 use crate::service::{ExecService, NodeState};
+use fluxgate_proto::CONTAINMENT_HEALTH;
 
 /// Why the service could not start or stopped with an error.
 #[derive(Debug, thiserror::Error)]
@@ -114,9 +115,18 @@ pub async fn start(config: Config) -> Result<Running, ServeError> {
         );
     }
     let service = ExecService::new(config.clone(), node.clone());
+    let mode = node.containment();
 
     let (health, health_service) = tonic_health::server::health_reporter();
     health.set_serving::<ExecServer<ExecService>>().await;
+    // How this node contains jobs, as `fluxgate health` shows it: one more
+    // name, SERVING while the service runs, whose last part is the mode.
+    health
+        .set_service_status(
+            format!("{CONTAINMENT_HEALTH}{mode}"),
+            tonic_health::ServingStatus::Serving,
+        )
+        .await;
     let reflection = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(fluxgate_proto::FILE_DESCRIPTOR_SET)
         .build_v1()?;
@@ -161,6 +171,12 @@ pub async fn start(config: Config) -> Result<Running, ServeError> {
         }
         tracing::info!("shutting down");
         health.set_not_serving::<ExecServer<ExecService>>().await;
+        health
+            .set_service_status(
+                format!("{CONTAINMENT_HEALTH}{mode}"),
+                tonic_health::ServingStatus::NotServing,
+            )
+            .await;
         svc.shut_down().await;
         // Let the terminated jobs report their end before the listener closes.
         let deadline = tokio::time::Instant::now() + grace;

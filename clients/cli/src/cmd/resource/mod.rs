@@ -318,6 +318,10 @@ async fn info(inst: &mut Instance, states: &[String]) -> anyhow::Result<()> {
     };
     let r = info::select(&by, states)?;
     println!("{}", info::summary(&r));
+    // How the selected nodes contain jobs, once their exec services said.
+    if let Some(line) = info::containment(&r, &inv.containment) {
+        println!("{line}");
+    }
     Ok(())
 }
 
