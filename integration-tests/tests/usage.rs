@@ -1,7 +1,8 @@
 //! Containment seen from the job manager, on this machine's cgroups (as
 //! root, as CI runs): what a two-node job used comes back from both nodes
 //! and is shown by `fluxgate job usage` and `fluxgate jobs -o`, and a job
-//! over its memory limit ends with the `oom` exception.
+//! over its memory limit ends with the `oom` exception while one under it
+//! completes.
 
 use std::process::Output;
 
@@ -92,6 +93,19 @@ async fn a_two_node_jobs_usage_is_shown_per_node_and_in_total() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_job_over_its_memory_limit_ends_with_the_oom_exception() {
     let inst = Instance::start(1, 1).await;
+    // Under the same limit, a job completes.
+    let under = inst
+        .submit(
+            &JobspecBuilder::new(["dd", "if=/dev/zero", "of=/dev/null", "bs=4M", "count=1"])
+                .setopt("cgroup", json!({"memory": {"max": "32M"}})),
+            None,
+        )
+        .await;
+    let events = inst.wait_clean(under).await;
+    assert!(events.iter().all(|e| e.name != "exception"), "{events:?}");
+    let finish = events.iter().find(|e| e.name == "finish").expect("finish");
+    let ctx = serde_json::to_value(finish.context.as_ref().unwrap()).unwrap();
+    assert_eq!(ctx["status"], 0, "{ctx}");
     let id = inst
         .submit(
             &JobspecBuilder::new(["dd", "if=/dev/zero", "of=/dev/null", "bs=128M", "count=1"])
