@@ -140,8 +140,12 @@ impl Job {
     fn make(&mut self, name: &str, limits: &Limits) -> io::Result<()> {
         let parent = Arc::clone(&self.parent);
         for (ctl, pdir) in &parent.dirs {
-            // No pids hierarchy without a pids limit: one directory less a job.
-            if ctl == "pids" && limits.pids.is_none() {
+            // No pids hierarchy without a pids limit, and no cpuset of its
+            // own for a job that holds every CPU the service has: one
+            // directory less a job (and two thread moves a task).
+            if (ctl == "pids" && limits.pids.is_none())
+                || (ctl == "cpuset" && self.whole_cpuset(limits))
+            {
                 continue;
             }
             let dir = pdir.join(name);
@@ -153,6 +157,15 @@ impl Job {
             self.limit(ctl, &dir, limits)?;
         }
         Ok(())
+    }
+
+    /// True when the job's CPUs are all of the parent's (or not limited).
+    fn whole_cpuset(&self, limits: &Limits) -> bool {
+        match (&limits.cpus, &self.parent.cpuset) {
+            (None, _) => true,
+            (Some(cpus), Some((parent, _))) => cpus == parent,
+            (Some(_), None) => false,
+        }
     }
 
     /// Write the limits of controller `ctl` in `dir`.
@@ -378,7 +391,14 @@ mod tests {
         // Without a pids limit, no pids directory.
         let job = Job::create(&parent, "job2", &Limits::default()).unwrap();
         assert!(!job.dirs.contains_key("pids"));
-        assert_eq!(fs::read(&job.dirs["cpuset"], "cpuset.cpus").unwrap(), "0-7");
+        // Every CPU of the parent: no cpuset of its own.
+        assert!(!job.dirs.contains_key("cpuset"));
+        let all = Limits {
+            cpus: Some("0-7".into()),
+            ..Limits::default()
+        };
+        let job = Job::create(&parent, "job3", &all).unwrap();
+        assert!(!job.dirs.contains_key("cpuset"));
     }
 
     #[test]
