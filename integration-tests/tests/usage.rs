@@ -1,11 +1,12 @@
 //! Containment seen from the job manager, on this machine's cgroups (as
 //! root, as CI runs): what a two-node job used comes back from both nodes
 //! and is shown by `fluxgate job usage` and `fluxgate jobs -o`, and a job
-//! over its memory limit ends with the `oom` exception.
+//! over its memory limit ends with the `oom` exception while one under it
+//! completes.
 
 use std::process::Output;
 
-use fluxgate_integration_tests::{Instance, binary};
+use fluxgate_integration_tests::{Instance, binary, output_data};
 use fluxgate_shared::jobspec::JobspecBuilder;
 use serde_json::{Value, json};
 use tokio::process::Command;
@@ -26,11 +27,24 @@ fn stdout(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// The CPU seconds the `times` builtin of each task printed (the shell's
+/// and its children's, user and system), summed.
+fn self_measured(output: &[String]) -> f64 {
+    output
+        .concat()
+        .split_whitespace()
+        .filter_map(|t| {
+            let (m, s) = t.strip_suffix('s')?.split_once('m')?;
+            Some(m.parse::<f64>().ok()? * 60.0 + s.parse::<f64>().ok()?)
+        })
+        .sum()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "the job manager does not store a job's usage yet: it left the complete event, whose context must stay flux's"]
 async fn a_two_node_jobs_usage_is_shown_per_node_and_in_total() {
     let inst = Instance::start(2, 1).await;
-    let busy = "i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done";
+    // A busy loop that reports what it burned: the cgroups' count must agree.
+    let busy = "i=0; while [ $i -lt 400000 ]; do i=$((i+1)); done; times";
     let id = inst
         .submit(
             &JobspecBuilder::new(["sh", "-c", busy]).nodes(2).ntasks(2),
@@ -38,6 +52,8 @@ async fn a_two_node_jobs_usage_is_shown_per_node_and_in_total() {
         )
         .await;
     inst.wait_clean(id).await;
+    let burned = self_measured(&output_data(&inst.log(id, "output").await));
+    assert!(burned > 0.1, "the busy loop burned {burned} s");
     let id = id.to_string();
 
     let out = fluxgate(&inst, &["job", "usage", "--json", &id]).await;
@@ -49,6 +65,10 @@ async fn a_two_node_jobs_usage_is_shown_per_node_and_in_total() {
     assert!(nodes.iter().all(|n| cpu(n) > 0.0), "{usage}");
     let sum: f64 = nodes.iter().map(cpu).sum();
     assert!((cpu(&usage["total"]) - sum).abs() < 1e-6, "{usage}");
+    assert!(
+        (sum - burned).abs() <= 0.2 * burned,
+        "the cgroups counted {sum} s, the tasks {burned} s: {usage}"
+    );
     assert!(usage["total"]["max_rss"].as_u64().unwrap() > 0, "{usage}");
 
     let out = fluxgate(&inst, &["job", "usage", &id]).await;
@@ -73,6 +93,19 @@ async fn a_two_node_jobs_usage_is_shown_per_node_and_in_total() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_job_over_its_memory_limit_ends_with_the_oom_exception() {
     let inst = Instance::start(1, 1).await;
+    // Under the same limit, a job completes.
+    let under = inst
+        .submit(
+            &JobspecBuilder::new(["dd", "if=/dev/zero", "of=/dev/null", "bs=4M", "count=1"])
+                .setopt("cgroup", json!({"memory": {"max": "32M"}})),
+            None,
+        )
+        .await;
+    let events = inst.wait_clean(under).await;
+    assert!(events.iter().all(|e| e.name != "exception"), "{events:?}");
+    let finish = events.iter().find(|e| e.name == "finish").expect("finish");
+    let ctx = serde_json::to_value(finish.context.as_ref().unwrap()).unwrap();
+    assert_eq!(ctx["status"], 0, "{ctx}");
     let id = inst
         .submit(
             &JobspecBuilder::new(["dd", "if=/dev/zero", "of=/dev/null", "bs=128M", "count=1"])

@@ -13,3 +13,11 @@ pub mod v1 {
 
 /// Encoded `FileDescriptorSet` of the API, for server reflection.
 pub const FILE_DESCRIPTOR_SET: &[u8] = tonic::include_file_descriptor_set!("fluxgate_descriptor");
+
+/// Prefix of a health-check service name through which an exec service
+/// tells how it contains jobs: the name ends in its mode (`v2`, `v1` or
+/// `off`), SERVING while the service runs. `fluxgate health` shows it.
+pub const CONTAINMENT_HEALTH: &str = "fluxgate.v1.Exec.containment.";
+
+/// The containment modes an exec service may report.
+pub const CONTAINMENT_MODES: &[&str] = &["v2", "v1", "off"];

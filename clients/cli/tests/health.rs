@@ -98,6 +98,14 @@ fn health_answers_for_both_services_and_sigterm_exits_zero() {
     let bare = exec_uri.trim_start_matches("http://");
     let out = health(&["--service", "fluxgate.v1.Exec", bare]);
     assert!(out.status.success(), "{}", text(&out.stderr));
+    // An exec service says how it contains jobs (a cgroup per job as
+    // root on this machine, process groups where none can be written).
+    let said = text(&out.stdout);
+    let mode = said
+        .lines()
+        .find_map(|l| l.strip_prefix("containment: "))
+        .unwrap_or_else(|| panic!("no containment in {said:?}"));
+    assert!(["v1", "v2", "off"].contains(&mode), "{said}");
 
     let out = health(&["--service", "fluxgate.v1.Nope", &uri]);
     assert!(!out.status.success());

@@ -1,4 +1,5 @@
-//! `fluxgate resource info` on a 2-node instance: flux's one-line summary.
+//! `fluxgate resource info` on a 2-node instance: flux's one-line summary,
+//! and how the nodes contain jobs.
 
 mod common;
 
@@ -12,7 +13,13 @@ fn one_line_of_nodes_cores_and_gpus() {
     );
     let stdout = text(&out.stdout);
     let stderr = text(&out.stderr);
-    let lines: Vec<&str> = stdout.lines().collect();
+    // After flux's line, how the selected nodes contain jobs (none selected
+    // when down).
+    let (contained, lines): (Vec<&str>, Vec<&str>) =
+        stdout.lines().partition(|l| l.starts_with("Containment: "));
+    assert_eq!(contained.len(), 2, "{stdout} {stderr}");
+    let mode = contained[0].split(' ').nth(1).unwrap_or_default();
+    assert!(["v1", "v2", "off"].contains(&mode), "{stdout}");
     assert_eq!(lines.len(), 4, "{stdout} {stderr}");
     let words: Vec<&str> = lines[0].split(' ').collect();
     assert_eq!(words.len(), 6, "{stdout}");

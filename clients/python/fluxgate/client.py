@@ -90,6 +90,47 @@ _JOURNAL_KINDS = {
 
 
 @dataclasses.dataclass(frozen=True)
+class NodeUsage:
+    """What a job used on one node: CPU seconds and peak memory in bytes."""
+
+    ranks: str
+    hostname: str
+    user: float
+    system: float
+    max_rss: int
+
+    @property
+    def cpu_time(self) -> float:
+        """CPU seconds, user and system."""
+        return self.user + self.system
+
+
+@dataclasses.dataclass(frozen=True)
+class Usage:
+    """What a job used (`Client.usage`): per node in rank order, and the sum
+    (`total.max_rss` adds the nodes' peaks)."""
+
+    nodes: List[NodeUsage]
+    total: NodeUsage
+
+    @classmethod
+    def parse(cls, text: str) -> "Usage":
+        """Read the JSON document the job manager stores."""
+        obj = json.loads(text)
+
+        def node(n: dict, ranks: str = "", hostname: str = "") -> NodeUsage:
+            return NodeUsage(
+                ranks=n.get("ranks", ranks),
+                hostname=n.get("hostname", hostname),
+                user=float(n.get("user", 0.0)),
+                system=float(n.get("system", 0.0)),
+                max_rss=int(n.get("max_rss", 0)),
+            )
+
+        return cls(nodes=[node(n) for n in obj.get("nodes", [])], total=node(obj.get("total", {}), "total"))
+
+
+@dataclasses.dataclass(frozen=True)
 class WaitResult:
     """How a waitable job ended."""
 
@@ -336,7 +377,7 @@ class Client:
     def info(
         self, jobid: int, keys: Sequence[str] = ("jobspec", "R", "eventlog"), *, timeout: Optional[float] = 30
     ) -> Dict[str, str]:
-        """A job's stored keys (jobspec, R, eventlog, exec.eventlog, output) as text.
+        """A job's stored keys (jobspec, R, eventlog, exec.eventlog, output, usage) as text.
 
         A long log comes in pages (each reply stays under gRPC's default
         message size); they are read one after another and joined.
@@ -360,11 +401,25 @@ class Client:
             values[key] = "".join(parts)
         return values
 
+    def usage(self, jobid: int, *, timeout: Optional[float] = 30) -> Optional[Usage]:
+        """What an ended job used, per node and in total, as its nodes read it
+        from its cgroups; None when it has no usage (it has not ended, or its
+        nodes do not contain jobs in cgroups)."""
+        try:
+            r = self.jobs.Info(pb.InfoRequest(id=jobid, keys=["usage"]), timeout=timeout)
+        except grpc.RpcError as err:
+            if err.code() == grpc.StatusCode.FAILED_PRECONDITION:
+                return None
+            raise _error(err) from None
+        return Usage.parse(r.values["usage"])
+
 
 __all__ = [
     "Client",
     "Event",
     "FluxgateError",
+    "NodeUsage",
+    "Usage",
     "WaitResult",
     "f58",
 ]

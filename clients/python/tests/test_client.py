@@ -87,6 +87,19 @@ def test_a_bad_jobspec_is_refused_with_a_message(client):
     assert err.value.message
 
 
+def test_an_ended_job_says_what_it_used(client):
+    """Contained in cgroups (as root, as CI runs), a job's usage is stored."""
+    busy = "i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done"
+    jobid = client.submit(fluxgate.jobspec(["sh", "-c", busy]), waitable=True)
+    assert client.wait(jobid, timeout=60).success
+    used = client.usage(jobid)
+    assert used is not None, "no usage: is the exec service running without cgroups?"
+    assert len(used.nodes) == 1
+    assert used.nodes[0].cpu_time > 0
+    assert used.total.cpu_time == pytest.approx(used.nodes[0].cpu_time)
+    assert used.total.max_rss > 0
+
+
 def test_an_unknown_job_is_not_found(client):
     with pytest.raises(fluxgate.FluxgateError) as err:
         list(client.eventlog(123456789))

@@ -19,6 +19,7 @@ use tokio_util::sync::CancellationToken;
 use crate::config::Config;
 use crate::join;
 use crate::service::{ExecService, NodeState};
+use fluxgate_proto::CONTAINMENT_HEALTH;
 
 /// Why the service could not start or stopped with an error.
 #[derive(Debug, thiserror::Error)]
@@ -105,9 +106,18 @@ pub async fn start(config: Config) -> Result<Running, ServeError> {
         );
     }
     let service = ExecService::new(config.clone(), node.clone());
+    let mode = node.containment();
 
     let (health, health_service) = tonic_health::server::health_reporter();
     health.set_serving::<ExecServer<ExecService>>().await;
+    // How this node contains jobs, as `fluxgate health` shows it: one more
+    // name, SERVING while the service runs, whose last part is the mode.
+    health
+        .set_service_status(
+            format!("{CONTAINMENT_HEALTH}{mode}"),
+            tonic_health::ServingStatus::Serving,
+        )
+        .await;
     let reflection = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(fluxgate_proto::FILE_DESCRIPTOR_SET)
         .build_v1()?;
@@ -150,6 +160,7 @@ pub async fn start(config: Config) -> Result<Running, ServeError> {
     let server = tokio::spawn(serve_then_drain(
         server,
         health,
+        format!("{CONTAINMENT_HEALTH}{mode}"),
         service.clone(),
         shutdown.clone(),
         stopped,
@@ -185,6 +196,7 @@ fn announced_address(config: &Config, local_addr: SocketAddr) -> String {
 async fn serve_then_drain(
     server: impl Future<Output = Result<(), tonic::transport::Error>>,
     health: tonic_health::server::HealthReporter,
+    containment: String,
     svc: ExecService,
     shutdown: CancellationToken,
     stopped: CancellationToken,
@@ -197,6 +209,9 @@ async fn serve_then_drain(
     }
     tracing::info!("shutting down");
     health.set_not_serving::<ExecServer<ExecService>>().await;
+    health
+        .set_service_status(containment, tonic_health::ServingStatus::NotServing)
+        .await;
     svc.shut_down().await;
     // Let the terminated jobs report their end before the listener closes.
     let deadline = tokio::time::Instant::now() + grace;

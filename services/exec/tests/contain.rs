@@ -12,7 +12,7 @@ use fluxgate_proto::v1::exec_client::ExecClient;
 use fluxgate_proto::v1::start_response::Response as R;
 use fluxgate_proto::v1::{ExecExceptionRequest, StartRequest, StartResponse};
 use fluxgate_shared::IdSet;
-use fluxgate_shared::job::usage::JobUsage;
+use fluxgate_shared::job::usage::{JobUsage, NodeUsage};
 use serde_json::{Value, json};
 use tonic::Streaming;
 
@@ -142,8 +142,19 @@ fn usage(all: &[StartResponse]) -> JobUsage {
             _ => None,
         })
         .expect("a finish");
-    let ctx = serde_json::json!({ "usage": fluxgate_exec::job::usage::to_json(&nodes) });
-    JobUsage::from_complete(&ctx).expect("usage in finish")
+    assert!(!nodes.is_empty(), "no usage in the finish");
+    JobUsage::new(
+        nodes
+            .iter()
+            .map(|n| NodeUsage {
+                ranks: n.ranks.clone(),
+                hostname: n.hostname.clone(),
+                user: n.user_ns as f64 / 1e9,
+                system: n.system_ns as f64 / 1e9,
+                max_rss: n.peak_memory,
+            })
+            .collect(),
+    )
 }
 
 /// True while process `pid` exists (and is not a zombie).
@@ -271,6 +282,43 @@ async fn a_fork_bomb_is_stopped_by_pids_max_and_the_node_goes_on() {
         "{stderr}"
     );
     let all = run(&ex, request(7, &["echo", "still here"], json!({}))).await;
+    assert_eq!(stream_text(&all, "stdout"), "still here\n");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_recursive_fork_bomb_is_held_by_pids_max_and_cancel_ends_all_of_it() {
+    let (uri, jm) = fake_jm().await;
+    let ex = exec(&uri, &jm, |c| c.cgroup.pids_max = Some(32)).await;
+    // Every process forks two more, forever: held at 32 by pids.max, it
+    // goes on failing to fork until the job is cancelled.
+    let bomb = "b() { b & b & wait; }; b";
+    let mut stream = start(&ex, request(9, &["sh", "-c", bomb], json!({}))).await;
+    let mut all = Vec::new();
+    while !stream_text(&all, "stderr").contains("fork") {
+        let more = until(&mut stream, |r| {
+            matches!(r.response, Some(R::OutputEvent(_)))
+        })
+        .await;
+        assert!(!more.is_empty(), "the bomb ended by itself: {all:?}");
+        all.extend(more);
+    }
+    let mut c = ExecClient::connect(ex.exec_address.clone()).await.unwrap();
+    c.exception(ExecExceptionRequest {
+        id: 9,
+        r#type: "cancel".into(),
+        severity: 0,
+        note: String::new(),
+    })
+    .await
+    .unwrap();
+    // The stream ends once the job is released: its cgroup is empty then.
+    all.extend(until(&mut stream, |_| false).await);
+    assert!(
+        all.iter()
+            .any(|r| matches!(&r.response, Some(R::Release(rel)) if rel.r#final)),
+        "no final release"
+    );
+    let all = run(&ex, request(10, &["echo", "still here"], json!({}))).await;
     assert_eq!(stream_text(&all, "stdout"), "still here\n");
 }
 

@@ -169,6 +169,7 @@ fn fill(statedir: &Path, inactive: u64, pending: u64) {
                 exception: None,
                 waitable: false,
                 queue: None,
+                usage: None,
             };
             batch.push(Write::Summary {
                 id,

@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 use std::future::Future;
 
 use fluxgate_shared::JobId;
+use fluxgate_shared::job::usage::JobUsage;
 use serde_json::{Map, Value};
 
 use crate::auth::JobCredentials;
@@ -52,8 +53,13 @@ pub enum ExecMsg {
         severity: u8,
         note: String,
     },
-    /// The tasks ended; the largest wait status.
-    Finish { id: JobId, status: i32 },
+    /// The tasks ended; the largest wait status, and what the job used
+    /// on its nodes (`None` where no node contains its jobs in cgroups).
+    Finish {
+        id: JobId,
+        status: i32,
+        usage: Option<JobUsage>,
+    },
     /// An RFC 50 line for `exec.eventlog`.
     ExecLine { id: JobId, line: String },
     /// An RFC 24 line for `output`.

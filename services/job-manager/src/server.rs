@@ -361,18 +361,21 @@ pub async fn serve(
     )
     .with_site(site)
     .with_exec_access(exec_access);
+    let containment = crate::grpc::containment::Containment::default();
     let node = NodeService::new(
         inbox_tx.clone(),
         Arc::clone(&config),
         cancel.clone(),
         heartbeats,
-    );
+    )
+    .with_containment(containment.clone());
     let resource = ResourceService::new(
         inbox_tx.clone(),
         journal.clone(),
         Arc::clone(&store),
         cancel.clone(),
-    );
+    )
+    .with_containment(containment);
     drop(inbox_tx);
 
     let stop = {

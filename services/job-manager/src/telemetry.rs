@@ -33,8 +33,14 @@ pub const EXEC_EXCEPTIONS: &str = "fluxgate_exec_exceptions_total";
 /// Gauge: nodes, by `state` (online, offline, torpid, drained, draining,
 /// allocated, schedulable), as `flux resource status` groups them.
 pub const NODES: &str = "fluxgate_nodes";
+/// Counter: CPU time jobs used in their cgroups, microseconds (counters
+/// are integers), by `mode` (user, system), counted when each job's exec
+/// services report its usage.
+pub const JOB_CPU: &str = "fluxgate_job_cpu_microseconds_total";
+/// Histogram: a job's peak memory, bytes, summed over its nodes.
+pub const JOB_MAX_RSS: &str = "fluxgate_job_max_rss_bytes";
 
-/// Bucket bounds of the histograms, in seconds.
+/// Bucket bounds of the histograms, in their units (seconds, bytes).
 const BUCKETS: &[Buckets<'static>] = &[
     (
         ALLOC_LATENCY,
@@ -46,6 +52,17 @@ const BUCKETS: &[Buckets<'static>] = &[
         SCHED_PASS,
         &[
             0.000_01, 0.000_05, 0.000_1, 0.000_5, 0.001, 0.005, 0.01, 0.05, 0.1,
+        ],
+    ),
+    (
+        JOB_MAX_RSS,
+        &[
+            1_048_576.0,
+            16_777_216.0,
+            134_217_728.0,
+            1_073_741_824.0,
+            8_589_934_592.0,
+            68_719_476_736.0,
         ],
     ),
 ];
@@ -75,4 +92,14 @@ fn describe() {
     );
     describe_counter!(EXEC_EXCEPTIONS, "Exceptions reported by exec services");
     describe_gauge!(NODES, "Nodes by resource state");
+    describe_counter!(
+        JOB_CPU,
+        Unit::Microseconds,
+        "CPU time used by jobs in their cgroups, by mode"
+    );
+    describe_histogram!(
+        JOB_MAX_RSS,
+        Unit::Bytes,
+        "Peak memory of a job, summed over its nodes"
+    );
 }

@@ -820,3 +820,35 @@ async fn a_long_batch_of_one_log_is_cut_into_rows_of_bounded_size() {
     assert_eq!(store.log_len(1, Log::Output).unwrap(), 3000);
     assert_eq!(walk_pages(&store, 1, Log::Output, 256).0, lines);
 }
+
+#[tokio::test]
+async fn a_jobs_usage_is_kept_apart_from_its_eventlogs_and_purged_with_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store.sqlite");
+    let usage = r#"{"nodes":[{"ranks":"0","hostname":"n0","user":1.5,"system":0.5,"max_rss":4096}],"total":{"user":1.5,"system":0.5,"max_rss":4096}}"#;
+    {
+        let store = SqliteStore::open(&path).unwrap();
+        store
+            .commit(vec![
+                new_job(9),
+                append(9, Log::Main, "finish"),
+                Write::Append {
+                    id: 9,
+                    log: Log::Usage,
+                    line: usage.into(),
+                },
+            ])
+            .await
+            .unwrap();
+        store.close();
+    }
+    let store = SqliteStore::open(&path).unwrap();
+    assert_eq!(
+        store.read_log(9, Log::Usage).unwrap(),
+        Some(vec![usage.to_string()])
+    );
+    assert_eq!(store.log_len(9, Log::Exec).unwrap(), 0);
+    assert_eq!(store.read_job(9).unwrap().unwrap().eventlog.len(), 1);
+    store.commit(vec![Write::Purge { id: 9 }]).await.unwrap();
+    assert_eq!(store.read_log(9, Log::Usage).unwrap(), None);
+}

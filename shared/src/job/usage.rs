@@ -1,6 +1,7 @@
 //! What a job used: CPU time and peak memory per node, as the exec
-//! services read them from the job's cgroups, carried in the `usage` of
-//! the exec eventlog's `complete` event.
+//! services read them from the job's cgroups and report at the job's end
+//! (`Finish.usage`), and as the job manager stores it (the job's `usage`
+//! key; the exec eventlog's `complete` keeps flux's context).
 //!
 //! ```json
 //! {"nodes": [{"ranks": "0", "hostname": "node0", "user": 1.25,
@@ -13,7 +14,6 @@
 //! the job can have held at once).
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
 /// What a job used on one node.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -68,11 +68,6 @@ impl JobUsage {
         });
         JobUsage { nodes, total }
     }
-
-    /// The usage in the context of an exec `complete` event, if there.
-    pub fn from_complete(context: &Value) -> Option<Self> {
-        serde_json::from_value(context.get("usage")?.clone()).ok()
-    }
 }
 
 fn first_rank(ranks: &str) -> u32 {
@@ -100,11 +95,7 @@ mod tests {
         assert_eq!(u.nodes[0].ranks, "0");
         assert_eq!(u.total.cpu_time(), 4.0);
         assert_eq!(u.total.max_rss, 15);
-        let ctx = serde_json::json!({"status": 0, "usage": u});
-        assert_eq!(JobUsage::from_complete(&ctx), Some(u));
-        assert_eq!(
-            JobUsage::from_complete(&serde_json::json!({"status": 0})),
-            None
-        );
+        let text = serde_json::to_string(&u).unwrap();
+        assert_eq!(serde_json::from_str::<JobUsage>(&text).unwrap(), u);
     }
 }

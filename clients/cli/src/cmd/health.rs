@@ -69,6 +69,21 @@ pub async fn check(uri: &str, service: &str, limit: Duration) -> anyhow::Result<
         })
 }
 
+/// How the exec service at `uri` contains jobs (`v2`, `v1`, `off`);
+/// `None` for a job manager, or an exec service that does not say.
+async fn containment(uri: &str, limit: Duration) -> Option<&'static str> {
+    for mode in fluxgate_proto::CONTAINMENT_MODES {
+        let name = format!("{}{mode}", fluxgate_proto::CONTAINMENT_HEALTH);
+        if check(uri, &name, limit)
+            .await
+            .is_ok_and(|s| s == ServingStatus::Serving)
+        {
+            return Some(mode);
+        }
+    }
+    None
+}
+
 /// Run `fluxgate health`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let limit = timeout(args.timeout)?;
@@ -76,13 +91,24 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Some(a) => endpoint_uri(a),
         None => client::uri()?,
     };
-    let status = client::block_on(async {
-        tokio::time::timeout(limit, check(&uri, &args.service, limit))
-            .await
-            .map_err(|_| anyhow!("{uri}: no answer in {}s", args.timeout))?
+    let (status, mode) = client::block_on(async {
+        tokio::time::timeout(limit, async {
+            let status = check(&uri, &args.service, limit).await?;
+            let mode = match args.quiet {
+                true => None,
+                false => containment(&uri, limit).await,
+            };
+            Ok::<_, anyhow::Error>((status, mode))
+        })
+        .await
+        .map_err(|_| anyhow!("{uri}: no answer in {}s", args.timeout))?
     })??;
     if !args.quiet {
         println!("{}", status.as_str_name());
+        // An exec service also says how it contains jobs.
+        if let Some(mode) = mode {
+            println!("containment: {mode}");
+        }
     }
     Ok(if status == ServingStatus::Serving {
         ExitCode::SUCCESS

@@ -90,9 +90,9 @@ pub struct Policy {
 /// Where the service makes its jobs' cgroups.
 #[derive(Debug)]
 enum Backend {
-    /// v1: the service's directory in each controller's hierarchy, and
-    /// the service's own cgroups.
-    V1 { dirs: v1::Dirs, home: v1::Dirs },
+    /// v1: the service's directory in each controller's hierarchy (and
+    /// what every job needs of it).
+    V1(Arc<v1::Parent>),
     /// v2: the service's directory.
     V2(PathBuf),
     /// None: why.
@@ -170,7 +170,9 @@ impl Cgroups {
                     .iter()
                     .map(|(c, p)| (c.clone(), p.own.clone()))
                     .collect();
-                v1::make_children(&roots, &name).map(|dirs| Backend::V1 { dirs, home })
+                v1::make_children(&roots, &name)
+                    .and_then(|dirs| v1::Parent::new(dirs, home))
+                    .map(|p| Backend::V1(Arc::new(p)))
             }
             Layout::V2(place) => {
                 let r = root.map_or_else(|| place.own.clone(), |r| place.at(r));
@@ -184,7 +186,7 @@ impl Cgroups {
     /// `v2`, `v1`, or `off`: what the node reports.
     pub fn mode(&self) -> &'static str {
         match self.backend {
-            Backend::V1 { .. } => "v1",
+            Backend::V1(_) => "v1",
             Backend::V2(_) => "v2",
             Backend::Off(_) => "off",
         }
@@ -232,9 +234,7 @@ impl Cgroups {
         let name = format!("job-{id}");
         let job = match &self.backend {
             Backend::Off(_) => return Ok(None),
-            Backend::V1 { dirs, home } => {
-                job::Backend::V1(v1::Job::create(dirs, home, &name, limits)?)
-            }
+            Backend::V1(parent) => job::Backend::V1(v1::Job::create(parent, &name, limits)?),
             Backend::V2(dir) => job::Backend::V2(v2::Job::create(dir, &name, limits)?),
         };
         Ok(Some(Arc::new(JobCgroup::new(job))))
@@ -246,7 +246,7 @@ impl Drop for Cgroups {
         // Empty once every job has been removed; a leftover stays for the
         // administrator to see rather than failing anything.
         let dirs: Vec<PathBuf> = match &self.backend {
-            Backend::V1 { dirs, .. } => dirs.values().cloned().collect(),
+            Backend::V1(parent) => parent.dirs().values().cloned().collect(),
             Backend::V2(dir) => vec![dir.clone()],
             Backend::Off(_) => Vec::new(),
         };

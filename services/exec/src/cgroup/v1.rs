@@ -1,10 +1,19 @@
 //! A job's cgroup in v1 hierarchies (legacy and hybrid layouts): one
 //! directory per hierarchy, the limits through the v1 files, the
 //! whole-tree kill through the freezer.
+//!
+//! A job costs the kernel a directory made and removed in each hierarchy
+//! and, for each task, the spawning thread moved into each and back. What
+//! does not change from job to job is read or opened once, in [`Parent`]:
+//! the parent's cpuset, whether swap is accounted, and the service's own
+//! `tasks` files (a thread goes home by one write, no path walked).
 
 use std::collections::BTreeMap;
+use std::fs::File;
 use std::io;
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::{Signal, kill};
@@ -38,53 +47,145 @@ pub fn make_children(parents: &Dirs, name: &str) -> io::Result<Dirs> {
     Ok(dirs)
 }
 
+/// Where jobs are made, and what every job's cgroup needs of it.
+#[derive(Debug)]
+pub struct Parent {
+    /// The directories jobs are made in, by controller.
+    dirs: Dirs,
+    /// The service's own cgroups, by controller.
+    home: Dirs,
+    /// The `tasks` file of each distinct home directory, open for writing
+    /// (`None` where it cannot be opened: written by path then).
+    home_tasks: BTreeMap<PathBuf, Option<File>>,
+    /// The parent's `cpuset.cpus` and `cpuset.mems`, when it has a cpuset.
+    cpuset: Option<(String, String)>,
+    /// Swap is accounted (`memory.memsw.limit_in_bytes` exists).
+    memsw: bool,
+}
+
+impl Parent {
+    /// The parent directories `dirs` of jobs, for a service whose own
+    /// cgroups are `home`.
+    pub fn new(dirs: Dirs, home: Dirs) -> io::Result<Parent> {
+        let cpuset = match dirs.get("cpuset") {
+            Some(d) => Some((fs::read(d, "cpuset.cpus")?, fs::read(d, "cpuset.mems")?)),
+            None => None,
+        };
+        let memsw = dirs
+            .get("memory")
+            .is_some_and(|d| d.join("memory.memsw.limit_in_bytes").exists());
+        let home_tasks = home
+            .values()
+            .map(|d| {
+                let f = std::fs::OpenOptions::new()
+                    .write(true)
+                    .open(d.join("tasks"));
+                (d.clone(), f.ok())
+            })
+            .collect();
+        Ok(Parent {
+            dirs,
+            home,
+            home_tasks,
+            cpuset,
+            memsw,
+        })
+    }
+
+    /// The directories jobs are made in.
+    pub fn dirs(&self) -> &Dirs {
+        &self.dirs
+    }
+
+    /// Move the calling thread `tid` back to the service's cgroup of `ctl`.
+    fn go_home(&self, ctl: &str, tid: &str) -> io::Result<()> {
+        let Some(home) = self.home.get(ctl) else {
+            return Ok(());
+        };
+        match self.home_tasks.get(home) {
+            Some(Some(f)) => f
+                .write_at(tid.as_bytes(), 0)
+                .map(drop)
+                .map_err(|e| io::Error::new(e.kind(), format!("{}/tasks: {e}", home.display()))),
+            _ => fs::write(home, "tasks", tid),
+        }
+    }
+}
+
 /// One job's cgroup.
 #[derive(Debug)]
 pub struct Job {
     dirs: Dirs,
-    /// The service's own cgroups, where a thread that spawned a task
-    /// inside the job's goes back to.
-    home: Dirs,
+    /// Where it was made, and where a thread that spawned a task inside
+    /// goes back to.
+    parent: Arc<Parent>,
 }
 
 impl Job {
-    /// Make the job's cgroup `name` under `parents` with `limits`; `home`
-    /// is the service's own cgroup in each hierarchy.
-    pub fn create(parents: &Dirs, home: &Dirs, name: &str, limits: &Limits) -> io::Result<Job> {
-        // No pids hierarchy without a pids limit: one directory less a job.
-        let parents: Dirs = parents
-            .iter()
-            .filter(|(c, _)| limits.pids.is_some() || c.as_str() != "pids")
-            .map(|(c, d)| (c.clone(), d.clone()))
-            .collect();
-        let job = Job {
-            dirs: make_children(&parents, name)?,
-            home: home
-                .iter()
-                .filter(|(c, _)| parents.contains_key(*c))
-                .map(|(c, d)| (c.clone(), d.clone()))
-                .collect(),
+    /// Make the job's cgroup `name` under `parent` with `limits`.
+    pub fn create(parent: &Arc<Parent>, name: &str, limits: &Limits) -> io::Result<Job> {
+        let mut job = Job {
+            dirs: Dirs::new(),
+            parent: Arc::clone(parent),
         };
-        if let Err(e) = job.limit(limits) {
+        // Removed again, whatever was made, if a step fails.
+        if let Err(e) = job.make(name, limits) {
             let _ = job.remove();
             return Err(e);
         }
         Ok(job)
     }
 
-    fn limit(&self, limits: &Limits) -> io::Result<()> {
-        if let (Some(cpus), Some(dir)) = (&limits.cpus, self.dirs.get("cpuset")) {
-            fs::write(dir, "cpuset.cpus", cpus)?;
+    /// Make the directories, each with its limits.
+    fn make(&mut self, name: &str, limits: &Limits) -> io::Result<()> {
+        let parent = Arc::clone(&self.parent);
+        for (ctl, pdir) in &parent.dirs {
+            // No pids hierarchy without a pids limit, and no cpuset of its
+            // own for a job that holds every CPU the service has: one
+            // directory less a job (and two thread moves a task).
+            if (ctl == "pids" && limits.pids.is_none())
+                || (ctl == "cpuset" && self.whole_cpuset(limits))
+            {
+                continue;
+            }
+            let dir = pdir.join(name);
+            // Controllers mounted together share one directory, made once.
+            if !self.dirs.values().any(|d| *d == dir) {
+                fs::make_dir(&dir)?;
+            }
+            self.dirs.insert(ctl.clone(), dir.clone());
+            self.limit(ctl, &dir, limits)?;
         }
-        if let (Some(bytes), Some(dir)) = (limits.memory, self.dirs.get("memory")) {
+        Ok(())
+    }
+
+    /// True when the job's CPUs are all of the parent's (or not limited).
+    fn whole_cpuset(&self, limits: &Limits) -> bool {
+        match (&limits.cpus, &self.parent.cpuset) {
+            (None, _) => true,
+            (Some(cpus), Some((parent, _))) => cpus == parent,
+            (Some(_), None) => false,
+        }
+    }
+
+    /// Write the limits of controller `ctl` in `dir`.
+    fn limit(&self, ctl: &str, dir: &Path, limits: &Limits) -> io::Result<()> {
+        if ctl == "cpuset" {
+            // No process may join a cpuset without CPUs and memory nodes.
+            if let Some((cpus, mems)) = &self.parent.cpuset {
+                fs::write(dir, "cpuset.cpus", limits.cpus.as_deref().unwrap_or(cpus))?;
+                fs::write(dir, "cpuset.mems", mems)?;
+            }
+        }
+        if let (Some(bytes), "memory") = (limits.memory, ctl) {
             fs::write(dir, "memory.limit_in_bytes", &bytes.to_string())?;
             // Memory and swap together no more than memory: no swap. The
             // file exists only where swap accounting is on.
-            if dir.join("memory.memsw.limit_in_bytes").exists() {
+            if self.parent.memsw {
                 fs::write(dir, "memory.memsw.limit_in_bytes", &bytes.to_string())?;
             }
         }
-        if let (Some(n), Some(dir)) = (limits.pids, self.dirs.get("pids")) {
+        if let (Some(n), "pids") = (limits.pids, ctl) {
             fs::write(dir, "pids.max", &n.to_string())?;
         }
         Ok(())
@@ -136,9 +237,7 @@ impl Job {
         }
         let spawned = result.and_then(|()| spawn());
         for ctl in entered {
-            if let Some(home) = self.home.get(ctl)
-                && let Err(e) = fs::write(home, "tasks", &tid)
-            {
+            if let Err(e) = self.parent.go_home(ctl, &tid) {
                 tracing::error!(error = %e, "a thread cannot leave a job's cgroup");
             }
         }
@@ -200,11 +299,16 @@ impl Job {
         let Some(dir) = self.dirs.get("memory") else {
             return Oom::default();
         };
+        // `oom_kill` (Linux 4.13); before, only that the limit was hit.
+        let kills = fs::keyed(dir, "memory.oom_control", "oom_kill")
+            .or_else(|| fs::number(dir, "memory.failcnt").map(|n| u64::from(n > 0)))
+            .unwrap_or(0);
+        if kills == 0 {
+            // The usual answer, asked at every job's end: one file read.
+            return Oom::default();
+        }
         Oom {
-            // `oom_kill` (Linux 4.13); before, only that the limit was hit.
-            kills: fs::keyed(dir, "memory.oom_control", "oom_kill")
-                .or_else(|| fs::number(dir, "memory.failcnt").map(|n| u64::from(n > 0)))
-                .unwrap_or(0),
+            kills,
             limit: fs::number(dir, "memory.limit_in_bytes"),
             peak: fs::number(dir, "memory.max_usage_in_bytes"),
         }
@@ -264,15 +368,15 @@ mod tests {
     #[test]
     fn a_job_gets_its_cpus_memory_without_swap_and_pids() {
         let (_tmp, parents) = fixture();
-        let mem = parents["memory"].join("job1");
-        std::fs::create_dir(&mem).unwrap();
-        std::fs::write(mem.join("memory.memsw.limit_in_bytes"), "").unwrap();
+        // Swap is accounted where the parent has the file.
+        std::fs::write(parents["memory"].join("memory.memsw.limit_in_bytes"), "").unwrap();
         let limits = Limits {
             cpus: Some("2-3".into()),
             memory: Some(1 << 30),
             pids: Some(100),
         };
-        let job = Job::create(&parents, &parents, "job1", &limits).unwrap();
+        let parent = Arc::new(Parent::new(parents.clone(), parents.clone()).unwrap());
+        let job = Job::create(&parent, "job1", &limits).unwrap();
         let read = |ctl: &str, f: &str| fs::read(&parents[ctl].join("job1"), f).unwrap();
         assert_eq!(read("cpuset", "cpuset.cpus"), "2-3");
         assert_eq!(read("cpuset", "cpuset.mems"), "0");
@@ -285,15 +389,23 @@ mod tests {
         // A shared hierarchy is one directory, written once.
         assert_eq!(job.distinct().len(), 5);
         // Without a pids limit, no pids directory.
-        let job = Job::create(&parents, &parents, "job2", &Limits::default()).unwrap();
+        let job = Job::create(&parent, "job2", &Limits::default()).unwrap();
         assert!(!job.dirs.contains_key("pids"));
-        assert_eq!(job.home.len(), 4);
+        // Every CPU of the parent: no cpuset of its own.
+        assert!(!job.dirs.contains_key("cpuset"));
+        let all = Limits {
+            cpus: Some("0-7".into()),
+            ..Limits::default()
+        };
+        let job = Job::create(&parent, "job3", &all).unwrap();
+        assert!(!job.dirs.contains_key("cpuset"));
     }
 
     #[test]
     fn usage_and_oom_come_from_the_v1_files() {
         let (_tmp, parents) = fixture();
-        let job = Job::create(&parents, &parents, "j", &Limits::default()).unwrap();
+        let parent = Arc::new(Parent::new(parents.clone(), parents).unwrap());
+        let job = Job::create(&parent, "j", &Limits::default()).unwrap();
         let (cpu, mem) = (&job.dirs["cpuacct"], &job.dirs["memory"]);
         std::fs::write(cpu.join("cpuacct.usage_user"), "1500000000\n").unwrap();
         std::fs::write(cpu.join("cpuacct.usage_sys"), "250000000\n").unwrap();
@@ -324,7 +436,8 @@ mod tests {
     #[test]
     fn signalling_freezes_reads_the_members_and_thaws() {
         let (_tmp, parents) = fixture();
-        let job = Job::create(&parents, &parents, "j", &Limits::default()).unwrap();
+        let parent = Arc::new(Parent::new(parents.clone(), parents).unwrap());
+        let job = Job::create(&parent, "j", &Limits::default()).unwrap();
         // No such process: the signal goes nowhere, the freezer is thawed after.
         std::fs::write(job.dirs["freezer"].join("cgroup.procs"), "").unwrap();
         assert_eq!(job.signal(Signal::SIGTERM), 0);

@@ -22,7 +22,6 @@ pub mod procs;
 pub mod pty;
 pub mod run;
 pub mod stdin;
-pub mod usage;
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};

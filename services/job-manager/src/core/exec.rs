@@ -465,12 +465,15 @@ impl<S: Store> Core<S> {
                     let _ = self.raise(id, &kind, severity, &note, None);
                 }
             }
-            ExecMsg::Finish { id, status } => {
-                self.post(
+            ExecMsg::Finish { id, status, usage } => {
+                let posted = self.post(
                     id,
                     "finish",
                     Self::context([("status", Value::from(status))]),
                 );
+                if let (true, Some(usage)) = (posted, usage) {
+                    self.record_usage(id, &usage);
+                }
             }
             ExecMsg::ExecLine { id, line } => self.foreign_line(id, Log::Exec, line),
             ExecMsg::OutputLine { id, line } => self.foreign_line(id, Log::Output, line),

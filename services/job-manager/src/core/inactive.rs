@@ -15,6 +15,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use fluxgate_shared::JobId;
+use fluxgate_shared::job::usage::Total;
 use fluxgate_shared::job::{Job, JobResult, JobState};
 
 use super::Spec;
@@ -52,6 +53,8 @@ pub struct Inactive {
     pub waitable: bool,
     /// Its queue, when it named one.
     pub queue: Option<Box<str>>,
+    /// What it used over its nodes, when they reported it.
+    pub usage: Option<Total>,
 }
 
 impl Inactive {
@@ -83,6 +86,7 @@ impl Inactive {
                 .map(|e| Box::new((e.kind.clone(), e.note.clone()))),
             waitable: job.flags().waitable,
             queue: spec.queue.as_deref().map(Box::from),
+            usage: None,
         }
     }
 }
@@ -351,6 +355,7 @@ impl Inactive {
             exception: Some(Box::new(("restart".into(), why.to_string()))),
             waitable: false,
             queue: None,
+            usage: None,
         }
     }
 }
@@ -376,6 +381,7 @@ mod tests {
             exception: None,
             waitable,
             queue: None,
+            usage: None,
         }
     }
 

@@ -8,6 +8,7 @@
 //! pages however the parts were cut.
 
 use fluxgate_shared::JobId;
+use fluxgate_shared::job::usage::Total;
 use fluxgate_shared::job::{JobResult, JobState, StateMask};
 
 use super::{Core, Inactive};
@@ -57,6 +58,8 @@ pub struct JobInfo {
     pub annotations: Option<String>,
     /// The job's queue ("" for the anonymous queue).
     pub queue: String,
+    /// What it used over its nodes, once they reported it.
+    pub usage: Option<Total>,
 }
 
 impl JobInfo {
@@ -92,6 +95,7 @@ impl JobInfo {
             exception: j.exception.as_deref().cloned(),
             annotations: None,
             queue: j.queue.as_deref().unwrap_or_default().to_string(),
+            usage: j.usage,
         }
     }
 }
@@ -224,6 +228,7 @@ fn active_row(id: JobId, a: &super::Active, held: Option<&str>) -> JobInfo {
             .map(|e| (e.kind.clone(), e.note.clone())),
         annotations,
         queue: a.spec.queue.as_deref().unwrap_or_default().to_string(),
+        usage: a.usage,
     }
 }
 

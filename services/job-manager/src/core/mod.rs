@@ -38,11 +38,13 @@ mod submit;
 mod summary;
 mod timers;
 mod update;
+pub mod usage;
 mod wait;
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use fluxgate_shared::job::usage::Total;
 use fluxgate_shared::job::{Job, JobState};
 use fluxgate_shared::jobid::FluidGenerator;
 use fluxgate_shared::rset::AllocRequest;
@@ -213,6 +215,9 @@ pub struct Active {
     /// Bytes of memos posted to its eventlog (counted from its submit, or
     /// from the job manager's restart).
     pub memo_logged: u64,
+    /// What it used over its nodes, once its exec services reported it
+    /// (at `finish`), for listings; the per-node detail is in the store.
+    pub usage: Option<Total>,
 }
 
 /// What the pipeline keeps of a job's jobspec while the job is active; the
@@ -650,6 +655,15 @@ impl<S: Store> Core<S> {
             Log::Main => 0,
             Log::Exec => 1,
             Log::Output => 2,
+            // Not an eventlog: nobody watches it, nothing is numbered.
+            Log::Usage => {
+                out.writes.push(Write::Append {
+                    id: id.into(),
+                    log,
+                    line,
+                });
+                return;
+            }
         };
         let seq = active.seq[slot];
         active.seq[slot] += 1;
@@ -815,6 +829,7 @@ impl<S: Store> Core<S> {
             &active.nodelist,
             clock::now,
         );
+        inactive.usage = active.usage;
         self.answer_waiters(id, &mut inactive);
         crate::otlp::job_ended(id, &active.job, &inactive);
         let (result, started) = (inactive.result, inactive.t_run.is_some());

@@ -204,6 +204,11 @@ impl<S: Store> Core<S> {
         {
             tracing::warn!(job = %id, error = %e, "output count not rebuilt; counting from here");
         }
+        // What it used, when it finished before the restart.
+        let usage = match job.wait_status() {
+            Some(_) => self.stored_usage(id).map(|u| u.total),
+            None => None,
+        };
         self.user_jobs.added(job.userid());
         // Its tasks may be running with the credential minted before the
         // restart: it holds again from here, until the job ends.
@@ -226,6 +231,7 @@ impl<S: Store> Core<S> {
                 output,
                 t_estimate: None,
                 memo_logged: 0,
+                usage,
             }),
         );
         self.policy_job_added(id);

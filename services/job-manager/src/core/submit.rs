@@ -101,6 +101,7 @@ impl<S: Store> Core<S> {
             Box::new(Active {
                 t_estimate: None,
                 memo_logged: 0,
+                usage: None,
                 job: Job::new(),
                 spec: Spec::of(&args.jobspec),
                 r: None,

@@ -5,6 +5,7 @@
 //! a summary that cannot be read is rebuilt from them.
 
 use fluxgate_shared::job::JobResult;
+use fluxgate_shared::job::usage::Total;
 use serde_json::{Value, json};
 
 use super::Inactive;
@@ -44,6 +45,9 @@ impl Inactive {
         }
         if let Some(q) = &self.queue {
             v["queue"] = json!(&**q);
+        }
+        if let Some(u) = &self.usage {
+            v["usage"] = json!(u);
         }
         v.to_string()
     }
@@ -104,6 +108,10 @@ impl Inactive {
                 .as_bool()
                 .ok_or(bad("waitable", "a boolean"))?,
             queue: v.get("queue").and_then(Value::as_str).map(Box::from),
+            // Summaries older than usage have none; a bad one is dropped, not fatal.
+            usage: v
+                .get("usage")
+                .and_then(|u| serde_json::from_value::<Total>(u.clone()).ok()),
         })
     }
 }
@@ -148,6 +156,11 @@ mod tests {
             exception: Some(Box::new(("cancel".into(), "by user".into()))),
             waitable: true,
             queue: Some("batch".into()),
+            usage: Some(Total {
+                user: 1.5,
+                system: 0.25,
+                max_rss: 1 << 20,
+            }),
         }
     }
 
@@ -163,6 +176,7 @@ mod tests {
             waitstatus: None,
             t_run: None,
             exception: None,
+            usage: None,
             result: JobResult::Completed,
             ..sample()
         };

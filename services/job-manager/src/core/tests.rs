@@ -272,7 +272,12 @@ impl Bench {
     }
 
     async fn finish(&mut self, id: JobId, status: i32) {
-        self.exec(ExecMsg::Finish { id, status }).await;
+        self.exec(ExecMsg::Finish {
+            id,
+            status,
+            usage: None,
+        })
+        .await;
         self.exec(ExecMsg::Release {
             id,
             ranks: "all".into(),
@@ -800,7 +805,12 @@ async fn a_job_s_leader_is_named_only_while_its_tasks_run() {
     wrong_state(b.tasks_leader(id).await, "still starting");
     b.exec(ExecMsg::Started { id }).await;
     assert_eq!(b.tasks_leader(id).await, Ok("http://node0:1".to_string()));
-    b.exec(ExecMsg::Finish { id, status: 0 }).await;
+    b.exec(ExecMsg::Finish {
+        id,
+        status: 0,
+        usage: None,
+    })
+    .await;
     wrong_state(
         b.tasks_leader(id).await,
         "no longer running (state CLEANUP)",
@@ -1874,6 +1884,8 @@ async fn conservative_reserves_every_blocked_job_and_easy_only_the_first() {
 }
 
 mod policy;
+
+mod usage;
 
 #[tokio::test]
 async fn a_submit_retried_with_its_key_answers_the_same_job() {

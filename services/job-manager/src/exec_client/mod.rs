@@ -7,6 +7,7 @@
 pub mod input;
 mod session;
 pub mod tasks;
+mod usage;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -300,6 +301,7 @@ fn to_msg(resp: pb::StartResponse) -> Option<(ExecMsg, bool)> {
             ExecMsg::Finish {
                 id,
                 status: f.status,
+                usage: usage::from_wire(&f.usage),
             },
             false,
         ),

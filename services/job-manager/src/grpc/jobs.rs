@@ -408,10 +408,18 @@ impl<S: Store> JobManager for JobManagerService<S> {
                     "R" => job.r.clone().ok_or_else(|| {
                         Error::WrongState(format!("job {id} has no R (it was never allocated)"))
                     })?,
+                    "usage" => crate::core::usage::stored(&*store, id)?
+                        .and_then(|u| serde_json::to_string(&u).ok())
+                        .ok_or_else(|| {
+                            Error::WrongState(format!(
+                                "job {id} has no usage: it has not ended, or its nodes do \
+                                 not contain jobs in cgroups"
+                            ))
+                        })?,
                     other => {
                         let log = Log::from_key(other).ok_or_else(|| {
                             Error::Invalid(format!(
-                                "unknown key {other:?}: expected jobspec, R, eventlog, exec.eventlog or output"
+                                "unknown key {other:?}: expected jobspec, R, eventlog, exec.eventlog, output or usage"
                             ))
                         })?;
                         let page = read_log_bytes(&*store, id, log, req.offset, budget)?;
@@ -805,6 +813,11 @@ pub(super) fn summary_of(j: core::JobInfo) -> pb::JobSummary {
             .unwrap_or_default(),
         exception_note: j.exception.map(|e| e.1).unwrap_or_default(),
         annotations: j.annotations.unwrap_or_default(),
+        usage: j.usage.map(|u| pb::UsageTotal {
+            user: u.user,
+            system: u.system,
+            max_rss: u.max_rss,
+        }),
     }
 }
 

@@ -1,5 +1,6 @@
 //! The gRPC edge: wire types in and out, domain types inside.
 
+pub mod containment;
 pub mod job_journal;
 pub mod jobs;
 pub mod node;

@@ -14,6 +14,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status, Streaming};
 
+use super::containment::Containment;
 use super::{allow, ask};
 use crate::auth::caller;
 use crate::config::Config;
@@ -27,6 +28,7 @@ pub struct NodeService {
     sessions: Arc<AtomicU64>,
     cancel: CancellationToken,
     heartbeats: Heartbeats,
+    containment: Containment,
 }
 
 impl NodeService {
@@ -43,6 +45,15 @@ impl NodeService {
             sessions: Arc::new(AtomicU64::new(1)),
             cancel,
             heartbeats,
+            containment: Containment::default(),
+        }
+    }
+
+    /// Record each joining node's containment mode in `containment`.
+    pub fn with_containment(self, containment: Containment) -> Self {
+        NodeService {
+            containment,
+            ..self
         }
     }
 }
@@ -102,6 +113,11 @@ impl Node for NodeService {
                 "the first join message must be hello",
             ));
         };
+        let modes: Vec<(String, String)> = hello
+            .nodes
+            .iter()
+            .map(|n| (n.hostname.clone(), n.containment.clone()))
+            .collect();
         let (nodes, addr, jobs) = parse_hello(hello).map_err(Status::invalid_argument)?;
         let session = self.sessions.fetch_add(1, Ordering::Relaxed);
         let ranks = ask(&self.inbox, |reply| {
@@ -115,6 +131,8 @@ impl Node for NodeService {
         })
         .await?
         .map_err(|e| Status::failed_precondition(e.to_string()))?;
+        self.containment
+            .record(modes.iter().map(|(h, m)| (h.as_str(), m.as_str())));
         let (tx, rx) = mpsc::channel(16);
         let welcome = pb::JoinReply {
             reply: Some(pb::join_reply::Reply::Welcome(pb::Welcome {

@@ -15,6 +15,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status};
 
+use super::containment::Containment;
 use super::{allow, ask};
 use crate::auth::caller;
 use crate::core::{Msg, ResourceMsg};
@@ -31,6 +32,8 @@ pub struct ResourceService<S> {
     /// When this job manager started serving (seconds since the epoch):
     /// status reports it, so that tools show the instance's uptime.
     started: f64,
+    /// Each node's containment mode, as its hello said.
+    containment: Containment,
 }
 
 impl<S: Store> ResourceService<S> {
@@ -47,6 +50,15 @@ impl<S: Store> ResourceService<S> {
             store,
             cancel,
             started: crate::clock::now(),
+            containment: Containment::default(),
+        }
+    }
+
+    /// Answer each node's containment mode from `containment`.
+    pub fn with_containment(self, containment: Containment) -> Self {
+        ResourceService {
+            containment,
+            ..self
         }
     }
 }
@@ -381,6 +393,7 @@ impl<S: Store> Resource for ResourceService<S> {
             up: up.to_json_string(),
             down: down.to_json_string(),
             allocated: allocated.to_json_string(),
+            containment: self.containment.all().into_iter().collect(),
         }))
     }
 }

@@ -14,7 +14,7 @@ struct Job {
     userid: u32,
     jobspec: String,
     r: Option<String>,
-    logs: [Vec<String>; 3],
+    logs: [Vec<String>; 4],
     summary: Option<String>,
     t_inactive: Option<f64>,
     waitable: bool,
@@ -40,6 +40,7 @@ fn slot(log: Log) -> usize {
         Log::Main => 0,
         Log::Exec => 1,
         Log::Output => 2,
+        Log::Usage => 3,
     }
 }
 

@@ -34,6 +34,10 @@ pub enum Log {
     Exec,
     /// `output`: the RFC 24 output eventlog.
     Output,
+    /// `usage`: what the job used on its nodes, one JSON document
+    /// (`fluxgate_shared::job::usage`) a line, the last one current. Not an
+    /// eventlog: never watched, read whole.
+    Usage,
 }
 
 impl Log {
@@ -43,10 +47,11 @@ impl Log {
             Log::Main => "eventlog",
             Log::Exec => "exec.eventlog",
             Log::Output => "output",
+            Log::Usage => "usage",
         }
     }
 
-    /// Parse an RFC 16 key name.
+    /// Parse an RFC 16 eventlog key name (`usage` is no eventlog).
     pub fn from_key(key: &str) -> Option<Log> {
         match key {
             "eventlog" => Some(Log::Main),
@@ -61,6 +66,7 @@ impl Log {
             Log::Main => 0,
             Log::Exec => 1,
             Log::Output => 2,
+            Log::Usage => 3,
         }
     }
 }

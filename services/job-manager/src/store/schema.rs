@@ -15,6 +15,11 @@
 //!   costs a few rows, index entries and WAL frames, not one of each per
 //!   eventlog line. Rows of older formats hold one line each, `n = 1`.
 //!
+//! Not a format change: `events.log` 3 holds a job's `usage` (one JSON
+//! document a line, as its exec services reported it at its end). Builds
+//! that predate it read logs by code and never see those rows; a purge
+//! removes them with the job's other rows.
+//!
 //! The PostgreSQL store (`postgres/schema.rs`) shares these numbers.
 
 use rusqlite::{Connection, OptionalExtension};

@@ -207,6 +207,7 @@ fn count_events(group: &[Request]) {
                     Log::Main => 0,
                     Log::Exec => 1,
                     Log::Output => 2,
+                    Log::Usage => continue,
                 }] += 1
             }
             Write::ResourceEvent { .. } => n[3] += 1,

@@ -1,11 +1,11 @@
 //! `fluxgate job usage`: what a job used (CPU time and peak memory per
 //! node, and in total), as its exec services read it from its cgroups when
-//! it ended (the `usage` of the exec eventlog's `complete` event).
+//! it ended and the job manager stored it (the job's `usage` key).
 
 use std::io::{self, Write};
 use std::process::ExitCode;
 
-use anyhow::{anyhow, bail};
+use anyhow::anyhow;
 use fluxgate_proto::v1 as pb;
 use fluxgate_shared::job::usage::JobUsage;
 use fluxgate_shared::size;
@@ -22,15 +22,6 @@ pub struct Args {
     json: bool,
     /// Job id.
     id: String,
-}
-
-/// The usage of the last `complete` event of an exec eventlog.
-pub fn from_exec_eventlog(text: &str) -> Option<JobUsage> {
-    text.lines()
-        .rev()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .filter(|e| e["name"] == "complete")
-        .find_map(|e| JobUsage::from_complete(&e["context"]))
 }
 
 struct Shown(JobUsage);
@@ -69,7 +60,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let id = client::parse_jobid(&args.id)?;
     client::block_on(async {
         let mut inst = client::connect().await?;
-        let key = "exec.eventlog";
+        let key = "usage";
         let mut resp = inst
             .jobs
             .info(pb::InfoRequest {
@@ -84,14 +75,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         let text = resp
             .values
             .remove(key)
-            .ok_or_else(|| anyhow!("job {} has not run", args.id))?;
-        let Some(usage) = from_exec_eventlog(&text) else {
-            bail!(
-                "job {} has no usage: it has not ended, or its nodes do not contain \
-                 jobs in cgroups",
-                args.id
-            );
-        };
+            .ok_or_else(|| anyhow!("job {} has no usage", args.id))?;
+        let usage: JobUsage = serde_json::from_str(&text)
+            .map_err(|e| anyhow!("job {}: unreadable usage ({e})", args.id))?;
         output::emit(Mode::from_flags(args.json, false), &Shown(usage))?;
         Ok(ExitCode::SUCCESS)
     })?
@@ -102,23 +88,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_last_complete_event_gives_the_usage() {
-        let log = concat!(
-            r#"{"timestamp":1.0,"name":"init"}"#,
-            "\n",
-            r#"{"timestamp":2.0,"name":"complete","context":{"status":0,"usage":{"nodes":[{"ranks":"0","hostname":"vm","user":1.5,"system":0.25,"max_rss":1048576}],"total":{"user":1.5,"system":0.25,"max_rss":1048576}}}}"#,
-            "\n"
-        );
-        let u = from_exec_eventlog(log).unwrap();
+    fn the_table_shows_each_node_and_the_total() {
+        let text = r#"{"nodes":[{"ranks":"0","hostname":"vm","user":1.5,"system":0.25,"max_rss":1048576}],"total":{"user":1.5,"system":0.25,"max_rss":1048576}}"#;
+        let u: JobUsage = serde_json::from_str(text).unwrap();
         assert_eq!(u.total.cpu_time(), 1.75);
         let mut out = Vec::new();
         Shown(u).table(&mut out).unwrap();
         let text = String::from_utf8(out).unwrap();
         assert!(text.contains("1.750s"), "{text}");
         assert!(text.contains("1M"), "{text}");
-        assert!(
-            from_exec_eventlog(r#"{"timestamp":1.0,"name":"complete","context":{"status":0}}"#)
-                .is_none()
-        );
+        assert!(text.lines().last().unwrap().starts_with("total"), "{text}");
     }
 }

@@ -274,7 +274,7 @@ async fn list_level(
 ) -> anyhow::Result<()> {
     let jobs = select(args, list_all(inst, request.clone()).await?, ids);
     let inside = instances(inst, fmt, &jobs).await;
-    let used = usages(inst, fmt, &jobs).await;
+    let used = usages(&jobs);
     let more = details(inst, fmt, &jobs).await;
     show(args, fmt, &jobs, now, &inside, &used, &more)?;
     if depth == 0 {
@@ -329,41 +329,21 @@ async fn instances(
     out
 }
 
-/// What the ended jobs of `jobs` used, by job id, when `fmt` shows
-/// `cpu_time` or `max_rss`: read from each one's exec eventlog (one request
-/// a job, made only for those fields).
-async fn usages(
-    inst: &mut client::Instance,
-    fmt: &str,
-    jobs: &[pb::JobSummary],
-) -> HashMap<u64, Total> {
-    let mut out = HashMap::new();
-    let wanted = Template::parse(fmt, record::heading)
-        .is_ok_and(|t| t.field_names().any(|f| f == "cpu_time" || f == "max_rss"));
-    if !wanted {
-        return out;
-    }
-    for j in jobs.iter().filter(|j| j.state == "INACTIVE") {
-        let key = "exec.eventlog".to_string();
-        let request = pb::InfoRequest {
-            id: j.id,
-            keys: vec![key.clone()],
-            offset: 0,
-            max_bytes: 0,
-        };
-        let Ok(resp) = inst.jobs.info(request).await else {
-            continue;
-        };
-        let usage = resp
-            .into_inner()
-            .values
-            .get(&key)
-            .and_then(|t| crate::cmd::job::usage::from_exec_eventlog(t));
-        if let Some(u) = usage {
-            out.insert(j.id, u.total);
-        }
-    }
-    out
+/// What the ended jobs of `jobs` used, by job id, as the listing carries it.
+fn usages(jobs: &[pb::JobSummary]) -> HashMap<u64, Total> {
+    jobs.iter()
+        .filter_map(|j| {
+            let u = j.usage.as_ref()?;
+            Some((
+                j.id,
+                Total {
+                    user: u.user,
+                    system: u.system,
+                    max_rss: u.max_rss,
+                },
+            ))
+        })
+        .collect()
 }
 
 /// The fields of `jobs` the summary lacks ([`JobDetails`]), by job id,

@@ -1,7 +1,12 @@
 //! `fluxgate resource info`: one line, "N Nodes, M Cores, G GPUs", of the
-//! resources in the chosen states, as `flux resource info`.
+//! resources in the chosen states, as `flux resource info`; then, where the
+//! nodes' exec services said, how they contain jobs ("Containment: v1
+//! node[0-1]"; `off` is process groups only, no cgroup).
+
+use std::collections::{BTreeMap, HashMap};
 
 use anyhow::bail;
+use fluxgate_shared::Hostlist;
 use fluxgate_shared::rset::ResourceSet;
 
 /// The instance's resources by state, as the Resource.List RPC gives them.
@@ -48,6 +53,25 @@ pub fn summary(r: &ResourceSet) -> String {
     )
 }
 
+/// The containment line of the nodes of `r`, grouped by mode (`modes`:
+/// hostname to mode); `None` when no node of `r` said.
+pub fn containment(r: &ResourceSet, modes: &HashMap<String, String>) -> Option<String> {
+    let mut by_mode: BTreeMap<&str, Hostlist> = BTreeMap::new();
+    for host in r.nodelist()?.iter() {
+        if let Some(mode) = modes.get(&host) {
+            let _ = by_mode.entry(mode.as_str()).or_default().push(&host);
+        }
+    }
+    if by_mode.is_empty() {
+        return None;
+    }
+    let parts: Vec<String> = by_mode
+        .iter()
+        .map(|(mode, hosts)| format!("{mode} {}", hosts.encode()))
+        .collect();
+    Some(format!("Containment: {}", parts.join(", ")))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -87,5 +111,23 @@ mod tests {
         assert_eq!(line(&["free"]), "1 Nodes, 2 Cores, 1 GPUs");
         assert_eq!(line(&["allocated", "down"]), "2 Nodes, 6 Cores, 0 GPUs");
         assert!(select(&by, &["bogus".to_string()]).is_err());
+    }
+
+    #[test]
+    fn the_containment_line_groups_the_selected_nodes_by_mode() {
+        let by = by_state();
+        let modes: HashMap<String, String> = [("n0", "v1"), ("n1", "off")]
+            .into_iter()
+            .map(|(h, m)| (h.to_string(), m.to_string()))
+            .collect();
+        assert_eq!(
+            containment(&by.all, &modes).as_deref(),
+            Some("Containment: off n1, v1 n0")
+        );
+        assert_eq!(
+            containment(&by.up, &modes).as_deref(),
+            Some("Containment: v1 n0")
+        );
+        assert_eq!(containment(&by.all, &HashMap::new()), None);
     }
 }

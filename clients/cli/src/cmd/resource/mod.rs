@@ -45,7 +45,8 @@ enum Command {
         #[arg(short, long, value_delimiter = ',')]
         queue: Vec<String>,
     },
-    /// One line: nodes, cores and GPUs in the given states (as flux resource info).
+    /// One line: nodes, cores and GPUs in the given states (as flux resource
+    /// info); then how the selected nodes contain jobs, where they said.
     Info {
         /// Only these states (up, down, allocated, free, all).
         #[arg(short, long, value_delimiter = ',')]
@@ -318,6 +319,10 @@ async fn info(inst: &mut Instance, states: &[String]) -> anyhow::Result<()> {
     };
     let r = info::select(&by, states)?;
     println!("{}", info::summary(&r));
+    // How the selected nodes contain jobs, once their exec services said.
+    if let Some(line) = info::containment(&r, &inv.containment) {
+        println!("{line}");
+    }
     Ok(())
 }
 

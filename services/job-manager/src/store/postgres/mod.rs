@@ -544,7 +544,7 @@ fn max_id(c: &mut Client) -> Result<Option<u64>, postgres::Error> {
 /// How a log is named in the `events` table: the SQLite store's codes, in
 /// the column's type.
 fn log_code(log: Log) -> i16 {
-    // 0..=2: always fits.
+    // 0..=3: always fits.
     log.code() as i16
 }
 

@@ -7,6 +7,9 @@
 //!   epoch (every commit checks it) and its lease.
 //! - 5: nothing changes here. (SQLite rows began to hold several lines; a
 //!   PostgreSQL row still holds one, as its group is one statement already.)
+//!
+//! `events.log` 3 is a job's `usage`, as in the SQLite store (no change of
+//! tables).
 
 use postgres::Client;
 
