@@ -594,3 +594,44 @@ async fn invalid_jobspec_is_rejected_and_nothing_is_stored() {
         .into_inner();
     assert!(all.jobs.is_empty(), "{:?}", all.jobs);
 }
+
+/// `--begin-time` holds a real job in DEPEND until its time: an hour away
+/// it waits (flux's `dependency-add` says why), a second away it runs.
+#[tokio::test(flavor = "multi_thread")]
+async fn begin_time_holds_the_job_until_its_time() {
+    let inst = Instance::start(1, 1).await;
+    let submit = |when: &str| {
+        let out = std::process::Command::new(fluxgate_integration_tests::binary("fluxgate"))
+            .args(["submit", &format!("--begin-time={when}"), "true"])
+            .env("FLUXGATE_URI", &inst.uri)
+            .env_remove("FLUXGATE_TOKEN")
+            .output()
+            .expect("fluxgate submit");
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8_lossy(&out.stdout)
+            .trim()
+            .parse::<fluxgate_shared::JobId>()
+            .expect("a job id")
+    };
+    let later = submit("+1h");
+    let soon = submit("+1s");
+    // The job a second away starts and ends while the other still waits.
+    let events = inst.events_until(soon, "eventlog", "clean").await;
+    assert!(names(&events).contains(&"start"), "{:?}", names(&events));
+    let events = inst.events_until(later, "eventlog", "dependency-add").await;
+    let add = events.last().expect("dependency-add");
+    let why = add
+        .context
+        .as_ref()
+        .and_then(|c| c.get("description"))
+        .and_then(|d| d.as_str())
+        .unwrap_or_default()
+        .to_string();
+    assert!(why.starts_with("begin-time="), "{why}");
+    let row = inst.list(0).await;
+    let state = row
+        .iter()
+        .find(|j| j.id == u64::from(later))
+        .map(|j| j.state.as_str());
+    assert_eq!(state, Some("DEPEND"), "{row:?}");
+}

@@ -664,8 +664,12 @@ async fn tasks_get_flux_environment_and_their_share_of_cores() {
     .await;
     assert_leader_frame(&all, 0);
     let out = stdout_by_task(&all);
-    assert_eq!(out["0"], format!("0 0 2 1 {id} x unset 2,3\n"));
-    assert_eq!(out["1"], format!("1 1 2 1 {id} x unset 2,3\n"));
+    // The service's own FLUX_JOB_TMPDIR, never the stored jobspec's.
+    let parent = fluxgate_exec::jobtmp::default_parent();
+    let tmp = fluxgate_exec::jobtmp::path(&parent, 0, id, false);
+    let tmp = tmp.display();
+    assert_eq!(out["0"], format!("0 0 2 1 {id} x {tmp} 2,3\n"));
+    assert_eq!(out["1"], format!("1 1 2 1 {id} x {tmp} 2,3\n"));
     ex.stop().await.unwrap();
 }
 
