@@ -14,8 +14,8 @@ async fn restart_keeps_jobs(graceful: bool) {
     let running = inst
         .submit(&cmd(&["sh", "-c", "sleep 2; echo survived"]), None)
         .await;
-    inst.events_until(running, "exec.eventlog", "starting")
-        .await;
+    // Started, as the main eventlog says, before the restart.
+    inst.events_until(running, "eventlog", "start").await;
     let held = inst.submit(&cmd(&["true"]), Some(0)).await;
     inst.events_until(held, "eventlog", "priority").await;
 

@@ -447,7 +447,7 @@ impl ExecService {
 
     fn reattach(&self, id: u64, out: ResponseSender) {
         match self.jobs.get(id) {
-            Some(job) => self.jobs.attach_to(
+            Some(job) => self.jobs.reattach_to(
                 &job,
                 vec![
                     response(id, R::ExecEvent(line("reattach", None))),

@@ -234,28 +234,80 @@ impl JobTable {
         prelude: Vec<StartResponse>,
         out: ResponseSender,
     ) {
+        self.follow(job, prelude, false, out);
+    }
+
+    /// As [`JobTable::attach_to`] for a job manager that reattaches: the
+    /// job's end (finish, release) already sent to the one before it is
+    /// said again, as that one may have died before storing it.
+    pub fn reattach_to(
+        &self,
+        job: &Arc<JobHandle>,
+        prelude: Vec<StartResponse>,
+        out: ResponseSender,
+    ) {
+        self.follow(job, prelude, true, out);
+    }
+
+    fn follow(
+        &self,
+        job: &Arc<JobHandle>,
+        prelude: Vec<StartResponse>,
+        end_again: bool,
+        out: ResponseSender,
+    ) {
         let mut generation = 0;
         job.generation.send_modify(|g| {
             *g += 1;
             generation = *g;
         });
-        tokio::spawn(forward(self.clone(), job.clone(), generation, prelude, out));
+        let f = Follower {
+            table: self.clone(),
+            job: job.clone(),
+            generation,
+            end_again,
+        };
+        tokio::spawn(forward(f, prelude, out));
     }
 }
 
-async fn forward(
+/// Who forwards a job's responses, and whether its end is said again.
+struct Follower {
     table: JobTable,
     job: Arc<JobHandle>,
     generation: u64,
+    end_again: bool,
+}
+
+async fn forward(
+    f: Follower,
     prelude: Vec<StartResponse>,
     out: mpsc::Sender<Result<StartResponse, Status>>,
 ) {
+    let Follower {
+        table,
+        job,
+        generation,
+        end_again,
+    } = f;
     let mut stolen = job.generation.subscribe();
     let mut responses = tokio::select! {
         r = job.responses.clone().lock_owned() => r,
         _ = stolen.wait_for(|g| *g > generation) => return,
     };
-    for p in prelude {
+    // What of the end was already sent: the job manager ignores what it
+    // has stored, and gets what died with its predecessor.
+    let again: Vec<StartResponse> = if end_again {
+        responses
+            .tail
+            .iter()
+            .filter(|m| matches!(m.response, Some(Response::Finish(_) | Response::Release(_))))
+            .cloned()
+            .collect()
+    } else {
+        Vec::new()
+    };
+    for p in prelude.into_iter().chain(again) {
         if out.send(Ok(p)).await.is_err() {
             return;
         }

@@ -445,6 +445,10 @@ impl<S: Store> Core<S> {
                 tracing::info!(job = %id, "re-attached to running job");
             }
             ExecMsg::Release { id, ranks, last } => {
+                // Said again after a reattach: stored already.
+                if last && self.jobs.get(&id).is_some_and(|a| a.job.is_released()) {
+                    return;
+                }
                 self.post(
                     id,
                     "release",
@@ -466,6 +470,14 @@ impl<S: Store> Core<S> {
                 }
             }
             ExecMsg::Finish { id, status, usage } => {
+                // Said again after a reattach: stored already.
+                if self
+                    .jobs
+                    .get(&id)
+                    .is_some_and(|a| a.job.wait_status().is_some())
+                {
+                    return;
+                }
                 let posted = self.post(
                     id,
                     "finish",

@@ -633,6 +633,25 @@ async fn cancel_while_running_tells_exec_and_waits_for_release() {
     );
 }
 
+/// After a reattach an exec service says the job's end again (its first
+/// saying may have died with the job manager before it): stored once.
+#[tokio::test]
+async fn an_end_said_again_after_a_reattach_is_stored_once() {
+    let mut b = Bench::new(1).await;
+    let id = b.submit(ONE).await;
+    b.exec(ExecMsg::Started { id }).await;
+    for _ in 0..2 {
+        b.exec(ExecMsg::Finish {
+            id,
+            status: 0,
+            usage: None,
+        })
+        .await;
+    }
+    assert_eq!(b.events(id), seq(&[&TO_RUN, &["start", "finish"]]));
+    assert_eq!(b.state(id), Some(JobState::Cleanup));
+}
+
 #[tokio::test]
 async fn cancel_before_the_start_arrives() {
     let mut b = Bench::new(1).await;
