@@ -2,6 +2,9 @@
 //! `[nodeid, nnodes, ppn, repeat]`, and its PMI form
 //! (`PMI_process_mapping`).
 
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
 use serde_json::json;
 
 /// A job's task map.
@@ -50,9 +53,39 @@ impl Taskmap {
     }
 }
 
+/// Tasks per node of a slot-based request, as flux's `rcalc` places them:
+/// each task to the node with the most free slots left (`slots[i]` at
+/// first), ties to the lower node; more tasks than slots oversubscribe
+/// evenly.
+pub fn tasks_per_node(slots: &[u64], ntasks: u64) -> Vec<u64> {
+    let mut counts = vec![0u64; slots.len()];
+    // Free slots may go negative.
+    let mut heap: BinaryHeap<(i64, Reverse<usize>)> = slots
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (i64::try_from(*s).unwrap_or(i64::MAX), Reverse(i)))
+        .collect();
+    for _ in 0..ntasks {
+        let Some((free, Reverse(i))) = heap.pop() else {
+            break;
+        };
+        counts[i] += 1;
+        heap.push((free - 1, Reverse(i)));
+    }
+    counts
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tasks_go_to_the_node_with_most_free_slots() {
+        assert_eq!(tasks_per_node(&[4, 4], 4), [2, 2]);
+        assert_eq!(tasks_per_node(&[4, 4], 3), [2, 1]);
+        assert_eq!(tasks_per_node(&[1, 1], 4), [2, 2]);
+        assert_eq!(tasks_per_node(&[2, 4], 2), [0, 2]);
+    }
 
     #[test]
     fn blocks_collapse_runs_and_skip_gaps() {

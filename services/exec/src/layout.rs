@@ -7,9 +7,7 @@
 //! ranks are numbered contiguously in rank order. A node-exclusive jobspec
 //! therefore still gets one task per requested slot, not one per core of R.
 
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
-
+use fluxgate_shared::taskmap::tasks_per_node;
 use fluxgate_shared::{IdSet, Jobspec, ResourceSet};
 
 /// Why tasks cannot be placed on R.
@@ -161,21 +159,11 @@ fn slot_counts(
     let total = jobspec.ntasks();
     let ntasks = u32::try_from(total).map_err(|_| LayoutError::TooManyTasks(total))?;
     let per_slot = jobspec.cores_per_slot().max(1);
-    let mut counts = vec![0u32; nodes.len()];
-    // Free slots may go negative: more tasks than slots oversubscribe evenly.
-    let mut heap: BinaryHeap<(i64, Reverse<usize>)> = nodes
-        .iter()
-        .enumerate()
-        .map(|(i, n)| ((n.cores().count() / per_slot) as i64, Reverse(i)))
-        .collect();
-    for _ in 0..ntasks {
-        let Some((free, Reverse(i))) = heap.pop() else {
-            break;
-        };
-        counts[i] += 1;
-        heap.push((free - 1, Reverse(i)));
-    }
-    Ok(counts)
+    let slots: Vec<u64> = nodes.iter().map(|n| n.cores().count() / per_slot).collect();
+    tasks_per_node(&slots, u64::from(ntasks))
+        .into_iter()
+        .map(|c| u32::try_from(c).map_err(|_| LayoutError::TooManyTasks(c)))
+        .collect()
 }
 
 #[cfg(test)]

@@ -266,19 +266,7 @@ impl<S: Store> Core<S> {
         if active.job.fatal_exception().is_none() {
             let _ = self.raise_quiet(id, "exec", note);
         }
-        if let Some(active) = self.jobs.get_mut(&id) {
-            active.job.guards.start_pending = false;
-        }
-        if self.jobs.get(&id).is_some_and(|a| {
-            a.job.state() == JobState::Cleanup && !a.job.is_released() && a.job.has_started()
-        }) {
-            self.post(
-                id,
-                "release",
-                Self::context([("ranks", Value::from("all")), ("final", Value::from(true))]),
-            );
-        }
-        self.out.touched.push(id);
+        self.release_gone(id);
     }
 
     /// Each tick: detached jobs whose first node answers again are
@@ -397,6 +385,13 @@ impl<S: Store> Core<S> {
                 });
             }
         }
+        self.release_gone(id);
+    }
+
+    /// The job's processes are gone (its exec service is lost, or fenced):
+    /// no start is owed any more, and a job in CLEANUP that started gets
+    /// the final release its exec service can no longer send.
+    fn release_gone(&mut self, id: JobId) {
         if let Some(a) = self.jobs.get_mut(&id) {
             a.job.guards.start_pending = false;
         }

@@ -6,14 +6,12 @@
 //! rule): each task goes to the node with the most free slots left, ties
 //! to the lower node, and task ids are numbered in node order.
 
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
 use std::process::ExitCode;
 
 use anyhow::{Context, anyhow};
 use fluxgate_proto::v1 as pb;
 use fluxgate_shared::rset::ResourceSet;
-use fluxgate_shared::taskmap::Taskmap;
+use fluxgate_shared::taskmap::{Taskmap, tasks_per_node};
 use fluxgate_shared::{IdSet, Jobspec};
 
 use crate::client;
@@ -26,25 +24,6 @@ pub struct Args {
     to: Option<String>,
     /// Job id.
     id: String,
-}
-
-/// Tasks per node: `slots[i]` free slots on node i, `ntasks` tasks.
-pub fn tasks_per_node(slots: &[u64], ntasks: u64) -> Vec<u64> {
-    let mut counts = vec![0u64; slots.len()];
-    // Free slots may go negative: more tasks than slots oversubscribe evenly.
-    let mut heap: BinaryHeap<(i64, Reverse<usize>)> = slots
-        .iter()
-        .enumerate()
-        .map(|(i, s)| (*s as i64, Reverse(i)))
-        .collect();
-    for _ in 0..ntasks {
-        let Some((free, Reverse(i))) = heap.pop() else {
-            break;
-        };
-        counts[i] += 1;
-        heap.push((free - 1, Reverse(i)));
-    }
-    counts
 }
 
 /// RFC 34 blocks `[nodeid, nnodes, ppn, repeat]` (see [`Taskmap`]).
@@ -149,14 +128,6 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn block_placement_as_rcalc() {
-        assert_eq!(tasks_per_node(&[4, 4], 4), [2, 2]);
-        assert_eq!(tasks_per_node(&[4, 4], 3), [2, 1]);
-        assert_eq!(tasks_per_node(&[1, 1], 4), [2, 2]);
-        assert_eq!(tasks_per_node(&[2, 4], 2), [0, 2]);
-    }
 
     #[test]
     fn rfc34_blocks() {
