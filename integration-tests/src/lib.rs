@@ -180,6 +180,40 @@ impl Instance {
         inst
     }
 
+    /// A job manager for `nodes` nodes `node0..` and no exec service yet:
+    /// the test adds them with [`Instance::add_exec`].
+    pub async fn start_bare(nodes: usize) -> Instance {
+        let statedir = tempfile::tempdir().expect("tempdir");
+        let setup = Setup::default();
+        let nodelist = format!("node[0-{}]", nodes - 1);
+        let jm = spawn_jm(&setup.jm_spec(statedir.path(), &nodelist, "127.0.0.1:0"));
+        let mut inst = Instance {
+            jm: Some(jm),
+            execs: Vec::new(),
+            uri: String::new(),
+            statedir,
+            nodes,
+            setup,
+            owner_token: None,
+            pg: None,
+        };
+        inst.uri = inst.wait_uri().await;
+        inst
+    }
+
+    /// Start the exec service `spec` (killed with the instance); its index
+    /// for [`Instance::kill_exec`].
+    pub fn add_exec(&mut self, spec: Exec) -> usize {
+        let child = spec
+            .env("FLUXGATE_LOG", "warn")
+            .env("RUST_LOG", "warn")
+            .command(&binary("fluxgate-exec"))
+            .spawn()
+            .expect("spawn fluxgate-exec");
+        self.execs.push(Some(child));
+        self.execs.len() - 1
+    }
+
     /// An instance of processes started elsewhere (in network namespaces):
     /// the job manager serving at `uri` from `statedir` (its process `jm`,
     /// when this instance owns it), and the exec services `execs`, one a

@@ -47,7 +47,7 @@ pub enum ConfigError {
         value: f64,
     },
     /// `--virtual 0`.
-    #[error("--virtual must be at least 1")]
+    #[error("--virtual must be at least 1 (0 only with --relay)")]
     NoVirtualNodes,
     /// `--advertise` is not an http(s) URI.
     #[error("--advertise {0:?} must be a URI such as http://10.0.0.5:7001")]
@@ -121,6 +121,8 @@ pub struct Settings {
     pub heartbeat: Option<f64>,
     /// `--leave-running`.
     pub leave_running: Option<bool>,
+    /// `--relay`.
+    pub relay: Option<bool>,
     /// `--node-token-file`.
     pub node_token_file: Option<PathBuf>,
     /// `--tls-ca`.
@@ -244,6 +246,7 @@ impl Layered for Settings {
         "kill_timeout",
         "heartbeat",
         "leave_running",
+        "relay",
         "node_token_file",
         "tls_ca",
         "allow_root_jobs",
@@ -282,6 +285,7 @@ impl Layered for Settings {
             "kill_timeout" => self.kill_timeout = Some(value::number(key, v)?),
             "heartbeat" => self.heartbeat = Some(value::number(key, v)?),
             "leave_running" => self.leave_running = Some(value::boolean(key, v)?),
+            "relay" => self.relay = Some(value::boolean(key, v)?),
             "node_token_file" => self.node_token_file = path(),
             "tls_ca" => self.tls_ca = path(),
             "allow_root_jobs" => self.allow_root_jobs = Some(value::boolean(key, v)?),
@@ -388,6 +392,19 @@ pub struct Args {
         value_parser = BoolishValueParser::new()
     )]
     pub leave_running: Option<bool>,
+    /// Relay the joins of the exec services below this one (they list this
+    /// service's address first in their --job-manager), so the job manager
+    /// holds one connection for all of them; with --virtual 0 this service
+    /// serves no node of its own.
+    #[arg(
+        long,
+        value_name = "BOOL",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true",
+        value_parser = BoolishValueParser::new()
+    )]
+    pub relay: Option<bool>,
     /// Address of the Prometheus /metrics endpoint (default: none is served).
     #[arg(long, value_name = "ADDR")]
     pub metrics_listen: Option<String>,
@@ -457,6 +474,8 @@ pub struct Config {
     pub heartbeat: Option<Duration>,
     /// Leave tasks running at shutdown.
     pub leave_running: bool,
+    /// Serve the Node service for the exec services below this one.
+    pub relay: bool,
     /// Address of the /metrics endpoint, if one is served.
     pub metrics_listen: Option<String>,
     /// The node credential: presented to join, required of callers.
@@ -498,6 +517,7 @@ impl Args {
         put(&self.kill_timeout, &mut s.kill_timeout);
         put(&self.heartbeat, &mut s.heartbeat);
         put(&self.leave_running, &mut s.leave_running);
+        put(&self.relay, &mut s.relay);
         put(&self.metrics_listen, &mut s.metrics.listen);
         put(&self.node_token_file, &mut s.node_token_file);
         put(&self.tls_ca, &mut s.tls_ca);
@@ -547,6 +567,8 @@ fn nodes(args: &Settings) -> Result<Vec<NodeConfig>, ConfigError> {
             cores,
             gpus,
         }],
+        // A relay may serve no node: it joins for the services below it.
+        Some(0) if args.relay == Some(true) => Vec::new(),
         Some(0) => return Err(ConfigError::NoVirtualNodes),
         Some(n) => (0..n)
             .map(|i| NodeConfig {
@@ -618,6 +640,7 @@ impl Config {
             kill_timeout,
             heartbeat,
             leave_running: args.leave_running.unwrap_or(false),
+            relay: args.relay.unwrap_or(false),
             metrics_listen: args.metrics.listen,
             // Without a credential anyone may ask anything of this service,
             // so refusing root's jobs would protect nothing.
@@ -652,6 +675,7 @@ impl Config {
             kill_timeout: Duration::from_secs(5),
             heartbeat: None,
             leave_running: false,
+            relay: false,
             metrics_listen: None,
             node_credential: NodeCredential::default(),
             tls_identity: None,

@@ -33,6 +33,7 @@ use tonic::transport::{Certificate, ClientTlsConfig, Endpoint};
 
 use crate::config::Config;
 use crate::job::{Control, JobTable};
+use crate::relay::Relay;
 use crate::service::NodeState;
 
 /// First retry delay.
@@ -43,6 +44,12 @@ const BACKOFF_MAX: Duration = Duration::from_secs(10);
 const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(5);
 /// How long to wait for the job manager's connection.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long to wait for a welcome: a relay that cannot reach the job
+/// manager keeps its children waiting, who then try the next address.
+const WELCOME_TIMEOUT: Duration = Duration::from_secs(30);
+/// Messages queued on the upward join stream of a relay (the hellos of a
+/// subtree that joins at once); a plain node sends one at a time.
+const RELAY_QUEUE: usize = 1024;
 
 /// Why a join session ended.
 #[derive(Debug, thiserror::Error)]
@@ -59,6 +66,8 @@ enum JoinError {
     Refused(String),
     #[error("the job manager's first reply was not a welcome")]
     NoWelcome,
+    #[error("no welcome within {}s", WELCOME_TIMEOUT.as_secs())]
+    WelcomeTimeout,
     #[error("TLS toward the job manager: {0}")]
     Tls(String),
 }
@@ -155,6 +164,7 @@ struct Targets {
     listed: Vec<String>,
     next: usize,
     redirect: Option<String>,
+    last: String,
 }
 
 impl Targets {
@@ -169,26 +179,37 @@ impl Targets {
             listed,
             next: 0,
             redirect: None,
+            last: String::new(),
         }
     }
 
     /// The address to join next.
     fn take(&mut self) -> String {
-        if let Some(uri) = self.redirect.take() {
-            return uri;
-        }
-        let uri = self
-            .listed
-            .get(self.next % self.listed.len().max(1))
-            .cloned()
-            .unwrap_or_default();
-        self.next = self.next.wrapping_add(1);
+        let uri = match self.redirect.take() {
+            Some(uri) => uri,
+            None => {
+                let uri = self
+                    .listed
+                    .get(self.next % self.listed.len().max(1))
+                    .cloned()
+                    .unwrap_or_default();
+                self.next = self.next.wrapping_add(1);
+                uri
+            }
+        };
+        self.last.clone_from(&uri);
         uri
     }
 
     /// After a failed session: follow a standby's pointer to the leader
-    /// (true when there was one).
+    /// (true when there was one). A stream closed in order (a relay whose
+    /// own join ended, a job manager restarting) is joined again first, so
+    /// the tree keeps its shape; a dead address is left for the next.
     fn failed(&mut self, error: &JoinError) -> bool {
+        if matches!(error, JoinError::Closed) && !self.last.is_empty() {
+            self.redirect = Some(self.last.clone());
+            return false;
+        }
         if let JoinError::Stream(status) = error
             && status.code() == tonic::Code::Unavailable
             && let Some(leader) = status
@@ -209,6 +230,7 @@ pub async fn run(
     config: Arc<Config>,
     node: Arc<NodeState>,
     jobs: JobTable,
+    relay: Option<Relay>,
     shutdown: CancellationToken,
 ) {
     let mut backoff = Backoff::new();
@@ -219,6 +241,7 @@ pub async fn run(
         node: &node,
         jobs: &jobs,
         contact: &contact,
+        relay: relay.as_ref(),
     };
     loop {
         let target = targets.take();
@@ -245,6 +268,18 @@ struct Link<'a> {
     node: &'a NodeState,
     jobs: &'a JobTable,
     contact: &'a Contact,
+    relay: Option<&'a Relay>,
+}
+
+/// Ends the joins relayed through a session when the session ends, however.
+struct Relaying<'a>(Option<&'a Relay>);
+
+impl Drop for Relaying<'_> {
+    fn drop(&mut self) {
+        if let Some(relay) = self.0 {
+            relay.left();
+        }
+    }
 }
 
 /// The hello this process sends, listing `jobs`: those it runs and those
@@ -272,6 +307,7 @@ pub fn hello(
         exec_address: exec_address.to_string(),
         jobs,
         ended,
+        relay: config.relay,
     }
 }
 
@@ -311,7 +347,7 @@ async fn session(
         _ = shutdown.cancelled() => return Ok(()),
     };
     let mut client = NodeClient::new(channel);
-    let (tx, rx) = mpsc::channel(4);
+    let (tx, rx) = mpsc::channel(if link.relay.is_some() { RELAY_QUEUE } else { 4 });
     let hello = JoinMessage {
         message: Some(Message::Hello(hello(
             config,
@@ -324,17 +360,25 @@ async fn session(
     // Cannot fail: the receiver is alive and the channel empty.
     let _ = tx.try_send(hello);
     let credential = &config.node_credential;
-    let mut replies = client
-        .join(credential.request(ReceiverStream::new(rx)))
-        .await?
-        .into_inner();
-    let welcome = match replies.message().await? {
-        Some(r) => match r.reply {
-            Some(Reply::Welcome(w)) => w,
-            Some(Reply::Refused(why)) => return Err(JoinError::Refused(why)),
-            Some(Reply::HeartbeatAck(_)) | None => return Err(JoinError::NoWelcome),
-        },
-        None => return Err(JoinError::Closed),
+    let welcomed = async {
+        let mut replies = client
+            .join(credential.request(ReceiverStream::new(rx)))
+            .await?
+            .into_inner();
+        match replies.message().await? {
+            Some(r) => match r.reply {
+                Some(Reply::Welcome(w)) => Ok((w, replies)),
+                Some(Reply::Refused(why)) => Err(JoinError::Refused(why)),
+                Some(_) | None => Err(JoinError::NoWelcome),
+            },
+            None => Err(JoinError::Closed),
+        }
+    };
+    let (welcome, mut replies) = tokio::select! {
+        r = tokio::time::timeout(WELCOME_TIMEOUT, welcomed) => {
+            r.map_err(|_| JoinError::WelcomeTimeout)??
+        }
+        _ = shutdown.cancelled() => return Ok(()),
     };
     link.contact
         .answered(hello_sent, Some(welcome.fence_timeout));
@@ -353,11 +397,16 @@ async fn session(
     let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + interval, interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut unacked = Unacked::default();
+    let _relaying = Relaying(link.relay);
+    if let Some(relay) = link.relay {
+        relay.joined(tx.clone());
+    }
     loop {
         tokio::select! {
             _ = tick.tick() => {
                 let seq = unacked.sent(Instant::now());
-                let hb = JoinMessage { message: Some(Message::Heartbeat(Heartbeat { seq })) };
+                let children = link.relay.map(Relay::take_heard).unwrap_or_default();
+                let hb = JoinMessage { message: Some(Message::Heartbeat(Heartbeat { seq, children })) };
                 if tx.send(hb).await.is_err() {
                     return Err(JoinError::Closed);
                 }
@@ -373,6 +422,11 @@ async fn session(
                 }
                 Some(JoinReply { reply: Some(Reply::Refused(why)) }) => {
                     return Err(JoinError::Refused(why));
+                }
+                Some(JoinReply { reply: Some(r) }) => {
+                    if let Some(relay) = link.relay {
+                        relay.reply(&r);
+                    }
                 }
                 Some(_) => {}
                 None => return Err(JoinError::Closed),
@@ -469,7 +523,21 @@ mod tests {
         assert!(t.failed(&JoinError::Stream(refusal)));
         assert_eq!(t.take(), "http://c:3");
         assert_eq!(t.take(), "http://a:1");
+        assert!(!t.failed(&JoinError::NoWelcome));
+        assert_eq!(t.take(), "http://b:2");
+    }
+
+    #[test]
+    fn a_stream_closed_in_order_joins_the_same_parent_again() {
+        // A relay whose own join ended closes its children's streams: they
+        // wait for it rather than all joining the job manager directly.
+        let mut t = Targets::new("http://relay:1,http://jm:2");
+        assert_eq!(t.take(), "http://relay:1");
         assert!(!t.failed(&JoinError::Closed));
+        assert_eq!(t.take(), "http://relay:1");
+        // A relay that is gone (no answer, no welcome) is left for the next.
+        assert!(!t.failed(&JoinError::WelcomeTimeout));
+        assert_eq!(t.take(), "http://jm:2");
     }
 
     #[test]

@@ -20,6 +20,7 @@ pub mod layout;
 pub mod lookup;
 pub mod output;
 pub mod pmi;
+pub mod relay;
 pub mod rlimit;
 pub mod run_as;
 pub mod server;

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use fluxgate_proto::v1::exec_server::ExecServer;
+use fluxgate_proto::v1::node_server::NodeServer;
 use fluxgate_setup::conns::{KEEPALIVE_INTERVAL, KEEPALIVE_TIMEOUT};
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
@@ -18,6 +19,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
 use crate::join;
+use crate::relay::Relay;
+use crate::relay::service::RelayService;
 use crate::service::{ExecService, NodeState};
 use fluxgate_proto::CONTAINMENT_HEALTH;
 
@@ -131,10 +134,12 @@ pub async fn start(config: Config) -> Result<Running, ServeError> {
         }
         None => None,
     };
+    let relay = config.relay.then(Relay::default);
     tokio::spawn(join::run(
         config.clone(),
         node,
         service.jobs().clone(),
+        relay.clone(),
         shutdown.clone(),
     ));
 
@@ -154,7 +159,13 @@ pub async fn start(config: Config) -> Result<Running, ServeError> {
         .initial_connection_window_size(fluxgate_proto::wire::CONNECTION_WINDOW)
         .add_service(health_service)
         .add_service(reflection)
-        .add_service(ExecServer::with_interceptor(service.clone(), credential))
+        .add_service(ExecServer::with_interceptor(
+            service.clone(),
+            credential.clone(),
+        ))
+        .add_optional_service(relay.map(|relay| {
+            NodeServer::with_interceptor(RelayService::new(relay, shutdown.clone()), credential)
+        }))
         .serve_with_incoming_shutdown(incoming, stopped.clone().cancelled_owned());
     let grace = config.kill_timeout + Duration::from_secs(5);
     let server = tokio::spawn(serve_then_drain(

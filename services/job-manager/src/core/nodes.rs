@@ -65,6 +65,15 @@ impl Heartbeats {
         self.lock().insert(session, Instant::now());
     }
 
+    /// Every session of `sessions` was heard now (a relay's heartbeat).
+    pub fn beat_all(&self, sessions: impl IntoIterator<Item = u64>) {
+        let now = Instant::now();
+        let mut map = self.lock();
+        for s in sessions {
+            map.insert(s, now);
+        }
+    }
+
     /// What was heard since the last take.
     fn take(&self) -> HashMap<u64, Instant> {
         std::mem::take(&mut *self.lock())

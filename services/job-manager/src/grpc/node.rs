@@ -1,5 +1,6 @@
 //! `fluxgate.v1.Node`: the join stream each exec service holds open.
 
+use std::collections::HashMap;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -19,6 +20,7 @@ use super::{allow, ask};
 use crate::auth::caller;
 use crate::config::Config;
 use crate::core::{Heartbeats, HelloJobs, Msg, NodeInfo, NodeMsg};
+use crate::error::Error;
 
 /// The Node service.
 #[derive(Debug, Clone)]
@@ -92,6 +94,139 @@ fn parse_hello(hello: pb::Hello) -> Result<Parsed, String> {
     Ok((nodes, hello.exec_address, jobs))
 }
 
+impl NodeService {
+    /// Admit the nodes of `hello` under a new session: their ranks and the
+    /// session, or why not.
+    async fn admit(&self, hello: pb::Hello) -> Result<(Vec<u32>, u64), Error> {
+        let modes: Vec<(String, String)> = hello
+            .nodes
+            .iter()
+            .map(|n| (n.hostname.clone(), n.containment.clone()))
+            .collect();
+        let (nodes, addr, jobs) = parse_hello(hello).map_err(Error::Invalid)?;
+        let session = self.sessions.fetch_add(1, Ordering::Relaxed);
+        let ranks = ask(&self.inbox, |reply| {
+            Msg::Node(NodeMsg::Hello {
+                session,
+                nodes,
+                addr,
+                jobs,
+                reply,
+            })
+        })
+        .await?
+        .map_err(|e| Error::WrongState(e.to_string()))?;
+        self.containment
+            .record(modes.iter().map(|(h, m)| (h.as_str(), m.as_str())));
+        Ok((ranks, session))
+    }
+
+    fn welcome(&self, ranks: Vec<u32>) -> pb::Welcome {
+        pb::Welcome {
+            ranks,
+            heartbeat_interval: self.config.resource.heartbeat_interval,
+            fence_timeout: self.config.resource.liveness().fence,
+        }
+    }
+
+    /// The nodes of `session` are gone.
+    async fn gone(&self, session: u64) {
+        let _ = self.inbox.send(Msg::Node(NodeMsg::Gone { session })).await;
+    }
+}
+
+/// Replies queued on one join stream: a relay's carries a welcome per node
+/// below it while thousands join at once.
+const REPLIES: usize = 256;
+
+/// One join stream after its hello: its own session (none for a relay that
+/// serves no node) and the sessions of the joins it relays, by their ids.
+struct Joined {
+    own: Option<u64>,
+    relayed: HashMap<u64, u64>,
+    tx: mpsc::Sender<Result<pb::JoinReply, Status>>,
+}
+
+impl Joined {
+    async fn reply(&self, reply: pb::join_reply::Reply) {
+        let _ = self.tx.send(Ok(pb::JoinReply { reply: Some(reply) })).await;
+    }
+
+    /// A heartbeat: it vouches for this stream's nodes and for the relayed
+    /// joins it names.
+    fn heartbeat(&self, service: &NodeService, hb: pb::Heartbeat) {
+        let sessions = self.own.into_iter().chain(
+            hb.children
+                .iter()
+                .filter_map(|c| self.relayed.get(c).copied()),
+        );
+        service.heartbeats.beat_all(sessions);
+        // The acknowledgement keeps the node from fencing itself; one that
+        // cannot be sent (the node reads no replies) is not owed.
+        let ack = pb::JoinReply {
+            reply: Some(pb::join_reply::Reply::HeartbeatAck(pb::Heartbeat {
+                seq: hb.seq,
+                children: Vec::new(),
+            })),
+        };
+        if self.tx.try_send(Ok(ack)).is_err() {
+            tracing::debug!(session = ?self.own, "heartbeat acknowledgement dropped");
+        }
+    }
+
+    async fn relayed_hello(&mut self, service: &NodeService, child: u64, hello: pb::Hello) {
+        let reply = match service.admit(hello).await {
+            Ok((ranks, session)) => {
+                if let Some(old) = self.relayed.insert(child, session) {
+                    service.gone(old).await;
+                }
+                pb::join_reply::Reply::RelayedWelcome(pb::RelayedWelcome {
+                    child,
+                    welcome: Some(service.welcome(ranks)),
+                })
+            }
+            Err(e) => pb::join_reply::Reply::RelayedRefused(pb::RelayedRefused {
+                child,
+                why: e.to_string(),
+            }),
+        };
+        self.reply(reply).await;
+    }
+
+    /// Read the stream until it ends or errs (or shutdown); then every node
+    /// it carried is gone.
+    async fn serve(mut self, service: NodeService, mut incoming: Streaming<pb::JoinMessage>) {
+        use pb::join_message::Message as M;
+        loop {
+            let msg = tokio::select! {
+                m = incoming.message() => m,
+                _ = service.cancel.cancelled() => break,
+            };
+            let Ok(Some(msg)) = msg else {
+                break;
+            };
+            match msg.message {
+                Some(M::Heartbeat(hb)) => self.heartbeat(&service, hb),
+                Some(M::RelayedHello(pb::RelayedHello {
+                    child,
+                    hello: Some(hello),
+                })) => self.relayed_hello(&service, child, hello).await,
+                Some(M::RelayedGone(g)) => {
+                    if let Some(session) = self.relayed.remove(&g.child) {
+                        service.gone(session).await;
+                    }
+                }
+                Some(M::Hello(_) | M::RelayedHello(_)) | None => {}
+            }
+        }
+        for session in self.own.into_iter().chain(self.relayed.into_values()) {
+            service.gone(session).await;
+        }
+        // Keep the reply stream open until the client is gone.
+        drop(self.tx);
+    }
+}
+
 #[tonic::async_trait]
 impl Node for NodeService {
     type JoinStream = ReplyStream;
@@ -107,72 +242,28 @@ impl Node for NodeService {
         let first = incoming
             .message()
             .await?
-            .ok_or_else(|| Status::invalid_argument("join stream closed before hello"))?;
+            .ok_or_else(|| Error::Invalid("join stream closed before hello".into()))?;
         let Some(pb::join_message::Message::Hello(hello)) = first.message else {
-            return Err(Status::invalid_argument(
-                "the first join message must be hello",
-            ));
+            return Err(Error::Invalid("the first join message must be hello".into()).into());
         };
-        let modes: Vec<(String, String)> = hello
-            .nodes
-            .iter()
-            .map(|n| (n.hostname.clone(), n.containment.clone()))
-            .collect();
-        let (nodes, addr, jobs) = parse_hello(hello).map_err(Status::invalid_argument)?;
-        let session = self.sessions.fetch_add(1, Ordering::Relaxed);
-        let ranks = ask(&self.inbox, |reply| {
-            Msg::Node(NodeMsg::Hello {
-                session,
-                nodes,
-                addr,
-                jobs,
-                reply,
-            })
-        })
-        .await?
-        .map_err(|e| Status::failed_precondition(e.to_string()))?;
-        self.containment
-            .record(modes.iter().map(|(h, m)| (h.as_str(), m.as_str())));
-        let (tx, rx) = mpsc::channel(16);
+        // A relay may serve no node of its own: it joins for those below it.
+        let (ranks, own) = if hello.relay && hello.nodes.is_empty() {
+            (Vec::new(), None)
+        } else {
+            let (ranks, session) = self.admit(hello).await?;
+            (ranks, Some(session))
+        };
+        let (tx, rx) = mpsc::channel(REPLIES);
         let welcome = pb::JoinReply {
-            reply: Some(pb::join_reply::Reply::Welcome(pb::Welcome {
-                ranks,
-                heartbeat_interval: self.config.resource.heartbeat_interval,
-                fence_timeout: self.config.resource.liveness().fence,
-            })),
+            reply: Some(pb::join_reply::Reply::Welcome(self.welcome(ranks))),
         };
         let _ = tx.send(Ok(welcome)).await;
-        let inbox = self.inbox.clone();
-        let cancel = self.cancel.clone();
-        let heartbeats = self.heartbeats.clone();
-        tokio::spawn(async move {
-            // Heartbeats until the stream ends or errs (or shutdown); then the
-            // nodes are gone.
-            loop {
-                let msg = tokio::select! {
-                    m = incoming.message() => m,
-                    _ = cancel.cancelled() => break,
-                };
-                let Ok(Some(msg)) = msg else {
-                    break;
-                };
-                if let Some(pb::join_message::Message::Heartbeat(hb)) = msg.message {
-                    heartbeats.beat(session);
-                    // The acknowledgement keeps the node from fencing
-                    // itself; one that cannot be sent (the node reads no
-                    // replies) is not owed.
-                    let ack = pb::JoinReply {
-                        reply: Some(pb::join_reply::Reply::HeartbeatAck(hb)),
-                    };
-                    if tx.try_send(Ok(ack)).is_err() {
-                        tracing::debug!(session, "heartbeat acknowledgement dropped");
-                    }
-                }
-            }
-            let _ = inbox.send(Msg::Node(NodeMsg::Gone { session })).await;
-            // Keep the reply stream open until the client is gone.
-            drop(tx);
-        });
+        let stream = Joined {
+            own,
+            relayed: HashMap::new(),
+            tx,
+        };
+        tokio::spawn(stream.serve(self.clone(), incoming));
         Ok(Response::new(
             Box::pin(ReceiverStream::new(rx)) as ReplyStream
         ))
