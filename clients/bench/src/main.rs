@@ -52,14 +52,20 @@ WORKLOADS
            one on the same statedir from exec to answering health SERVING;
            median of 3 of each. Local instances only. Default: 100000.
   nodes    --nodes K simulated nodes (default 4096), each its own
-           connection, join stream and heartbeat, all served by one exec
-           session in this process that ends every job at once. Prints,
-           per run: join_s (first connection -> every node up),
-           idle_cpu_percent (the job manager's CPU over --idle seconds of
-           heartbeats only, percent of one core), start_s and
+           connection, join stream and heartbeat, spread over child
+           processes of 8192 nodes, each serving an exec session that ends
+           every job at once. With --fanout F the nodes join through real
+           relays (fluxgate-exec --relay --virtual 0), F to a relay and F
+           relays to one above, so the job manager holds at most F streams.
+           Prints, per run: join_s (first relay or connection -> every node
+           up), idle_cpu_percent (the job manager's CPU over --idle seconds
+           of heartbeats only, percent of one core), start_s and
            alloc_to_start_s (a job on every node: submit or alloc ->
-           start), rss_bytes. Local instances only; raises the open-file
-           limit to fit one connection per node.
+           start), teardown_s (its finish -> clean), core_latency_max_ms
+           (the longest status answer meanwhile), rss_bytes of the job
+           manager and relay_rss_bytes of the largest relay. Local
+           instances only; without --fanout the open-file limit must fit
+           one connection per node.
   failover N simulated jobs (default 5000) on two job managers sharing the
            PostgreSQL store of --store-url (required), the leader SIGKILLed
            --kills times (default 3) while jobs are submitted and run, each
@@ -125,6 +131,10 @@ pub enum Workload {
     Nodes,
     /// Leader kills on a PostgreSQL store with a standby.
     Failover,
+    /// One process's share of the nodes workload's simulated nodes (run
+    /// by that workload, not by hand).
+    #[value(hide = true)]
+    SimNodes,
 }
 
 impl Workload {
@@ -138,6 +148,7 @@ impl Workload {
             Workload::Restart => "restart",
             Workload::Nodes => "nodes",
             Workload::Failover => "failover",
+            Workload::SimNodes => "sim-nodes",
         }
     }
 
@@ -150,6 +161,7 @@ impl Workload {
             Workload::Restart => 100_000,
             Workload::Nodes => 1,
             Workload::Failover => 5000,
+            Workload::SimNodes => 1,
         }
     }
 }
@@ -187,6 +199,18 @@ pub struct Args {
     /// (ADDR or http://ADDR/metrics), for events_per_commit.
     #[arg(long, value_name = "ADDR")]
     metrics: Option<String>,
+    /// Nodes workload: the nodes join through relays, K nodes to a relay
+    /// and K relays to a relay above, so the job manager holds at most K
+    /// streams [default: 0, every node joins the job manager].
+    #[arg(long, value_name = "K", default_value_t = 0)]
+    fanout: u32,
+    /// sim-nodes: the index of the first node of this process.
+    #[arg(long, hide = true, default_value_t = 0)]
+    first: u32,
+    /// sim-nodes: where the nodes join (the job manager, or the lowest
+    /// relays in node order).
+    #[arg(long, hide = true, value_delimiter = ',')]
+    parents: Vec<String>,
     /// Seconds the nodes workload watches the job manager with only
     /// heartbeats arriving.
     #[arg(long, value_name = "SECS", default_value_t = 10.0)]
@@ -328,6 +352,16 @@ fn main() -> ExitCode {
 
 /// Run the workload `args` name.
 fn run(args: Args) -> anyhow::Result<ExitCode> {
+    if args.workload == Workload::SimNodes {
+        let slice = nodes::child::Slice {
+            first: args.first,
+            count: args.nodes.first().copied().unwrap_or(1),
+            parents: args.parents.clone(),
+            fanout: args.fanout,
+        };
+        client::runtime()?.block_on(nodes::child::run(slice))?;
+        return Ok(ExitCode::SUCCESS);
+    }
     let cases = args.cases()?;
     let remote = std::env::var(client::URI_ENV)
         .ok()
@@ -449,7 +483,14 @@ fn run_nodes(args: &Args) -> anyhow::Result<ExitCode> {
     } else {
         args.nodes.clone()
     };
-    nodes::raise_open_files(counts.iter().copied().max().unwrap_or(1))?;
+    // The job manager (started from here) holds a stream per node it
+    // takes directly: every node, or at most --fanout.
+    let direct = counts.iter().copied().max().unwrap_or(1);
+    nodes::raise_open_files(if args.fanout == 0 {
+        direct
+    } else {
+        direct.min(args.fanout)
+    })?;
     let rt = client::runtime()?;
     let mut signals = {
         let _guard = rt.enter();
@@ -459,7 +500,7 @@ fn run_nodes(args: &Args) -> anyhow::Result<ExitCode> {
     rt.block_on(async {
         for &count in &counts {
             for _ in 0..args.runs {
-                let target = Target::start(
+                let mut target = Target::start(
                     NodeSpec::Streams { count },
                     args.store_url.as_deref(),
                     args.verbose,
@@ -467,12 +508,18 @@ fn run_nodes(args: &Args) -> anyhow::Result<ExitCode> {
                 .await?;
                 let idle = std::time::Duration::try_from_secs_f64(args.idle)
                     .map_err(|_| anyhow!("--idle must be a number of seconds"))?;
-                let measured = bounded(args, &mut signals, nodes::run(&target, count, idle)).await;
+                let measured = bounded(
+                    args,
+                    &mut signals,
+                    nodes::run(&mut target, count, args.fanout, idle),
+                )
+                .await;
                 target.shutdown().await;
                 let fig = measured.unwrap_or_else(|e| {
                     failed = true;
                     nodes::NodeFigures {
                         nodes: count,
+                        fanout: args.fanout,
                         error: Some(format!("{e:#}")),
                         ..Default::default()
                     }
@@ -531,7 +578,7 @@ async fn run_cases(
                 Workload::Latency => latency::run(&run, target, &mut fig).await,
                 Workload::Held => held::run(&run, target, &mut fig).await,
                 Workload::Restart => restart::run(&run, target, &mut fig).await,
-                Workload::Nodes | Workload::Failover => {
+                Workload::Nodes | Workload::Failover | Workload::SimNodes => {
                     Err(anyhow!("this workload runs on its own"))
                 }
             }

@@ -344,6 +344,18 @@ impl Local {
         Ok(serving)
     }
 
+    /// Start a relay (`fluxgate-exec --relay --virtual 0`) joined to
+    /// `parent`, serving on `listen`, logging to `NAME.log`; its pid.
+    pub fn relay(&mut self, parent: &str, listen: &str, name: &str) -> anyhow::Result<u32> {
+        let ex = Exec::new(parent)
+            .env("FLUXGATE_LOG", "warn")
+            .listen(listen)
+            .hostname(name)
+            .virtual_nodes(0)
+            .args(["--relay"]);
+        Ok(self.services.exec(&ex, &format!("{name}.log"))?)
+    }
+
     fn spawn_exec(&mut self) -> anyhow::Result<()> {
         let ex = Exec::new(&self.uri).env("FLUXGATE_LOG", "warn");
         let ex = match self.spec {
