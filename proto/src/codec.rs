@@ -1,6 +1,7 @@
 //! The protobuf codec of every fluxgate service and client: prost's, except
 //! that a message that cannot be decoded (a string field that is not UTF-8,
-//! a truncated field) is the sender's error, INVALID_ARGUMENT, not INTERNAL.
+//! a truncated field) is the sender's error, INVALID_ARGUMENT, not INTERNAL,
+//! and that each stream's buffers start small.
 
 use std::marker::PhantomData;
 
@@ -8,6 +9,19 @@ use prost::Message;
 use tonic::Status;
 use tonic::codec::{BufferSettings, DecodeBuf, Decoder};
 use tonic_prost::{ProstDecoder, ProstEncoder};
+
+/// Bytes each stream's encode and decode buffers start with (tonic's 8 KiB
+/// each, allocated up front, were a quarter of what a job manager held per
+/// joined node). Almost every message is far smaller; a larger one grows
+/// its buffer as it goes.
+const BUFFER_START: usize = 512;
+/// Bytes encoded before a stream's buffer is handed to the connection
+/// (tonic's own figure).
+const YIELD_THRESHOLD: usize = 32 * 1024;
+
+fn buffers() -> BufferSettings {
+    BufferSettings::new(BUFFER_START, YIELD_THRESHOLD)
+}
 
 /// A prost codec whose decode errors are INVALID_ARGUMENT.
 #[derive(Debug, Clone)]
@@ -30,11 +44,11 @@ where
     type Decoder = StrictDecoder<U>;
 
     fn encoder(&mut self) -> Self::Encoder {
-        ProstEncoder::default()
+        ProstEncoder::new(buffers())
     }
 
     fn decoder(&mut self) -> Self::Decoder {
-        StrictDecoder(ProstDecoder::default())
+        StrictDecoder(tonic_prost::ProstCodec::<T, U>::raw_decoder(buffers()))
     }
 }
 
