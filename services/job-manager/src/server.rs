@@ -317,6 +317,7 @@ pub async fn serve(
             journal: journal.clone(),
             exec: GrpcExec::new(Arc::clone(&store), inbox_tx.clone(), exec_access.clone()),
             inbox: inbox_tx.clone(),
+            reads: core.read_carrier(),
         };
         Committer::spawn(carrier, move |e| {
             let _ = fatal_tx.send(Some(e));

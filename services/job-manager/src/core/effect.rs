@@ -17,6 +17,7 @@ use fluxgate_shared::{Event, JobId};
 use serde_json::{Map, Value};
 use tokio::sync::{mpsc, oneshot};
 
+use super::store_read::StoreRead;
 use super::{JobInfo, ResourceView, WaitResult};
 use crate::error::Error;
 use crate::exec_link::StartJob;
@@ -62,30 +63,8 @@ pub enum Effect {
     /// Inactive jobs retired up to flush `flush` are durable (see `inactive.rs`).
     InactiveDurable { mark: Arc<AtomicU64>, flush: u64 },
     /// Read the store on the blocking pool; the answer goes back to the core
-    /// (see `reads.rs`).
+    /// (see `reads.rs` and `store_read.rs`).
     Read(StoreRead),
-}
-
-/// A read of the store and the sending of its answer to the core, to run
-/// off the core's task.
-pub struct StoreRead(Box<dyn FnOnce() + Send>);
-
-impl StoreRead {
-    /// Wrap the read.
-    pub(super) fn new(read: impl FnOnce() + Send + 'static) -> Self {
-        StoreRead(Box::new(read))
-    }
-
-    /// Do the read and send its answer (blocks: call it on the blocking pool).
-    pub fn run(self) {
-        (self.0)()
-    }
-}
-
-impl std::fmt::Debug for StoreRead {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("StoreRead")
-    }
 }
 
 /// A prolog or epilog to run.
