@@ -34,31 +34,7 @@ use crate::policy::SitePolicy;
 use crate::store::postgres::is_postgres_url;
 use crate::store::{AnyStore, SqliteStore};
 
-/// Why the job manager could not start or had to stop.
-#[derive(Debug, thiserror::Error)]
-pub enum ServeError {
-    /// Bad configuration.
-    #[error("{0}")]
-    Config(String),
-    /// The store cannot be used.
-    #[error(transparent)]
-    Store(#[from] crate::store::StoreError),
-    /// Network or file system.
-    #[error("{what}: {source}")]
-    Io {
-        what: String,
-        source: std::io::Error,
-    },
-    /// The store failed while running: stopped so that a restart replays what is durable.
-    #[error("store failure: {0}")]
-    Fatal(String),
-    /// The gRPC server failed.
-    #[error("gRPC server: {0}")]
-    Transport(#[from] tonic::transport::Error),
-    /// The metrics endpoint could not start.
-    #[error(transparent)]
-    Metrics(#[from] fluxgate_metrics::MetricsError),
-}
+pub use crate::serve_error::ServeError;
 
 /// Where the store file lives in the state directory.
 pub fn store_path(statedir: &std::path::Path) -> PathBuf {

@@ -59,6 +59,7 @@ impl<E: ExecLink, S: Store> Carrier<E, S> {
                 id,
                 expiration,
             } => self.exec.expiration(addr, id, expiration),
+            Effect::JobSpan(span) => crate::otlp::job_ended(span.id, &span.job, &span.inactive),
             Effect::InactiveDurable { mark, flush } => {
                 mark.fetch_max(flush, Ordering::Release);
             }
@@ -133,7 +134,7 @@ impl Committer {
                 Effect::Publish(Published::Line { id, .. } | Published::Inactive { id }) => {
                     jobs.push(*id)
                 }
-                Effect::InactiveDurable { .. } => {}
+                Effect::InactiveDurable { .. } | Effect::JobSpan(_) => {}
                 _ => return Urgency::Now,
             }
         }

@@ -12,7 +12,6 @@ use fluxgate_shared::{JobId, Jobspec};
 use serde_json::Value;
 
 use super::inactive::Known;
-use super::store_read::Query;
 use super::timers::Timer;
 use super::{Core, Inactive};
 use crate::clock;
@@ -320,12 +319,7 @@ impl<S: Store> Core<S> {
                 self.antecedent_ended(id, antecedent, description, scheme, Some(done))
             }
             Known::Gone => self.antecedent_ended(id, antecedent, description, scheme, None),
-            Known::AskStore => self.read(Query::Antecedent {
-                id,
-                antecedent,
-                scheme,
-                description,
-            }),
+            Known::AskStore => self.read_antecedent(id, antecedent, scheme, description),
         }
     }
 

@@ -13,12 +13,13 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
+use fluxgate_shared::job::Job;
 use fluxgate_shared::{Event, JobId};
 use serde_json::{Map, Value};
 use tokio::sync::{mpsc, oneshot};
 
 use super::store_read::StoreRead;
-use super::{JobInfo, ResourceView, WaitResult};
+use super::{Inactive, JobInfo, ResourceView, WaitResult};
 use crate::error::Error;
 use crate::exec_link::StartJob;
 use crate::hub::Published;
@@ -60,11 +61,24 @@ pub enum Effect {
         id: JobId,
         expiration: f64,
     },
+    /// Send the span of an ended job's life, once its summary is durable
+    /// (only queued while spans are exported; see `otlp.rs`).
+    JobSpan(Box<JobSpan>),
     /// Inactive jobs retired up to flush `flush` are durable (see `inactive.rs`).
     InactiveDurable { mark: Arc<AtomicU64>, flush: u64 },
     /// Read the store on the blocking pool; the answer goes back to the core
     /// (see `reads.rs` and `store_read.rs`).
     Read(StoreRead),
+}
+
+/// A job that became inactive: what its span is made of.
+#[derive(Debug)]
+pub struct JobSpan {
+    pub id: JobId,
+    /// Its fold: the times it entered each state, its exceptions.
+    pub job: Job,
+    /// Its summary: owner, name, result, nodes.
+    pub inactive: Inactive,
 }
 
 /// A prolog or epilog to run.

@@ -800,7 +800,13 @@ impl<S: Store> Core<S> {
         );
         inactive.usage = active.usage;
         self.answer_waiters(id, &mut inactive);
-        crate::otlp::job_ended(id, &active.job, &inactive);
+        if fluxgate_setup::otlp::enabled() {
+            self.effect(Effect::JobSpan(Box::new(effect::JobSpan {
+                id,
+                job: active.job.clone(),
+                inactive: inactive.clone(),
+            })));
+        }
         let (result, started) = (inactive.result, inactive.t_run.is_some());
         self.out.writes.push(inactive.summary_write(id));
         self.inactive.retired(id, inactive);

@@ -13,7 +13,6 @@ use std::collections::VecDeque;
 use tokio::sync::oneshot;
 
 use super::Core;
-use super::store_read::Query;
 use crate::clock;
 use crate::error::Error;
 use crate::store::{Store, StoreError, Write};
@@ -103,12 +102,7 @@ impl<S: Store> Core<S> {
         // Jobs memory knows better than the store take rows of the read or
         // places in the order: read that many more.
         let margin = self.inactive.read_margin() as u64;
-        self.read(Query::Purge {
-            ask,
-            cutoff,
-            excess,
-            margin,
-        });
+        self.read_purge(ask, cutoff, excess, margin);
     }
 
     /// Decide a purge once the store has said which jobs it holds, answer

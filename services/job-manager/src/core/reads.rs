@@ -15,8 +15,10 @@ use fluxgate_shared::JobId;
 use tokio::sync::mpsc;
 
 use super::Core;
+use super::depend::Scheme;
 use super::effect::Effect;
 use super::inactive::Known;
+use super::purge::PurgeAsk;
 use super::store_read::{Found, NotActive, Query, ReadCarrier, ReadDone, StoreRead};
 use crate::error::Error;
 use crate::store::Store;
@@ -64,9 +66,43 @@ impl<S: Store> Core<S> {
 
     /// Read the store once what is queued so far is durable; the answer
     /// comes back to [`Core::loaded`].
-    pub(super) fn read(&mut self, query: Query) {
+    fn read(&mut self, query: Query) {
         self.reads.owed += 1;
         self.effect(Effect::Read(StoreRead(query)));
+    }
+
+    /// Read how `antecedent`, which a dependency of `id` names, ended;
+    /// the answer comes back to [`Core::antecedent_read`].
+    pub(super) fn read_antecedent(
+        &mut self,
+        id: JobId,
+        antecedent: JobId,
+        scheme: Scheme,
+        description: String,
+    ) {
+        self.read(Query::Antecedent {
+            id,
+            antecedent,
+            scheme,
+            description,
+        });
+    }
+
+    /// Read the inactive jobs purge `ask` chooses from; the answer comes
+    /// back to [`Core::purge_read`].
+    pub(super) fn read_purge(
+        &mut self,
+        ask: PurgeAsk,
+        cutoff: Option<f64>,
+        excess: u64,
+        margin: u64,
+    ) {
+        self.read(Query::Purge {
+            ask,
+            cutoff,
+            excess,
+            margin,
+        });
     }
 
     /// Is `id`, a job that is not active, an inactive one? `then` is told at

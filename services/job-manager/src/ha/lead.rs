@@ -23,7 +23,7 @@ use crate::config::Config;
 use crate::grpc::jobs::JobManagerService;
 use crate::grpc::node::NodeService;
 use crate::grpc::resource::ResourceService;
-use crate::server::ServeError;
+use crate::serve_error::ServeError;
 use crate::store::postgres::PgConnect;
 use crate::store::{AnyStore, PgStore, StoreError};
 
