@@ -6,10 +6,10 @@
 //! summary, the oldest jobs to purge) is queued as an [`Effect::Read`]:
 //! the committer carries it out once every write queued before it is
 //! durable, so the read sees all the core has written, on the blocking
-//! pool; its answer comes back to the core's loop as a continuation, which
-//! checks the in-memory overlay again (`inactive.rs`) since the core may
-//! have moved on meanwhile. Only recovery, before the loop starts, reads
-//! directly.
+//! pool; its answer comes back to the core's loop as a typed message
+//! (`store_read.rs`), whose handler checks the in-memory overlay again
+//! (`inactive.rs`) since the core may have moved on meanwhile. Only
+//! recovery, before the loop starts, reads directly.
 
 use fluxgate_shared::JobId;
 use tokio::sync::mpsc;
