@@ -5,9 +5,9 @@
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use fluxgate_integration_tests::{GuestUser, Instance, binary};
+use fluxgate_integration_tests::{GuestUser, Instance, binary, eventually_blocking};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
@@ -168,18 +168,15 @@ async fn one_ctrl_c_warns_two_cancel() {
 
     // Two in a row cancel it. Should the machine stall past the window
     // between the two, the second only warns again: press once more.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let cancelled = loop {
+    eventually_blocking(Duration::from_secs(60), || {
         interrupt(&child);
         let seen = stderr_until(&mut lines, "ctrl-C");
         if seen.iter().any(|l| l.contains("interrupted by ctrl-C")) {
-            break true;
+            Ok(())
+        } else {
+            Err("no cancel after repeated Ctrl-C".to_string())
         }
-        if Instant::now() > deadline {
-            break false;
-        }
-    };
-    assert!(cancelled, "no cancel after repeated Ctrl-C");
+    });
     let status = child.wait().unwrap();
     assert!(!status.success());
 }
@@ -318,18 +315,14 @@ fn screen(s: &str) -> String {
 
 /// Wait until the screen shows `words`; the screen.
 fn until_screen(s: &str, words: &str) -> String {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
+    eventually_blocking(Duration::from_secs(60), || {
         let shown = screen(s);
         if shown.contains(words) {
-            return shown;
+            Ok(shown)
+        } else {
+            Err(format!("no {words:?} on screen:\n{shown}"))
         }
-        assert!(
-            Instant::now() < deadline,
-            "no {words:?} on screen:\n{shown}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    })
 }
 
 #[tokio::test(flavor = "multi_thread")]

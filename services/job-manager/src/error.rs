@@ -29,6 +29,17 @@ pub enum Error {
     /// The caller has reached a limit (e.g. active jobs per user).
     #[error("{0}")]
     Exhausted(String),
+    /// Something the request names, other than a job, does not exist (a
+    /// job's log that was never written).
+    #[error("{0}")]
+    NotFound(String),
+    /// Lines a stream owed its reader were lost (it fell behind); the reader
+    /// reconnects to resynchronise.
+    #[error("{0}")]
+    DataLoss(String),
+    /// The service failed inside (a blocking read's task panicked).
+    #[error("{0}")]
+    Internal(String),
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -45,11 +56,13 @@ impl From<Error> for tonic::Status {
         let msg = e.to_string();
         match e {
             Error::Invalid(_) => tonic::Status::invalid_argument(msg),
-            Error::UnknownJob(_) => tonic::Status::not_found(msg),
+            Error::UnknownJob(_) | Error::NotFound(_) => tonic::Status::not_found(msg),
             Error::WrongState(_) | Error::NotActive(_) => tonic::Status::failed_precondition(msg),
             Error::Denied(_) => tonic::Status::permission_denied(msg),
             Error::Unavailable(_) => tonic::Status::unavailable(msg),
             Error::Exhausted(_) => tonic::Status::resource_exhausted(msg),
+            Error::DataLoss(_) => tonic::Status::data_loss(msg),
+            Error::Internal(_) => tonic::Status::internal(msg),
             Error::Store(StoreError::Closed) => tonic::Status::unavailable(msg),
             Error::Store(_) => tonic::Status::internal(msg),
         }

@@ -13,6 +13,7 @@ pub mod hub;
 pub mod journal;
 pub mod otlp;
 pub mod policy;
+pub mod serve_error;
 pub mod server;
 pub mod store;
 pub mod telemetry;

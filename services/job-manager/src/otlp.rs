@@ -2,8 +2,9 @@
 //! is set (docs/TRACING.md); the per-RPC spans are made by
 //! `fluxgate_setup::RpcSpans` on the server.
 //!
-//! The span is made once, when the job becomes inactive, from what the
-//! job's fold already holds: it starts at `submit`, ends when the job entered
+//! The span is made once, when the job becomes inactive (carried out by
+//! the committer once its summary is durable, as an `Effect::JobSpan`
+//! queued only while spans are exported), from what the job's fold holds: it starts at `submit`, ends when the job entered
 //! INACTIVE, and each RFC 21 state the job entered, and each exception, is an
 //! event at its own time. So nothing is kept per active job (the core, a
 //! single-threaded state machine, holds no span object), and a job that

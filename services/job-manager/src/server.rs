@@ -12,12 +12,17 @@ use fluxgate_proto::v1::resource_server::ResourceServer;
 use fluxgate_shared::{Hostlist, ResourceSet};
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
+use tonic::transport::server::ServerTlsConfig;
+use tonic_health::pb::health_server::{Health, HealthServer};
+use tonic_health::server::HealthReporter;
+use tonic_reflection::server::v1::{ServerReflection, ServerReflectionServer};
 
 use crate::auth::{ActiveJobs, Authenticator, JobCredentials, keys};
 use crate::config::Config;
-use crate::core::{self, Carrier, Committer, Core, Nodes};
-use crate::exec_client::GrpcExec;
+use crate::core::{self, Carrier, Committer, Core, Heartbeats, Msg, Nodes};
+use crate::exec_client::{ExecAccess, GrpcExec};
 use crate::grpc::jobs::JobManagerService;
 use crate::grpc::node::NodeService;
 use crate::grpc::resource::ResourceService;
@@ -25,34 +30,11 @@ use crate::ha::incoming::Incoming;
 use crate::ha::lead::{self, Lead, Shutdown};
 use crate::hub::Hub;
 use crate::journal::Journal;
+use crate::policy::SitePolicy;
 use crate::store::postgres::is_postgres_url;
 use crate::store::{AnyStore, SqliteStore};
 
-/// Why the job manager could not start or had to stop.
-#[derive(Debug, thiserror::Error)]
-pub enum ServeError {
-    /// Bad configuration.
-    #[error("{0}")]
-    Config(String),
-    /// The store cannot be used.
-    #[error(transparent)]
-    Store(#[from] crate::store::StoreError),
-    /// Network or file system.
-    #[error("{what}: {source}")]
-    Io {
-        what: String,
-        source: std::io::Error,
-    },
-    /// The store failed while running: stopped so that a restart replays what is durable.
-    #[error("store failure: {0}")]
-    Fatal(String),
-    /// The gRPC server failed.
-    #[error("gRPC server: {0}")]
-    Transport(#[from] tonic::transport::Error),
-    /// The metrics endpoint could not start.
-    #[error(transparent)]
-    Metrics(#[from] fluxgate_metrics::MetricsError),
-}
+pub use crate::serve_error::ServeError;
 
 /// Where the store file lives in the state directory.
 pub fn store_path(statedir: &std::path::Path) -> PathBuf {
@@ -176,7 +158,7 @@ fn credentials(
 fn spawn_store_check(
     store: &AnyStore,
     fatal_tx: Arc<watch::Sender<Option<String>>>,
-) -> Result<Option<(rusqlite::InterruptHandle, Arc<AtomicBool>)>, ServeError> {
+) -> Result<StoreCheck, ServeError> {
     let Some(store) = store.sqlite().filter(|s| s.check_owed()) else {
         return Ok(None);
     };
@@ -251,6 +233,265 @@ async fn open_store(
     }
 }
 
+/// What the job manager holds before its store is open: its resources,
+/// TLS, who may call, and how exec services are called.
+struct Setup {
+    core: CoreInputs,
+    tls: Option<ServerTlsConfig>,
+    authenticator: Authenticator,
+    exec_access: ExecAccess,
+}
+
+/// What the core is recovered with besides the store.
+struct CoreInputs {
+    inventory: Option<ResourceSet>,
+    nodes: Nodes,
+    job_credentials: JobCredentials,
+}
+
+/// The background store check's interrupt, and the flag that tells it
+/// the job manager is stopping.
+type StoreCheck = Option<(rusqlite::InterruptHandle, Arc<AtomicBool>)>;
+
+/// Make the state directory and read what the configuration names.
+fn setup(config: &Config) -> Result<Setup, ServeError> {
+    // 0700 before anything is created in it: the store holds every user's
+    // environment and output, and beside it are the key and the tokens.
+    fluxgate_os::private::create_dir(&config.statedir)
+        .map_err(|e| ServeError::Config(format!("statedir {}: {e}", config.statedir.display())))?;
+    let (inventory, nodes) = inventory(config)?;
+    let tls = crate::auth::tls::server_config(&config.tls).map_err(ServeError::Config)?;
+    let exec_ca = exec_ca(config)?;
+    let (authenticator, node_token, job_credentials) = credentials(config, tls.is_some())?;
+    let exec_access =
+        ExecAccess::new(node_token.as_deref(), exec_ca.as_deref()).map_err(ServeError::Config)?;
+    Ok(Setup {
+        core: CoreInputs {
+            inventory,
+            nodes,
+            job_credentials,
+        },
+        tls,
+        authenticator,
+        exec_access,
+    })
+}
+
+/// The running core and what its services and its stop need.
+struct Running {
+    inbox: mpsc::Sender<Msg>,
+    hub: Hub,
+    journal: Journal,
+    site: Arc<SitePolicy>,
+    heartbeats: Heartbeats,
+    /// Stops the core's loop (which flushes what it holds).
+    core_stop: CancellationToken,
+    core_task: JoinHandle<()>,
+    /// Hears why the job manager must stop: the store failed, the lead was lost.
+    fatal_rx: watch::Receiver<Option<String>>,
+    /// The background store check, interrupted at shutdown.
+    check: StoreCheck,
+}
+
+/// Recover the core from `store` (on the blocking pool: recovery reads the
+/// whole store, before the core's loop, which never reads, starts), then
+/// start its committer and its loop.
+async fn start_core(
+    config: &Arc<Config>,
+    store: &Arc<AnyStore>,
+    lead: Option<&Lead>,
+    inputs: CoreInputs,
+    exec_access: &ExecAccess,
+) -> Result<Running, ServeError> {
+    let CoreInputs {
+        inventory,
+        nodes,
+        job_credentials,
+    } = inputs;
+    let core = {
+        let (store, config) = (Arc::clone(store), Arc::clone(config));
+        tokio::task::spawn_blocking(move || {
+            Core::new(store, config, inventory, nodes, job_credentials)
+        })
+        .await
+        .map_err(|e| ServeError::Config(format!("recovery: {e}")))?
+        .map_err(|e| ServeError::Config(e.to_string()))?
+    };
+    let hub = Hub::default();
+    let journal = Journal::new(config.resource.journal_capacity);
+    let (inbox, inbox_rx) = mpsc::channel(core::INBOX_CAPACITY);
+    let (fatal_tx, fatal_rx) = watch::channel(None::<String>);
+    let fatal_tx = Arc::new(fatal_tx);
+    let committer = {
+        let fatal_tx = Arc::clone(&fatal_tx);
+        let carrier = Carrier {
+            hub: hub.clone(),
+            journal: journal.clone(),
+            exec: GrpcExec::new(Arc::clone(store), inbox.clone(), exec_access.clone()),
+            inbox: inbox.clone(),
+            reads: core.read_carrier(),
+        };
+        Committer::spawn(carrier, move |e| {
+            let _ = fatal_tx.send(Some(e));
+        })
+    };
+    if let Some(lead) = lead {
+        // A lost lead stops this job manager as a store failure does.
+        let (mut lost, fatal_tx) = (lead.lost.clone(), Arc::clone(&fatal_tx));
+        tokio::spawn(async move {
+            if let Ok(why) = lost.wait_for(Option::is_some).await {
+                let _ = fatal_tx.send(why.clone());
+            }
+        });
+    }
+    let check = spawn_store_check(store, fatal_tx)?;
+    let (site, heartbeats) = (core.site(), core.heartbeats());
+    let core_stop = CancellationToken::new();
+    let core_task = tokio::spawn(core.run(inbox_rx, committer, core_stop.clone()));
+    Ok(Running {
+        inbox,
+        hub,
+        journal,
+        site,
+        heartbeats,
+        core_stop,
+        core_task,
+        fatal_rx,
+        check,
+    })
+}
+
+/// The job manager's own services.
+struct Services {
+    jobs: JobManagerService<AnyStore>,
+    node: NodeService,
+    resource: ResourceService<AnyStore>,
+}
+
+/// The services over the running core; `cancel` ends their streams.
+fn services(
+    config: &Arc<Config>,
+    store: &Arc<AnyStore>,
+    running: &Running,
+    exec_access: ExecAccess,
+    cancel: &CancellationToken,
+) -> Services {
+    let jobs = JobManagerService::new(
+        running.inbox.clone(),
+        Arc::clone(store),
+        running.hub.clone(),
+        Arc::clone(config),
+        cancel.clone(),
+    )
+    .with_site(Arc::clone(&running.site))
+    .with_exec_access(exec_access);
+    let containment = crate::grpc::containment::Containment::default();
+    let node = NodeService::new(
+        running.inbox.clone(),
+        Arc::clone(config),
+        cancel.clone(),
+        running.heartbeats.clone(),
+    )
+    .with_containment(containment.clone());
+    let resource = ResourceService::new(
+        running.inbox.clone(),
+        running.journal.clone(),
+        Arc::clone(store),
+        cancel.clone(),
+    )
+    .with_containment(containment);
+    Services {
+        jobs,
+        node,
+        resource,
+    }
+}
+
+/// What stops at shutdown, in the order [`stop_when`] stops it.
+struct Stop {
+    lead: Option<Lead>,
+    health: HealthReporter,
+    check: StoreCheck,
+    core_stop: CancellationToken,
+    core_task: JoinHandle<()>,
+    /// Ends every long-lived stream.
+    cancel: CancellationToken,
+}
+
+/// Wait for `shutdown` or a fatal error, then stop in order: the lease,
+/// health, the store check, the core (flushing what it holds, so that the
+/// join streams ending next are not taken for lost nodes), and last every
+/// long-lived stream, so that the server can stop.
+async fn stop_when(shutdown: Shutdown, mut fatal_rx: watch::Receiver<Option<String>>, stop: Stop) {
+    tokio::select! {
+        _ = shutdown => {}
+        _ = fatal_rx.changed() => {}
+    }
+    let Stop {
+        lead,
+        health,
+        check,
+        core_stop,
+        mut core_task,
+        cancel,
+    } = stop;
+    if let Some(lead) = &lead {
+        lead.stop.store(true, Ordering::Release);
+    }
+    health
+        .set_not_serving::<JobManagerServer<JobManagerService<AnyStore>>>()
+        .await;
+    if let Some((interrupt, stopping)) = &check {
+        stopping.store(true, Ordering::Release);
+        interrupt.interrupt();
+    }
+    core_stop.cancel();
+    let _ = (&mut core_task).await;
+    cancel.cancel();
+}
+
+/// Serve `services` (and health, reflection) on `incoming` until `stop`.
+async fn run_server(
+    incoming: Incoming,
+    tls: Option<ServerTlsConfig>,
+    authenticator: Authenticator,
+    health_service: HealthServer<impl Health>,
+    reflection: ServerReflectionServer<impl ServerReflection>,
+    services: Services,
+    stop: impl Future<Output = ()>,
+) -> Result<(), ServeError> {
+    let mut builder = tonic::transport::Server::builder();
+    if let Some(tls) = tls {
+        builder = builder.tls_config(tls)?;
+    }
+    // Health and reflection stay open (probes, grpcurl); every fluxgate
+    // service sees the caller the authenticator verified. Each call is a
+    // span when spans are exported.
+    builder
+        .layer(fluxgate_setup::RpcSpans)
+        .layer(incoming.auth_marks())
+        .http2_keepalive_interval(Some(fluxgate_setup::conns::KEEPALIVE_INTERVAL))
+        .http2_keepalive_timeout(Some(fluxgate_setup::conns::KEEPALIVE_TIMEOUT))
+        .initial_connection_window_size(fluxgate_proto::wire::CONNECTION_WINDOW)
+        .add_service(health_service)
+        .add_service(reflection)
+        .add_service(JobManagerServer::with_interceptor(
+            services.jobs,
+            authenticator.clone(),
+        ))
+        .add_service(NodeServer::with_interceptor(
+            services.node,
+            authenticator.clone(),
+        ))
+        .add_service(ResourceServer::with_interceptor(
+            services.resource,
+            authenticator,
+        ))
+        .serve_with_incoming_shutdown(incoming, stop)
+        .await?;
+    Ok(())
+}
+
 /// Run the job manager until `shutdown` resolves; `ready` hears the bound address.
 pub async fn serve(
     config: Config,
@@ -258,17 +499,12 @@ pub async fn serve(
     ready: impl FnOnce(SocketAddr) + Send,
 ) -> Result<(), ServeError> {
     let config = Arc::new(config);
-    // 0700 before anything is created in it: the store holds every user's
-    // environment and output, and beside it are the key and the tokens.
-    fluxgate_os::private::create_dir(&config.statedir)
-        .map_err(|e| ServeError::Config(format!("statedir {}: {e}", config.statedir.display())))?;
-    let (inventory, nodes) = inventory(&config)?;
-    let tls = crate::auth::tls::server_config(&config.tls).map_err(ServeError::Config)?;
-    let exec_ca = exec_ca(&config)?;
-    let (authenticator, node_token, job_credentials) = credentials(&config, tls.is_some())?;
-    let exec_access =
-        crate::exec_client::ExecAccess::new(node_token.as_deref(), exec_ca.as_deref())
-            .map_err(ServeError::Config)?;
+    let Setup {
+        core: inputs,
+        tls,
+        authenticator,
+        exec_access,
+    } = setup(&config)?;
     // Bound before the store is opened: a standby serves its refusals on
     // the same port the leader's services take over.
     let (listener, addr) = bind(&config.listen).await?;
@@ -292,59 +528,16 @@ pub async fn serve(
         return Ok(());
     };
     let store = Arc::new(store);
-    let hub = Hub::default();
-    let journal = Journal::new(config.resource.journal_capacity);
-    let (inbox_tx, inbox_rx) = mpsc::channel(core::INBOX_CAPACITY);
-    // Recovery reads the whole store: on the blocking pool, before the
-    // core's loop (which never reads) starts.
-    let core = {
-        let (store, config) = (Arc::clone(&store), Arc::clone(&config));
-        tokio::task::spawn_blocking(move || {
-            Core::new(store, config, inventory, nodes, job_credentials)
-        })
-        .await
-        .map_err(|e| ServeError::Config(format!("recovery: {e}")))?
-        .map_err(|e| ServeError::Config(e.to_string()))?
-    };
-    let site = core.site();
+    let running = start_core(&config, &store, lead.as_ref(), inputs, &exec_access).await?;
 
-    let (fatal_tx, fatal_rx) = watch::channel(None::<String>);
-    let fatal_tx = Arc::new(fatal_tx);
-    let committer = {
-        let fatal_tx = Arc::clone(&fatal_tx);
-        let carrier = Carrier {
-            hub: hub.clone(),
-            journal: journal.clone(),
-            exec: GrpcExec::new(Arc::clone(&store), inbox_tx.clone(), exec_access.clone()),
-            inbox: inbox_tx.clone(),
-        };
-        Committer::spawn(carrier, move |e| {
-            let _ = fatal_tx.send(Some(e));
-        })
-    };
-    if let Some(lead) = &lead {
-        // A lost lead stops this job manager as a store failure does.
-        let (mut lost, fatal_tx) = (lead.lost.clone(), Arc::clone(&fatal_tx));
-        tokio::spawn(async move {
-            if let Ok(why) = lost.wait_for(Option::is_some).await {
-                let _ = fatal_tx.send(why.clone());
-            }
-        });
-    }
-    let check = spawn_store_check(&store, fatal_tx)?;
-    let heartbeats = core.heartbeats();
-    let core_stop = CancellationToken::new();
-    let mut core_task = tokio::spawn(core.run(inbox_rx, committer, core_stop.clone()));
-
-    let (health_reporter, health_service) = tonic_health::server::health_reporter();
-    health_reporter
+    let (health, health_service) = tonic_health::server::health_reporter();
+    health
         .set_serving::<JobManagerServer<JobManagerService<AnyStore>>>()
         .await;
     let reflection = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(fluxgate_proto::FILE_DESCRIPTOR_SET)
         .build_v1()
         .map_err(|e| ServeError::Config(format!("reflection: {e}")))?;
-
     // One token ends every long-lived stream at shutdown, so that the
     // server's graceful stop does not wait on them forever.
     let cancel = CancellationToken::new();
@@ -352,86 +545,40 @@ pub async fn serve(
         let addr = crate::telemetry::serve(listen, cancel.clone()).await?;
         tracing::info!(%addr, "metrics served at http://{addr}/metrics");
     }
-    let jobs = JobManagerService::new(
-        inbox_tx.clone(),
-        Arc::clone(&store),
-        hub.clone(),
-        Arc::clone(&config),
-        cancel.clone(),
-    )
-    .with_site(site)
-    .with_exec_access(exec_access);
-    let containment = crate::grpc::containment::Containment::default();
-    let node = NodeService::new(
-        inbox_tx.clone(),
-        Arc::clone(&config),
-        cancel.clone(),
-        heartbeats,
-    )
-    .with_containment(containment.clone());
-    let resource = ResourceService::new(
-        inbox_tx.clone(),
-        journal.clone(),
-        Arc::clone(&store),
-        cancel.clone(),
-    )
-    .with_containment(containment);
-    drop(inbox_tx);
-
-    let stop = {
-        let health = health_reporter.clone();
-        let cancel = cancel.clone();
-        let mut fatal_rx = fatal_rx.clone();
-        async move {
-            tokio::select! {
-                _ = shutdown => {}
-                _ = fatal_rx.changed() => {}
-            }
-            if let Some(lead) = &lead {
-                lead.stop.store(true, Ordering::Release);
-            }
-            health
-                .set_not_serving::<JobManagerServer<JobManagerService<AnyStore>>>()
-                .await;
-            if let Some((interrupt, stopping)) = &check {
-                stopping.store(true, Ordering::Release);
-                interrupt.interrupt();
-            }
-            // The core stops first (flushing what it holds), so that the join
-            // streams ending below are not taken for lost nodes; then every
-            // long-lived stream ends and the server can stop.
-            core_stop.cancel();
-            let _ = (&mut core_task).await;
-            cancel.cancel();
-        }
+    let services = services(&config, &store, &running, exec_access, &cancel);
+    let Running {
+        inbox,
+        core_stop,
+        core_task,
+        fatal_rx,
+        check,
+        ..
+    } = running;
+    // The services hold the core's inbox now.
+    drop(inbox);
+    let stop = Stop {
+        lead,
+        health,
+        check,
+        core_stop,
+        core_task,
+        cancel,
     };
+    let stop = stop_when(shutdown, fatal_rx.clone(), stop);
     tracing::info!(%addr, statedir = %config.statedir.display(), "job manager serving");
     if let Some(ready) = ready.take() {
         ready(addr);
     }
-    let mut builder = tonic::transport::Server::builder();
-    if let Some(tls) = tls {
-        builder = builder.tls_config(tls)?;
-    }
-    // Health and reflection stay open (probes, grpcurl); every fluxgate
-    // service sees the caller the authenticator verified. Each call is a
-    // span when spans are exported.
-    builder
-        .layer(fluxgate_setup::RpcSpans)
-        .layer(incoming.auth_marks())
-        .http2_keepalive_interval(Some(fluxgate_setup::conns::KEEPALIVE_INTERVAL))
-        .http2_keepalive_timeout(Some(fluxgate_setup::conns::KEEPALIVE_TIMEOUT))
-        .initial_connection_window_size(fluxgate_proto::wire::CONNECTION_WINDOW)
-        .add_service(health_service)
-        .add_service(reflection)
-        .add_service(JobManagerServer::with_interceptor(
-            jobs,
-            authenticator.clone(),
-        ))
-        .add_service(NodeServer::with_interceptor(node, authenticator.clone()))
-        .add_service(ResourceServer::with_interceptor(resource, authenticator))
-        .serve_with_incoming_shutdown(incoming, stop)
-        .await?;
+    run_server(
+        incoming,
+        tls,
+        authenticator,
+        health_service,
+        reflection,
+        services,
+        stop,
+    )
+    .await?;
     if let Some(e) = fatal_rx.borrow().clone() {
         return Err(ServeError::Fatal(e));
     }

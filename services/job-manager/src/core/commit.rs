@@ -8,6 +8,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 
 use super::Msg;
 use super::effect::Effect;
+use super::store_read::ReadCarrier;
 use crate::exec_link::ExecLink;
 use crate::hub::{Hub, Published};
 use crate::journal::Journal;
@@ -15,7 +16,7 @@ use crate::store::{Ack, Store, Urgency, Write};
 
 /// Everything outside the core that effects reach.
 #[derive(Debug)]
-pub struct Carrier<E> {
+pub struct Carrier<E, S> {
     /// Watchers of eventlogs.
     pub hub: Hub,
     /// The resource journal.
@@ -24,9 +25,11 @@ pub struct Carrier<E> {
     pub exec: E,
     /// The core's inbox, for what a prolog or epilog says when it ends.
     pub inbox: mpsc::Sender<Msg>,
+    /// The store, read for the core.
+    pub reads: ReadCarrier<S>,
 }
 
-impl<E: ExecLink> Carrier<E> {
+impl<E: ExecLink, S: Store> Carrier<E, S> {
     /// Carry out one effect.
     pub fn carry(&self, effect: Effect) {
         match effect {
@@ -56,12 +59,11 @@ impl<E: ExecLink> Carrier<E> {
                 id,
                 expiration,
             } => self.exec.expiration(addr, id, expiration),
+            Effect::JobSpan(span) => crate::otlp::job_ended(span.id, &span.job, &span.inactive),
             Effect::InactiveDurable { mark, flush } => {
                 mark.fetch_max(flush, Ordering::Release);
             }
-            Effect::Read(read) => {
-                tokio::task::spawn_blocking(move || read.run());
-            }
+            Effect::Read(read) => self.reads.carry(read),
         }
     }
 }
@@ -90,8 +92,8 @@ pub struct Committer {
 impl Committer {
     /// Start the committer task. If the store fails, `on_fatal` is called once and
     /// no further effect runs: what was not acknowledged was never promised.
-    pub fn spawn<E: ExecLink>(
-        carrier: Carrier<E>,
+    pub fn spawn<E: ExecLink, S: Store>(
+        carrier: Carrier<E, S>,
         on_fatal: impl FnOnce(String) + Send + 'static,
     ) -> Self {
         let (tx, mut rx) = mpsc::channel::<Pending>(IN_FLIGHT);
@@ -132,7 +134,7 @@ impl Committer {
                 Effect::Publish(Published::Line { id, .. } | Published::Inactive { id }) => {
                     jobs.push(*id)
                 }
-                Effect::InactiveDurable { .. } => {}
+                Effect::InactiveDurable { .. } | Effect::JobSpan(_) => {}
                 _ => return Urgency::Now,
             }
         }

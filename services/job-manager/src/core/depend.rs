@@ -315,23 +315,33 @@ impl<S: Store> Core<S> {
             return;
         }
         match self.inactive.known(antecedent) {
-            Known::Inactive(done) => self.antecedent_ended(id, antecedent, description, scheme, Some(done)),
+            Known::Inactive(done) => {
+                self.antecedent_ended(id, antecedent, description, scheme, Some(done))
+            }
             Known::Gone => self.antecedent_ended(id, antecedent, description, scheme, None),
-            Known::AskStore => self.read_then(
-                move |store| super::inactive::read_inactive(store, antecedent),
-                move |core, done| {
-                    let done = match core.inactive.known(antecedent) {
-                        Known::Inactive(j) => Some(j),
-                        Known::Gone => None,
-                        Known::AskStore => done.unwrap_or_else(|e| {
-                            tracing::error!(job = %antecedent, error = %e, "cannot read a dependency's antecedent");
-                            None
-                        }),
-                    };
-                    core.antecedent_ended(id, antecedent, description, scheme, done);
-                },
-            ),
+            Known::AskStore => self.read_antecedent(id, antecedent, scheme, description),
         }
+    }
+
+    /// The store said how `antecedent` ended (if it is stored): decide the
+    /// dependency of `id` on it, unless memory learnt better meanwhile.
+    pub(super) fn antecedent_read(
+        &mut self,
+        id: JobId,
+        antecedent: JobId,
+        scheme: Scheme,
+        description: String,
+        done: Result<Option<Inactive>, StoreError>,
+    ) {
+        let done = match self.inactive.known(antecedent) {
+            Known::Inactive(j) => Some(j),
+            Known::Gone => None,
+            Known::AskStore => done.unwrap_or_else(|e| {
+                tracing::error!(job = %antecedent, error = %e, "cannot read a dependency's antecedent");
+                None
+            }),
+        };
+        self.antecedent_ended(id, antecedent, description, scheme, done);
     }
 
     /// Decide a dependency of `id` on `antecedent`, which is not active:

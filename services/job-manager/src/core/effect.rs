@@ -13,11 +13,13 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
+use fluxgate_shared::job::Job;
 use fluxgate_shared::{Event, JobId};
 use serde_json::{Map, Value};
 use tokio::sync::{mpsc, oneshot};
 
-use super::{JobInfo, ResourceView, WaitResult};
+use super::store_read::StoreRead;
+use super::{Inactive, JobInfo, ResourceView, WaitResult};
 use crate::error::Error;
 use crate::exec_link::StartJob;
 use crate::hub::Published;
@@ -59,33 +61,24 @@ pub enum Effect {
         id: JobId,
         expiration: f64,
     },
+    /// Send the span of an ended job's life, once its summary is durable
+    /// (only queued while spans are exported; see `otlp.rs`).
+    JobSpan(Box<JobSpan>),
     /// Inactive jobs retired up to flush `flush` are durable (see `inactive.rs`).
     InactiveDurable { mark: Arc<AtomicU64>, flush: u64 },
     /// Read the store on the blocking pool; the answer goes back to the core
-    /// (see `reads.rs`).
+    /// (see `reads.rs` and `store_read.rs`).
     Read(StoreRead),
 }
 
-/// A read of the store and the sending of its answer to the core, to run
-/// off the core's task.
-pub struct StoreRead(Box<dyn FnOnce() + Send>);
-
-impl StoreRead {
-    /// Wrap the read.
-    pub(super) fn new(read: impl FnOnce() + Send + 'static) -> Self {
-        StoreRead(Box::new(read))
-    }
-
-    /// Do the read and send its answer (blocks: call it on the blocking pool).
-    pub fn run(self) {
-        (self.0)()
-    }
-}
-
-impl std::fmt::Debug for StoreRead {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("StoreRead")
-    }
+/// A job that became inactive: what its span is made of.
+#[derive(Debug)]
+pub struct JobSpan {
+    pub id: JobId,
+    /// Its fold: the times it entered each state, its exceptions.
+    pub job: Job,
+    /// Its summary: owner, name, result, nodes.
+    pub inactive: Inactive,
 }
 
 /// A prolog or epilog to run.

@@ -34,6 +34,7 @@ mod resource;
 mod restart;
 pub mod sched;
 mod singleton;
+mod store_read;
 mod submit;
 mod summary;
 mod timers;
@@ -71,6 +72,7 @@ pub use queues::{QueueAction, QueueRequest, QueueStatus};
 pub use quiesce::Quiet;
 pub use resource::{ResourceMsg, ResourceView};
 pub use restart::Recovered;
+pub use store_read::{ReadCarrier, ReadDone, StoreRead};
 pub use submit::SubmitArgs;
 
 /// Capacity of the core's inbox: callers wait when the core is this far behind.
@@ -319,7 +321,7 @@ pub struct Core<S> {
     /// Active jobs per user, for `[policy.limits] max_active_jobs`.
     user_jobs: bounds::ActiveCounts,
     /// Store reads in flight, whose answers come back to the loop.
-    reads: reads::Reads<S>,
+    reads: reads::Reads,
     /// Purges under way and waiting.
     purges: purge::Purges,
     /// Heartbeats the join streams heard, taken each tick.
@@ -518,9 +520,7 @@ impl<S: Store> Core<S> {
                 if self.jobs.contains_key(&id) {
                     let _ = reply.send(Ok(Some(true)));
                 } else {
-                    self.is_inactive_then(id, move |inactive| {
-                        let _ = reply.send(inactive.map(|i| i.then_some(false)));
-                    });
+                    self.is_inactive_then(id, store_read::NotActive::Lookup(reply));
                 }
             }
             Msg::TasksLeader { id, reply } => {
@@ -577,7 +577,7 @@ impl<S: Store> Core<S> {
 
     /// As [`Core::reply`]; a request on a job that is not active is told
     /// whether the job is inactive or unknown, once the store is read.
-    fn answer<T: Send + 'static>(
+    fn answer<T: Send + std::fmt::Debug + 'static>(
         &mut self,
         to: oneshot::Sender<Result<T, Error>>,
         value: Result<T, Error>,
@@ -585,41 +585,10 @@ impl<S: Store> Core<S> {
         Answer<Result<T, Error>>: Into<Reply>,
     {
         match value {
-            Err(Error::NotActive(id)) => self.is_inactive_then(id, move |inactive| {
-                let e = match inactive {
-                    Ok(true) => Error::WrongState(format!("job {id} is inactive")),
-                    Ok(false) => Error::UnknownJob(id),
-                    Err(e) => e,
-                };
-                let _ = to.send(Err(e));
-            }),
+            Err(Error::NotActive(id)) => {
+                self.is_inactive_then(id, store_read::NotActive::Refuse(Box::new(to)));
+            }
             value => self.reply(to, value),
-        }
-    }
-
-    /// Is `id`, a job that is not active, an inactive one? Told to `then`
-    /// at once when memory knows, else once the store has been read.
-    fn is_inactive_then(
-        &mut self,
-        id: JobId,
-        then: impl FnOnce(Result<bool, Error>) + Send + 'static,
-    ) {
-        match self.inactive.known(id) {
-            inactive::Known::Inactive(_) => then(Ok(true)),
-            inactive::Known::Gone => then(Ok(false)),
-            inactive::Known::AskStore => self.read_then(
-                move |store| store.summary(id.into()),
-                move |core, stored| {
-                    then(match core.inactive.known(id) {
-                        inactive::Known::Inactive(_) => Ok(true),
-                        inactive::Known::Gone => Ok(false),
-                        // Stored without a summary would be active; it is not.
-                        inactive::Known::AskStore => stored
-                            .map(|s| matches!(s, Some(Some(_))))
-                            .map_err(Error::from),
-                    })
-                },
-            ),
         }
     }
 
@@ -831,7 +800,13 @@ impl<S: Store> Core<S> {
         );
         inactive.usage = active.usage;
         self.answer_waiters(id, &mut inactive);
-        crate::otlp::job_ended(id, &active.job, &inactive);
+        if fluxgate_setup::otlp::enabled() {
+            self.effect(Effect::JobSpan(Box::new(effect::JobSpan {
+                id,
+                job: active.job.clone(),
+                inactive: inactive.clone(),
+            })));
+        }
         let (result, started) = (inactive.result, inactive.t_run.is_some());
         self.out.writes.push(inactive.summary_write(id));
         self.inactive.retired(id, inactive);

@@ -46,11 +46,39 @@ pub(super) struct Purges {
 }
 
 /// What the store says for one purge.
-struct Stored {
+#[derive(Debug)]
+pub(super) struct Stored {
     /// Stored inactive jobs older than the cutoff.
     before: u64,
     /// The stored oldest, as `(t_inactive, id)`.
     oldest: Vec<(f64, u64)>,
+}
+
+/// Read what `ask` chooses from: the stored inactive jobs older than
+/// `cutoff`, and with `force` the oldest (the `excess` over the count limit,
+/// or those before the cutoff, at most `batch`, and `margin` more for the
+/// jobs memory knows better than the store).
+pub(super) fn read_stored<S: Store>(
+    store: &S,
+    ask: &PurgeAsk,
+    cutoff: Option<f64>,
+    excess: u64,
+    margin: u64,
+) -> Result<Stored, StoreError> {
+    let before = match cutoff {
+        Some(t) => store.inactive_before(t)?,
+        None => 0,
+    };
+    let oldest = if ask.force {
+        let batch = ask.batch as u64;
+        let most = excess.max(before.saturating_add(margin));
+        let most = if batch == 0 { most } else { most.min(batch) };
+        let rows = most.saturating_add(margin);
+        store.oldest_inactive(usize::try_from(rows).unwrap_or(usize::MAX))?
+    } else {
+        Vec::new()
+    };
+    Ok(Stored { before, oldest })
 }
 
 impl<S: Store> Core<S> {
@@ -74,38 +102,29 @@ impl<S: Store> Core<S> {
         // Jobs memory knows better than the store take rows of the read or
         // places in the order: read that many more.
         let margin = self.inactive.read_margin() as u64;
-        let (force, batch) = (ask.force, ask.batch as u64);
-        self.read_then(
-            move |store| -> Result<Stored, StoreError> {
-                let before = match cutoff {
-                    Some(t) => store.inactive_before(t)?,
-                    None => 0,
-                };
-                let oldest = if force {
-                    let most = excess.max(before.saturating_add(margin));
-                    let most = if batch == 0 { most } else { most.min(batch) };
-                    let rows = most.saturating_add(margin);
-                    store.oldest_inactive(usize::try_from(rows).unwrap_or(usize::MAX))?
-                } else {
-                    Vec::new()
-                };
-                Ok(Stored { before, oldest })
-            },
-            move |core, stored| {
-                let n = stored
-                    .map_err(Error::from)
-                    .map(|s| core.purge_chosen(&ask, cutoff, s));
-                if let Some(reply) = ask.reply {
-                    core.reply(reply, n);
-                } else if let Err(e) = n {
-                    tracing::error!(error = %e, "purge by the configured limits failed");
-                }
-                core.purges.busy = false;
-                if let Some(next) = core.purges.waiting.pop_front() {
-                    core.purge(next);
-                }
-            },
-        );
+        self.read_purge(ask, cutoff, excess, margin);
+    }
+
+    /// Decide a purge once the store has said which jobs it holds, answer
+    /// it, and start the next one waiting.
+    pub(super) fn purge_read(
+        &mut self,
+        ask: PurgeAsk,
+        cutoff: Option<f64>,
+        stored: Result<Stored, StoreError>,
+    ) {
+        let n = stored
+            .map_err(Error::from)
+            .map(|s| self.purge_chosen(&ask, cutoff, s));
+        if let Some(reply) = ask.reply {
+            self.reply(reply, n);
+        } else if let Err(e) = n {
+            tracing::error!(error = %e, "purge by the configured limits failed");
+        }
+        self.purges.busy = false;
+        if let Some(next) = self.purges.waiting.pop_front() {
+            self.purge(next);
+        }
     }
 
     /// Decide a purge from what the store said: the count chosen, and

@@ -6,31 +6,35 @@
 //! summary, the oldest jobs to purge) is queued as an [`Effect::Read`]:
 //! the committer carries it out once every write queued before it is
 //! durable, so the read sees all the core has written, on the blocking
-//! pool; its answer comes back to the core's loop as a continuation, which
-//! checks the in-memory overlay again (`inactive.rs`) since the core may
-//! have moved on meanwhile. Only recovery, before the loop starts, reads
-//! directly.
+//! pool; its answer comes back to the core's loop as a typed message
+//! (`store_read.rs`), whose handler checks the in-memory overlay again
+//! (`inactive.rs`) since the core may have moved on meanwhile. Only
+//! recovery, before the loop starts, reads directly.
 
-use std::sync::Arc;
-
+use fluxgate_shared::JobId;
 use tokio::sync::mpsc;
 
 use super::Core;
-use super::effect::{Effect, StoreRead};
-use crate::store::{Store, StoreError};
+use super::depend::Scheme;
+use super::effect::Effect;
+use super::inactive::Known;
+use super::purge::PurgeAsk;
+use super::store_read::{Found, NotActive, Query, ReadCarrier, ReadDone, StoreRead};
+use crate::error::Error;
+use crate::store::Store;
 
-/// What to do with a read's answer, on the core's task.
-pub(super) type Loaded<S> = Box<dyn FnOnce(&mut Core<S>) + Send>;
-
-/// The channel answers come back on, and how many are owed.
-pub(super) struct Reads<S> {
-    tx: mpsc::UnboundedSender<Loaded<S>>,
-    rx: Option<mpsc::UnboundedReceiver<Loaded<S>>>,
+/// The channel answers come back on, and how many are owed. Unbounded: a
+/// read is queued only for a request or a dependency the core holds, so the
+/// answers owed are bounded by those, and the reader on the blocking pool
+/// must never wait for the core's loop.
+pub(super) struct Reads {
+    tx: mpsc::UnboundedSender<ReadDone>,
+    rx: Option<mpsc::UnboundedReceiver<ReadDone>>,
     /// Reads queued whose answer has not been applied yet.
     owed: usize,
 }
 
-impl<S> Default for Reads<S> {
+impl Default for Reads {
     fn default() -> Self {
         let (tx, rx) = mpsc::unbounded_channel();
         Reads {
@@ -41,9 +45,9 @@ impl<S> Default for Reads<S> {
     }
 }
 
-impl<S> Reads<S> {
+impl Reads {
     /// The receiving end, for the core's loop (taken once).
-    pub(super) fn take_answers(&mut self) -> Option<mpsc::UnboundedReceiver<Loaded<S>>> {
+    pub(super) fn take_answers(&mut self) -> Option<mpsc::UnboundedReceiver<ReadDone>> {
         self.rx.take()
     }
 
@@ -55,27 +59,88 @@ impl<S> Reads<S> {
 }
 
 impl<S: Store> Core<S> {
-    /// Read the store once what is queued so far is durable, then run
-    /// `then` with the answer on the core's task.
-    pub(super) fn read_then<T: Send + 'static>(
-        &mut self,
-        read: impl FnOnce(&S) -> Result<T, StoreError> + Send + 'static,
-        then: impl FnOnce(&mut Core<S>, Result<T, StoreError>) + Send + 'static,
-    ) {
-        let store = Arc::clone(&self.store);
-        let tx = self.reads.tx.clone();
+    /// Where the committer carries out this core's reads.
+    pub fn read_carrier(&self) -> ReadCarrier<S> {
+        ReadCarrier::new(std::sync::Arc::clone(&self.store), self.reads.tx.clone())
+    }
+
+    /// Read the store once what is queued so far is durable; the answer
+    /// comes back to [`Core::loaded`].
+    fn read(&mut self, query: Query) {
         self.reads.owed += 1;
-        self.effect(Effect::Read(StoreRead::new(move || {
-            let answer = read(&store);
-            // The core has stopped when nobody receives: nothing waits for it.
-            let _ = tx.send(Box::new(move |core: &mut Core<S>| then(core, answer)));
-        })));
+        self.effect(Effect::Read(StoreRead(query)));
+    }
+
+    /// Read how `antecedent`, which a dependency of `id` names, ended;
+    /// the answer comes back to [`Core::antecedent_read`].
+    pub(super) fn read_antecedent(
+        &mut self,
+        id: JobId,
+        antecedent: JobId,
+        scheme: Scheme,
+        description: String,
+    ) {
+        self.read(Query::Antecedent {
+            id,
+            antecedent,
+            scheme,
+            description,
+        });
+    }
+
+    /// Read the inactive jobs purge `ask` chooses from; the answer comes
+    /// back to [`Core::purge_read`].
+    pub(super) fn read_purge(
+        &mut self,
+        ask: PurgeAsk,
+        cutoff: Option<f64>,
+        excess: u64,
+        margin: u64,
+    ) {
+        self.read(Query::Purge {
+            ask,
+            cutoff,
+            excess,
+            margin,
+        });
+    }
+
+    /// Is `id`, a job that is not active, an inactive one? `then` is told at
+    /// once when memory knows, else once the store has been read.
+    pub(super) fn is_inactive_then(&mut self, id: JobId, then: NotActive) {
+        match self.inactive.known(id) {
+            Known::Inactive(_) => then.tell(id, Ok(true)),
+            Known::Gone => then.tell(id, Ok(false)),
+            Known::AskStore => self.read(Query::IsInactive { id, then }),
+        }
     }
 
     /// Apply one read's answer and whatever it makes owed.
-    pub(super) fn loaded(&mut self, answer: Loaded<S>) {
+    pub(super) fn loaded(&mut self, done: ReadDone) {
         self.reads.owed = self.reads.owed.saturating_sub(1);
-        answer(self);
+        match done.0 {
+            Found::Antecedent {
+                id,
+                antecedent,
+                scheme,
+                description,
+                done,
+            } => self.antecedent_read(id, antecedent, scheme, description, done),
+            Found::IsInactive { id, then, inactive } => {
+                // Memory may have learnt better while the store was read.
+                let inactive = match self.inactive.known(id) {
+                    Known::Inactive(_) => Ok(true),
+                    Known::Gone => Ok(false),
+                    Known::AskStore => inactive.map_err(Error::from),
+                };
+                then.tell(id, inactive);
+            }
+            Found::Purge {
+                ask,
+                cutoff,
+                stored,
+            } => self.purge_read(ask, cutoff, stored),
+        }
         self.run_actions();
     }
 }

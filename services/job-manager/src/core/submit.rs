@@ -8,6 +8,7 @@ use fluxgate_shared::rset::job_expiration;
 use fluxgate_shared::{JobId, Jobspec};
 use serde_json::Value;
 
+use super::depend::NewDep;
 use super::output::OutputBudget;
 use super::{Active, Core, Spec};
 use crate::clock;
@@ -49,6 +50,20 @@ impl<S: Store> Core<S> {
         {
             return Ok(id);
         }
+        let deps = self.admit(&args)?;
+        let id = self
+            .ids
+            .next(self.fluid_now())
+            .map_err(|e| Error::Unavailable(format!("cannot issue a job id: {e}")))?;
+        let _span = tracing::info_span!("submit", job = %id).entered();
+        self.create(id, args, deps);
+        Ok(id)
+    }
+
+    /// Refuse `args` unless the queue, the user's and bank's limits, the
+    /// output limit, the instance's expiration and its dependencies let it
+    /// in; its dependencies when they do.
+    fn admit(&self, args: &SubmitArgs) -> Result<Vec<NewDep>, Error> {
         // The queue is named by now (the edge filled in the default).
         self.queues.accepts(args.jobspec.queue())?;
         // Counted in memory as jobs enter and leave, so this costs O(1).
@@ -78,12 +93,12 @@ impl<S: Store> Core<S> {
         }
         // Dependencies are checked before anything is stored, so a refused job
         // leaves no trace.
-        let deps = self.resolve_dependencies(&args.jobspec, &args.antecedents, args.userid)?;
-        let id = self
-            .ids
-            .next(self.fluid_now())
-            .map_err(|e| Error::Unavailable(format!("cannot issue a job id: {e}")))?;
-        let _span = tracing::info_span!("submit", job = %id).entered();
+        self.resolve_dependencies(&args.jobspec, &args.antecedents, args.userid)
+    }
+
+    /// Make job `id` of `args`: store it, post `submit`, its dependencies
+    /// and `validate`.
+    fn create(&mut self, id: JobId, args: SubmitArgs, deps: Vec<NewDep>) {
         self.out.writes.push(Write::NewJob {
             id: id.into(),
             userid: args.userid,
@@ -138,6 +153,5 @@ impl<S: Store> Core<S> {
         }
         self.post(id, "validate", None);
         metrics::counter!(crate::telemetry::SUBMITTED).increment(1);
-        Ok(id)
     }
 }

@@ -62,9 +62,9 @@ const OWNER: u32 = 1000;
 /// out at each flush as the committer would.
 struct Bench {
     core: Core<MemoryStore>,
-    answers: mpsc::UnboundedReceiver<super::reads::Loaded<MemoryStore>>,
+    answers: mpsc::UnboundedReceiver<super::ReadDone>,
     store: Arc<MemoryStore>,
-    carrier: Carrier<Recording>,
+    carrier: Carrier<Recording, MemoryStore>,
     calls: Recording,
     nodes: u32,
 }
@@ -133,6 +133,7 @@ impl Bench {
             journal: Journal::new(1024),
             exec: calls.clone(),
             inbox,
+            reads: core.read_carrier(),
         };
         let mut b = Bench {
             core,

@@ -6,6 +6,7 @@ use fluxgate_shared::JobId;
 use fluxgate_shared::job::JobResult;
 use tokio::sync::oneshot;
 
+use super::store_read::NotActive;
 use super::{Core, Inactive, WaitResult};
 use crate::error::Error;
 use crate::store::Store;
@@ -74,16 +75,7 @@ impl<S: Store> Core<S> {
                     ))));
                 }
                 Some(_) => self.waiters.add(Some(id), reply),
-                None => self.is_inactive_then(id, move |inactive| {
-                    let err = match inactive {
-                        Ok(true) => Error::WrongState(format!(
-                            "job {id} is not waitable (submit it with the waitable flag) or was already waited for"
-                        )),
-                        Ok(false) => Error::UnknownJob(id),
-                        Err(e) => e,
-                    };
-                    let _ = reply.send(Err(err));
-                }),
+                None => self.is_inactive_then(id, NotActive::Wait(reply)),
             },
             None if self.jobs.values().any(|a| a.job.flags().waitable) => {
                 self.waiters.add(None, reply);

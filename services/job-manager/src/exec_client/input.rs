@@ -8,7 +8,7 @@ use fluxgate_shared::JobId;
 use tokio_stream::StreamExt;
 use tonic::Code;
 
-use super::{ExecAccess, channel};
+use super::access::{ExecAccess, channel};
 use crate::error::Error;
 
 /// Copy `first` and the rest of the caller's stream to the leader exec

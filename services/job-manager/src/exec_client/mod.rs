@@ -4,106 +4,27 @@
 //! through an [`ExecSink`]. [`GrpcExec`] is the core's [`ExecLink`] in service.
 //! The gRPC edge asks a job's leader for its tasks' processes ([`tasks`]).
 
+mod access;
 pub mod input;
+mod response;
 mod session;
 pub mod tasks;
 mod usage;
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::Arc;
 
 use fluxgate_proto::v1 as pb;
 use fluxgate_proto::v1::session_request::Request;
-use fluxgate_proto::v1::start_response::Response;
 use fluxgate_shared::JobId;
 use fluxgate_shared::auth::token::TokenError;
 use fluxgate_shared::job::apply_jobspec_updates;
 use serde_json::Value;
-use tonic::metadata::AsciiMetadataValue;
-use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
 
+pub use self::access::ExecAccess;
 use self::session::{Outgoing, Prepared, Sessions};
-use crate::exec_link::{ExecLink, ExecMsg, ExecSink, StartJob};
+use crate::exec_link::{ExecLink, ExecSink, StartJob};
 use crate::store::Store;
 use crate::telemetry;
-
-/// How the job manager reaches exec services: the node credential sent on
-/// every call, so that they run only what the job manager asks (none when
-/// the instance runs open), and the TLS settings for https exec addresses.
-#[derive(Clone, Default)]
-pub struct ExecAccess {
-    header: Option<AsciiMetadataValue>,
-    tls: Option<ClientTlsConfig>,
-}
-
-impl std::fmt::Debug for ExecAccess {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        // Never the secret itself.
-        f.debug_struct("ExecAccess")
-            .field("credential", &self.header.is_some())
-            .field("tls", &self.tls.is_some())
-            .finish()
-    }
-}
-
-impl ExecAccess {
-    /// Access with `token` (the instance's node token), if any, checking
-    /// exec services' certificates against the PEM CA `tls_ca`, if any.
-    pub fn new(token: Option<&str>, tls_ca: Option<&[u8]>) -> Result<Self, String> {
-        let header = token
-            .map(|t| {
-                format!("Bearer {}", t.trim())
-                    .parse()
-                    .map_err(|_| "the node token is not valid header text".to_string())
-            })
-            .transpose()?;
-        let tls = tls_ca.map(|ca| ClientTlsConfig::new().ca_certificate(Certificate::from_pem(ca)));
-        Ok(ExecAccess { header, tls })
-    }
-
-    /// `message` as a request carrying the credential.
-    fn request<T>(&self, message: T) -> tonic::Request<T> {
-        let mut request = tonic::Request::new(message);
-        if let Some(v) = &self.header {
-            request.metadata_mut().insert("authorization", v.clone());
-        }
-        request
-    }
-}
-
-/// One multiplexed connection per exec address, made on first use.
-fn channel(addr: &str, access: &ExecAccess) -> Result<Channel, String> {
-    static CHANNELS: OnceLock<Mutex<HashMap<String, Channel>>> = OnceLock::new();
-    let map = CHANNELS.get_or_init(Default::default);
-    let mut map = map
-        .lock()
-        .map_err(|_| "channel cache poisoned".to_string())?;
-    if let Some(c) = map.get(addr) {
-        return Ok(c.clone());
-    }
-    let mut endpoint = Endpoint::from_shared(addr.to_string())
-        .map_err(|e| format!("bad exec address {addr:?}: {e}"))?
-        .connect_timeout(std::time::Duration::from_secs(5))
-        // A session whose exec service is cut off on the network breaks in
-        // seconds (its jobs are then reattached or fenced, see core/exec.rs),
-        // not when TCP gives up after many minutes.
-        .http2_keep_alive_interval(fluxgate_setup::conns::CLIENT_KEEPALIVE_INTERVAL)
-        .keep_alive_timeout(fluxgate_setup::conns::CLIENT_KEEPALIVE_TIMEOUT)
-        .keep_alive_while_idle(true)
-        .tcp_nodelay(true)
-        .initial_connection_window_size(fluxgate_proto::wire::CONNECTION_WINDOW);
-    if addr.starts_with("https://") {
-        let tls = access.tls.clone().ok_or_else(|| {
-            format!("exec service {addr} serves TLS: set exec.tls_ca to the CA of its certificate")
-        })?;
-        endpoint = endpoint
-            .tls_config(tls)
-            .map_err(|e| format!("TLS toward {addr}: {e}"))?;
-    }
-    let c = endpoint.connect_lazy();
-    map.insert(addr.to_string(), c.clone());
-    Ok(c)
-}
 
 /// The exec link over gRPC: one session per exec service carries every
 /// request and answer (`session.rs`); start requests take their jobspec
@@ -265,49 +186,5 @@ fn request_from(
         ranks: String::new(),
         peers: job.peers.into_iter().collect(),
         credential,
-    })
-}
-
-/// What one start response says, for the core; `None` for an empty one.
-/// The flag is true for the job's final release.
-fn to_msg(resp: pb::StartResponse) -> Option<(ExecMsg, bool)> {
-    let id = JobId::from(resp.id);
-    let resp = resp.response?;
-    if let Response::Exception(e) = &resp {
-        let severity = e.severity.min(7).to_string();
-        metrics::counter!(telemetry::EXEC_EXCEPTIONS, "severity" => severity).increment(1);
-    }
-    Some(match resp {
-        Response::Start(_) => (ExecMsg::Started { id }, false),
-        Response::Reattached(_) => (ExecMsg::Reattached { id }, false),
-        Response::Release(r) => (
-            ExecMsg::Release {
-                id,
-                ranks: r.ranks,
-                last: r.r#final,
-            },
-            r.r#final,
-        ),
-        Response::Exception(e) => (
-            ExecMsg::Exception {
-                id,
-                kind: e.r#type,
-                severity: u8::try_from(e.severity.min(7)).unwrap_or(7),
-                note: e.note,
-            },
-            false,
-        ),
-        Response::Finish(f) => (
-            ExecMsg::Finish {
-                id,
-                status: f.status,
-                usage: usage::from_wire(&f.usage),
-            },
-            false,
-        ),
-        Response::ExecEvent(line) => (ExecMsg::ExecLine { id, line }, false),
-        Response::OutputEvent(line) => (ExecMsg::OutputLine { id, line }, false),
-        // A leader consumes its peers' PMI keys; nothing for the job manager.
-        Response::Pmi(_) => return None,
     })
 }

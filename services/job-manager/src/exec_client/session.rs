@@ -28,7 +28,8 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_stream::wrappers::ReceiverStream;
 
-use super::{ExecAccess, channel, to_msg};
+use super::access::{ExecAccess, channel};
+use super::response::to_msg;
 use crate::exec_link::{ExecMsg, ExecSink};
 use crate::telemetry;
 

@@ -10,7 +10,7 @@ use fluxgate_proto::v1::exec_client::ExecClient;
 use fluxgate_shared::JobId;
 use tonic::Code;
 
-use super::{ExecAccess, channel};
+use super::access::{ExecAccess, channel};
 use crate::error::Error;
 
 /// How long the leader may take: longer than it gives each of its peers

@@ -23,6 +23,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use fluxgate_proto::v1 as pb;
+use fluxgate_shared::auth::Action;
 use fluxgate_shared::auth::Caller;
 use fluxgate_shared::job::StateMask;
 use fluxgate_shared::{Event, JobId};
@@ -30,9 +31,12 @@ use tokio::sync::{broadcast, mpsc};
 use tokio_stream::Stream;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
-use tonic::Status;
+use tonic::{Request, Response, Status};
 
-use super::jobs::{list_rows, summary_of};
+use super::allow;
+use super::job_service::JobManagerService;
+use super::list::{list_rows, summary_of};
+use crate::auth::caller;
 use crate::core::{ListFilter, Msg};
 use crate::error::Error;
 use crate::hub::{Hub, Published};
@@ -46,6 +50,25 @@ const JOURNAL_BUFFER: usize = 256;
 pub type EntryStream = Pin<Box<dyn Stream<Item = Result<pb::JobJournalEntry, Status>> + Send>>;
 
 type Tx = mpsc::Sender<Result<pb::JobJournalEntry, Status>>;
+
+/// Open a journal for a caller who may list jobs.
+pub fn open<S: Store>(
+    svc: &JobManagerService<S>,
+    request: Request<pb::JobJournalRequest>,
+) -> Result<Response<EntryStream>, Status> {
+    let caller = caller(&request)?;
+    // The journal is a live listing: whoever may list may read it, and
+    // each entry is cut to what that caller's List would show.
+    allow(&caller, Action::ListJobs, None)?;
+    let permit = svc.streams.open(&caller)?;
+    let journal = JobJournal {
+        inbox: svc.inbox.clone(),
+        store: Arc::clone(&svc.store),
+        hub: svc.hub.clone(),
+        caller,
+    };
+    Ok(Response::new(journal.start(svc.cancel.clone(), permit)))
+}
 
 /// One reader's journal: what it needs to list jobs and follow the hub.
 #[derive(Debug)]
@@ -135,7 +158,7 @@ impl<S: Store> JobJournal<S> {
         };
         let rows = match list_rows(&self.inbox, &self.store, filter).await {
             Ok((rows, _)) => rows,
-            Err(status) => return Err(fail(tx, status).await),
+            Err(e) => return Err(fail(tx, e.into()).await),
         };
         let mut owners = HashMap::with_capacity(rows.len());
         for row in rows {
@@ -218,7 +241,7 @@ impl<S: Store> JobJournal<S> {
             store.read_log_page(id.into(), Log::Main, LogPos::line(seq), 1)
         })
         .await
-        .map_err(|e| Status::internal(e.to_string()))?
+        .map_err(|e| Error::Internal(e.to_string()))?
         .map_err(Error::from)?;
         Ok(lines.into_iter().next())
     }

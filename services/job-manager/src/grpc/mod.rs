@@ -1,13 +1,20 @@
 //! The gRPC edge: wire types in and out, domain types inside.
 
 pub mod containment;
+pub mod control;
+pub mod info;
 pub mod job_journal;
+pub mod job_service;
 pub mod jobs;
+pub mod list;
 pub mod node;
+pub mod queue;
 pub mod resource;
 pub mod streams;
+pub mod submit;
 pub mod submit_parse;
 pub mod tasks;
+pub mod watch;
 
 use fluxgate_shared::auth::{Action, Caller, policy};
 use tokio::sync::{mpsc, oneshot};

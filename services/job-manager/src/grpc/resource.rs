@@ -19,6 +19,7 @@ use super::containment::Containment;
 use super::{allow, ask};
 use crate::auth::caller;
 use crate::core::{Msg, ResourceMsg};
+use crate::error::Error;
 use crate::journal::Journal;
 use crate::store::Store;
 
@@ -157,9 +158,10 @@ impl<S: Store> Resource for ResourceService<S> {
                     }
                     Err(broadcast::error::RecvError::Lagged(n)) => {
                         let _ = tx
-                            .send(Err(Status::data_loss(format!(
+                            .send(Err(Error::DataLoss(format!(
                                 "journal reader fell {n} events behind; reconnect to resynchronise"
-                            ))))
+                            ))
+                            .into()))
                             .await;
                         return;
                     }
@@ -186,8 +188,8 @@ impl<S: Store> Resource for ResourceService<S> {
         let store = Arc::clone(&self.store);
         let lines = tokio::task::spawn_blocking(move || store.resource_eventlog())
             .await
-            .map_err(|e| Status::internal(e.to_string()))?
-            .map_err(crate::error::Error::from)?;
+            .map_err(|e| Error::Internal(e.to_string()))?
+            .map_err(Error::from)?;
         let (tx, out) = mpsc::channel(256);
         let cancel = self.cancel.clone();
         tokio::spawn(async move {
@@ -209,9 +211,10 @@ impl<S: Store> Resource for ResourceService<S> {
                     Ok(line) => line,
                     Err(broadcast::error::RecvError::Lagged(n)) => {
                         let _ = tx
-                            .send(Err(Status::data_loss(format!(
+                            .send(Err(Error::DataLoss(format!(
                                 "resource eventlog reader fell {n} events behind; reconnect"
-                            ))))
+                            ))
+                            .into()))
                             .await;
                         return;
                     }
@@ -279,7 +282,7 @@ impl<S: Store> Resource for ResourceService<S> {
     ) -> Result<Response<pb::ReloadResponse>, Status> {
         allow(&caller(&request)?, Action::ResourceAdmin, None)?;
         let r = fluxgate_shared::ResourceSet::parse(&request.into_inner().r)
-            .map_err(|e| Status::invalid_argument(format!("R: {e}")))?;
+            .map_err(|e| Error::Invalid(format!("R: {e}")))?;
         ask(&self.inbox, |reply| {
             Msg::Resource(ResourceMsg::Reload { r, reply })
         })
@@ -298,10 +301,7 @@ impl<S: Store> Resource for ResourceService<S> {
             Ok(pb::DrainMode::Overwrite) => DrainMode::Overwrite,
             Ok(pb::DrainMode::Update) => DrainMode::Update,
             Err(_) => {
-                return Err(Status::invalid_argument(format!(
-                    "unknown drain mode {}",
-                    req.mode
-                )));
+                return Err(Error::Invalid(format!("unknown drain mode {}", req.mode)).into());
             }
         };
         ask(&self.inbox, |reply| {
@@ -381,9 +381,10 @@ impl<S: Store> Resource for ResourceService<S> {
         })
         .await?;
         let Some(all) = view.inventory else {
-            return Err(Status::unavailable(
-                "the resource inventory is not defined yet: waiting for nodes to join",
-            ));
+            return Err(Error::Unavailable(
+                "the resource inventory is not defined yet: waiting for nodes to join".into(),
+            )
+            .into());
         };
         let up = all.copy_ranks(&view.up);
         let down = all.diff(&up);

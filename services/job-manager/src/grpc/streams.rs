@@ -11,7 +11,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use fluxgate_shared::auth::{Caller, Role};
-use tonic::Status;
+
+use crate::error::Error;
 
 /// Open streams per user, against `limits.max_streams_per_user`.
 #[derive(Debug, Default)]
@@ -36,14 +37,14 @@ impl StreamCaps {
     }
 
     /// Count one more stream of `caller`, or refuse it.
-    pub fn open(self: &Arc<Self>, caller: &Caller) -> Result<StreamPermit, Status> {
+    pub fn open(self: &Arc<Self>, caller: &Caller) -> Result<StreamPermit, Error> {
         if self.max == 0 || matches!(caller.role, Role::Owner | Role::Node) {
             return Ok(StreamPermit { caps: None });
         }
         let mut open = self.lock();
         let n = open.entry(caller.uid).or_default();
         if *n >= self.max {
-            return Err(Status::resource_exhausted(format!(
+            return Err(Error::Exhausted(format!(
                 "user {} (uid {}) has {} streams open, the limit \
                  (limits.max_streams_per_user); end one first",
                 caller.user, caller.uid, self.max
@@ -96,7 +97,7 @@ mod tests {
         let caps = StreamCaps::new(2);
         let a = caps.open(&guest(7)).unwrap();
         let _b = caps.open(&guest(7)).unwrap();
-        let e = caps.open(&guest(7)).unwrap_err();
+        let e: tonic::Status = caps.open(&guest(7)).unwrap_err().into();
         assert_eq!(e.code(), tonic::Code::ResourceExhausted);
         assert!(e.message().contains("limits.max_streams_per_user"), "{e:?}");
         // Others are not held back, nor the owner.
