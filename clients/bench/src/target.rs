@@ -310,6 +310,14 @@ impl Local {
         if let Some(url) = &self.store_url {
             jm = jm.env("FLUXGATE_STORE_URL", url);
         }
+        if let NodeSpec::Streams { count } = self.spec {
+            // The simulated nodes all connect from this machine: room for
+            // each of them (when they join directly) beyond the defaults.
+            let room = (count + 1024).to_string();
+            jm = jm
+                .set("limits.max_connections", &room)
+                .set("limits.max_connections_per_peer", &room);
+        }
         let started = Instant::now();
         (self.jm_pid, self.uri) = self
             .services

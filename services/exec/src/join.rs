@@ -23,13 +23,14 @@ use std::time::{Duration, Instant};
 use fluxgate_proto::v1::join_message::Message;
 use fluxgate_proto::v1::join_reply::Reply;
 use fluxgate_proto::v1::node_client::NodeClient;
-use fluxgate_proto::v1::{Heartbeat, Hello, JoinMessage, JoinReply, NodeInfo};
+use fluxgate_proto::v1::{Heartbeat, Hello, JoinMessage, JoinReply, NodeInfo, Welcome};
 use fluxgate_shared::resource::liveness::fenced;
 use fluxgate_shared::{IdSet, JobId};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
-use tonic::transport::{Certificate, ClientTlsConfig, Endpoint};
+use tonic::Streaming;
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
 
 use crate::config::Config;
 use crate::job::{Control, JobTable};
@@ -311,14 +312,13 @@ pub fn hello(
     }
 }
 
-async fn session(
+/// The connection to `target`, with the pings that notice a cut-off peer;
+/// `None` on shutdown.
+async fn connect(
     config: &Config,
     target: &str,
-    link: &Link<'_>,
     shutdown: &CancellationToken,
-    backoff: &mut Backoff,
-) -> Result<(), JoinError> {
-    let node = link.node;
+) -> Result<Option<Channel>, JoinError> {
     let endpoint = Endpoint::from_shared(target.to_string())
         .map_err(|e| JoinError::BadUri(target.to_string(), e.to_string()))?
         .connect_timeout(CONNECT_TIMEOUT)
@@ -342,12 +342,23 @@ async fn session(
             .map_err(|e| JoinError::Tls(e.to_string()))?,
         None => endpoint,
     };
-    let channel = tokio::select! {
-        c = endpoint.connect() => c?,
-        _ = shutdown.cancelled() => return Ok(()),
-    };
-    let mut client = NodeClient::new(channel);
-    let (tx, rx) = mpsc::channel(if link.relay.is_some() { RELAY_QUEUE } else { 4 });
+    tokio::select! {
+        c = endpoint.connect() => Ok(Some(c?)),
+        _ = shutdown.cancelled() => Ok(None),
+    }
+}
+
+/// Open the join stream on `channel` with this process's hello, sent
+/// through `tx`: the welcome and the stream of replies; `None` on shutdown.
+async fn open(
+    config: &Config,
+    channel: Channel,
+    link: &Link<'_>,
+    tx: &mpsc::Sender<JoinMessage>,
+    rx: mpsc::Receiver<JoinMessage>,
+    shutdown: &CancellationToken,
+) -> Result<Option<(Welcome, Streaming<JoinReply>)>, JoinError> {
+    let node = link.node;
     let hello = JoinMessage {
         message: Some(Message::Hello(hello(
             config,
@@ -361,7 +372,7 @@ async fn session(
     let _ = tx.try_send(hello);
     let credential = &config.node_credential;
     let welcomed = async {
-        let mut replies = client
+        let mut replies = NodeClient::new(channel)
             .join(credential.request(ReceiverStream::new(rx)))
             .await?
             .into_inner();
@@ -374,33 +385,67 @@ async fn session(
             None => Err(JoinError::Closed),
         }
     };
-    let (welcome, mut replies) = tokio::select! {
+    let (welcome, replies) = tokio::select! {
         r = tokio::time::timeout(WELCOME_TIMEOUT, welcomed) => {
             r.map_err(|_| JoinError::WelcomeTimeout)??
         }
-        _ = shutdown.cancelled() => return Ok(()),
+        _ = shutdown.cancelled() => return Ok(None),
     };
     link.contact
         .answered(hello_sent, Some(welcome.fence_timeout));
     let ranks: IdSet = welcome.ranks.iter().copied().collect();
     tracing::info!(ranks = %ranks, heartbeat = welcome.heartbeat_interval, fence = welcome.fence_timeout, "joined the job manager");
     node.set_ranks(ranks);
-    backoff.reset();
-    let interval = config.heartbeat.unwrap_or_else(|| {
+    Ok(Some((welcome, replies)))
+}
+
+/// How often to heartbeat: the flag's interval, else the welcome's.
+fn heartbeat_interval(config: &Config, welcome: &Welcome) -> Duration {
+    config.heartbeat.unwrap_or_else(|| {
         let s = welcome.heartbeat_interval;
         if s.is_finite() && s > 0.0 {
             Duration::from_secs_f64(s.min(3600.0))
         } else {
             DEFAULT_HEARTBEAT
         }
-    });
-    let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + interval, interval);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut unacked = Unacked::default();
+    })
+}
+
+async fn session(
+    config: &Config,
+    target: &str,
+    link: &Link<'_>,
+    shutdown: &CancellationToken,
+    backoff: &mut Backoff,
+) -> Result<(), JoinError> {
+    let Some(channel) = connect(config, target, shutdown).await? else {
+        return Ok(());
+    };
+    let (tx, rx) = mpsc::channel(if link.relay.is_some() { RELAY_QUEUE } else { 4 });
+    let Some((welcome, replies)) = open(config, channel, link, &tx, rx, shutdown).await? else {
+        return Ok(());
+    };
+    backoff.reset();
     let _relaying = Relaying(link.relay);
     if let Some(relay) = link.relay {
         relay.joined(tx.clone());
     }
+    let interval = heartbeat_interval(config, &welcome);
+    heartbeat(link, &tx, replies, interval, shutdown).await
+}
+
+/// Heartbeat every `interval` and read the replies until the stream ends
+/// or `shutdown`.
+async fn heartbeat(
+    link: &Link<'_>,
+    tx: &mpsc::Sender<JoinMessage>,
+    mut replies: Streaming<JoinReply>,
+    interval: Duration,
+    shutdown: &CancellationToken,
+) -> Result<(), JoinError> {
+    let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + interval, interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut unacked = Unacked::default();
     loop {
         tokio::select! {
             _ = tick.tick() => {
@@ -413,7 +458,7 @@ async fn session(
             }
             r = replies.message() => match r? {
                 Some(JoinReply { reply: Some(Reply::Welcome(w)) }) => {
-                    node.set_ranks(w.ranks.iter().copied().collect());
+                    link.node.set_ranks(w.ranks.iter().copied().collect());
                 }
                 Some(JoinReply { reply: Some(Reply::HeartbeatAck(hb)) }) => {
                     if let Some(sent) = unacked.acked(hb.seq) {
