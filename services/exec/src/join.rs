@@ -24,7 +24,7 @@ use fluxgate_proto::v1::join_message::Message;
 use fluxgate_proto::v1::join_reply::Reply;
 use fluxgate_proto::v1::node_client::NodeClient;
 use fluxgate_proto::v1::{Heartbeat, Hello, JoinMessage, JoinReply, NodeInfo, Welcome};
-use fluxgate_shared::resource::liveness::fenced;
+use fluxgate_shared::resource::liveness::{fenced, next_heartbeat};
 use fluxgate_shared::{IdSet, JobId};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
@@ -399,16 +399,16 @@ async fn open(
     Ok(Some((welcome, replies)))
 }
 
-/// How often to heartbeat: the flag's interval, else the welcome's.
-fn heartbeat_interval(config: &Config, welcome: &Welcome) -> Duration {
-    config.heartbeat.unwrap_or_else(|| {
-        let s = welcome.heartbeat_interval;
-        if s.is_finite() && s > 0.0 {
-            Duration::from_secs_f64(s.min(3600.0))
-        } else {
-            DEFAULT_HEARTBEAT
-        }
-    })
+/// How often to heartbeat, busy and idle: the flag's interval (always),
+/// else the welcome's.
+fn heartbeat_interval(config: &Config, welcome: &Welcome) -> (Duration, Duration) {
+    if let Some(every) = config.heartbeat {
+        return (every, every);
+    }
+    let secs = |s: f64| (s.is_finite() && s > 0.0).then(|| Duration::from_secs_f64(s.min(3600.0)));
+    let base = secs(welcome.heartbeat_interval).unwrap_or(DEFAULT_HEARTBEAT);
+    let idle = secs(welcome.heartbeat_idle).map_or(base, |idle| idle.max(base));
+    (base, idle)
 }
 
 async fn session(
@@ -434,27 +434,36 @@ async fn session(
     heartbeat(link, &tx, replies, interval, shutdown).await
 }
 
-/// Heartbeat every `interval` and read the replies until the stream ends
-/// or `shutdown`.
+/// Heartbeat (every `base` while jobs run here or joins are relayed, else
+/// slowing toward `idle`) and read the replies until the stream ends or
+/// `shutdown`.
 async fn heartbeat(
     link: &Link<'_>,
     tx: &mpsc::Sender<JoinMessage>,
     mut replies: Streaming<JoinReply>,
-    interval: Duration,
+    (base, idle): (Duration, Duration),
     shutdown: &CancellationToken,
 ) -> Result<(), JoinError> {
-    let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + interval, interval);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut every = base;
+    let mut next = tokio::time::Instant::now() + every;
     let mut unacked = Unacked::default();
     loop {
         tokio::select! {
-            _ = tick.tick() => {
+            _ = tokio::time::sleep_until(next) => {
                 let seq = unacked.sent(Instant::now());
                 let children = link.relay.map(Relay::take_heard).unwrap_or_default();
                 let hb = JoinMessage { message: Some(Message::Heartbeat(Heartbeat { seq, children })) };
                 if tx.send(hb).await.is_err() {
                     return Err(JoinError::Closed);
                 }
+                let busy = link.relay.is_some() || !link.jobs.is_empty();
+                every = Duration::from_secs_f64(next_heartbeat(
+                    every.as_secs_f64(),
+                    base.as_secs_f64(),
+                    idle.as_secs_f64(),
+                    busy,
+                ));
+                next = tokio::time::Instant::now() + every;
             }
             r = replies.message() => match r? {
                 Some(JoinReply { reply: Some(Reply::Welcome(w)) }) => {

@@ -31,6 +31,18 @@ pub struct Liveness {
     pub fence: f64,
 }
 
+/// The interval before a node's next heartbeat: `base` while it runs jobs
+/// (or relays others' joins), else twice the last one, up to `idle`. Idle
+/// nodes of a large machine thus cost their parent a fifth of the messages
+/// while their torpid and lost timeouts keep their meaning.
+pub fn next_heartbeat(last: f64, base: f64, idle: f64, busy: bool) -> f64 {
+    if busy || idle <= base {
+        base
+    } else {
+        (last * 2.0).clamp(base, idle)
+    }
+}
+
 /// What a node's silence makes it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Silence {
@@ -50,6 +62,22 @@ impl Liveness {
             self.lost.max(self.fence + FENCE_MARGIN)
         } else {
             self.lost
+        }
+    }
+
+    /// The longest a node with nothing running may wait between heartbeats
+    /// (never shorter than `heartbeat`): a third of the torpid and fence
+    /// timeouts, so that a node heard at that pace is never judged silent,
+    /// even when a relay above it reports it one of its own intervals late.
+    pub fn idle_heartbeat(&self, heartbeat: f64) -> f64 {
+        let mut cap = self.torpid / 3.0;
+        if self.fence > 0.0 {
+            cap = cap.min(self.fence / 3.0);
+        }
+        if cap.is_finite() {
+            cap.max(heartbeat)
+        } else {
+            heartbeat
         }
     }
 
@@ -121,5 +149,27 @@ mod tests {
         assert!(!fenced(0.0, 1e9), "0 never fences");
         assert!(!fenced(30.0, 29.9));
         assert!(fenced(30.0, 30.0));
+    }
+
+    #[test]
+    fn idle_nodes_slow_their_heartbeat_to_a_third_of_the_timeouts() {
+        let l = Liveness {
+            torpid: 30.0,
+            lost: 90.0,
+            fence: 60.0,
+        };
+        assert_eq!(l.idle_heartbeat(2.0), 10.0);
+        let tight = Liveness { fence: 12.0, ..l };
+        assert_eq!(tight.idle_heartbeat(2.0), 4.0);
+        // Never faster than asked.
+        let short = Liveness { torpid: 3.0, ..l };
+        assert_eq!(short.idle_heartbeat(2.0), 2.0);
+        let beats: Vec<f64> =
+            std::iter::successors(Some(2.0), |&t| Some(next_heartbeat(t, 2.0, 10.0, false)))
+                .take(5)
+                .collect();
+        assert_eq!(beats, vec![2.0, 4.0, 8.0, 10.0, 10.0]);
+        assert_eq!(next_heartbeat(10.0, 2.0, 10.0, true), 2.0);
+        assert_eq!(next_heartbeat(2.0, 2.0, 0.0, false), 2.0);
     }
 }

@@ -14,6 +14,7 @@ use fluxgate_proto::v1::exec_server::{Exec, ExecServer};
 use fluxgate_proto::v1::node_client::NodeClient;
 use fluxgate_proto::v1::session_request::Request as SessionReq;
 use fluxgate_proto::v1::start_response::Response as R;
+use fluxgate_shared::resource::liveness::next_heartbeat;
 use tokio::sync::mpsc;
 use tokio_stream::Stream;
 use tokio_stream::wrappers::ReceiverStream;
@@ -60,10 +61,10 @@ pub async fn node(
         .await
         .map_err(|s| anyhow!("node sim{i}: join refused: {}", s.message()))?
         .into_inner();
-    let every = match replies.message().await {
+    let (every, idle) = match replies.message().await {
         Ok(Some(pb::JoinReply {
             reply: Some(pb::join_reply::Reply::Welcome(w)),
-        })) => w.heartbeat_interval,
+        })) => (w.heartbeat_interval, w.heartbeat_idle),
         Ok(Some(pb::JoinReply {
             reply: Some(pb::join_reply::Reply::Refused(why)),
         })) => bail!("node sim{i} refused: {why}"),
@@ -75,21 +76,29 @@ pub async fn node(
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .get_or_insert(every);
-    let period = Duration::from_secs_f64(every.clamp(0.05, 3600.0));
+    let base = every.clamp(0.05, 3600.0);
+    let idle = if idle.is_finite() {
+        idle.clamp(base, 3600.0)
+    } else {
+        base
+    };
     Ok(Box::pin(async move {
-        // Spread the heartbeats over the interval, as booted nodes are.
-        let offset = period.mul_f64(f64::from(i % 997) / 997.0);
-        tokio::time::sleep(offset).await;
-        let mut tick = tokio::time::interval(period);
+        // Spread the heartbeats over the interval, as booted nodes are;
+        // idle, as a real exec service with no job is, they slow down.
+        let mut period = base;
+        let offset = period * f64::from(i % 997) / 997.0;
+        let mut next = tokio::time::Instant::now() + Duration::from_secs_f64(offset);
         loop {
             tokio::select! {
-                _ = tick.tick() => {
+                _ = tokio::time::sleep_until(next) => {
                     let beat = pb::JoinMessage {
                         message: Some(pb::join_message::Message::Heartbeat(pb::Heartbeat::default())),
                     };
                     if tx.send(beat).await.is_err() {
                         bail!("node sim{i}: join stream closed");
                     }
+                    period = next_heartbeat(period, base, idle, false);
+                    next = tokio::time::Instant::now() + Duration::from_secs_f64(period);
                 }
                 m = replies.message() => match m {
                     Ok(Some(_)) => {}

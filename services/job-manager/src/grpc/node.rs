@@ -122,10 +122,13 @@ impl NodeService {
     }
 
     fn welcome(&self, ranks: Vec<u32>) -> pb::Welcome {
+        let liveness = self.config.resource.liveness();
+        let heartbeat = self.config.resource.heartbeat_interval;
         pb::Welcome {
             ranks,
-            heartbeat_interval: self.config.resource.heartbeat_interval,
-            fence_timeout: self.config.resource.liveness().fence,
+            heartbeat_interval: heartbeat,
+            fence_timeout: liveness.fence,
+            heartbeat_idle: liveness.idle_heartbeat(heartbeat),
         }
     }
 
