@@ -8,12 +8,13 @@ use anyhow::anyhow;
 use fluxgate_proto::v1 as pb;
 use fluxgate_shared::job::StateMask;
 use fluxgate_shared::jobspec::parse_fsd;
+use fluxgate_shared::policy::format_fsd_py;
 use fluxgate_shared::rset::Constraint;
 use fluxgate_shared::{IdSet, ResourceSet};
 use serde_json::json;
 
 use crate::client::{self, Instance};
-use crate::output::{fsd, pad, printable};
+use crate::output::{pad, printable};
 
 /// Arguments of `fluxgate queue`.
 #[derive(Debug, clap::Args)]
@@ -229,7 +230,7 @@ fn limit(secs: f64) -> String {
     if secs <= 0.0 || secs.is_infinite() {
         "inf".into()
     } else {
-        fsd(secs)
+        format_fsd_py(secs)
     }
 }
 

@@ -8,10 +8,10 @@ use std::process::ExitCode;
 use anyhow::{Context, anyhow, bail};
 use fluxgate_proto::v1 as pb;
 use fluxgate_shared::JobId;
+use fluxgate_shared::policy::format_fsd_py;
 use fluxgate_shared::rset::ResourceSet;
 
 use crate::client::{self, Instance};
-use crate::output;
 
 /// Arguments of `fluxgate job timeleft`.
 #[derive(Debug, clap::Args)]
@@ -35,7 +35,7 @@ fn remaining(expiration: Option<f64>, ended: bool, now: f64) -> Option<f64> {
 fn render(left: Option<f64>, human: bool) -> String {
     match (left, human) {
         (None, _) => "infinity".to_string(),
-        (Some(s), true) => output::fsd(s),
+        (Some(s), true) => format_fsd_py(s),
         (Some(s), false) => format!("{}", s.floor() as u64),
     }
 }

@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use anyhow::anyhow;
 use fluxgate_proto::v1 as pb;
 use fluxgate_shared::job::usage::JobUsage;
+use fluxgate_shared::policy::format_fsd_py;
 use fluxgate_shared::size;
 use serde_json::Value;
 
@@ -32,9 +33,9 @@ impl Render for Shown {
             writeln!(
                 out,
                 "{ranks:<8} {host:<16} {:>10} {:>10} {:>10} {:>8}",
-                output::fsd(u),
-                output::fsd(s),
-                output::fsd(u + s),
+                format_fsd_py(u),
+                format_fsd_py(s),
+                format_fsd_py(u + s),
                 size::display(rss)
             )
         };

@@ -1,10 +1,11 @@
 //! `fluxgate jobs`: list jobs as `flux jobs` does, by default with flux's
 //! format `{id.f58:>12} ?:{queue:<8.8} +:{username:<8} {name:<10.10+}
 //! {status_abbrev:>2.2} {ntasks:>6} {nnodes:>6h} {contextual_time!F:>8h}
-//! {contextual_info}`; every `-o` format is rendered by `crate::jobfmt`.
+//! {contextual_info}`; every `-o` format is rendered by `fluxgate_jobfmt`.
 //! Pending jobs come first (highest priority first), then running, then
 //! inactive, most recent first.
 
+pub mod format;
 pub mod pager;
 
 pub use pager::{list_all, list_pages};
@@ -19,12 +20,13 @@ use fluxgate_shared::jobspec::parse_fsd;
 use fluxgate_shared::{JobId, JobState};
 use serde_json::{Value, json};
 
+use fluxgate_jobfmt::details::{self, JobDetails};
+use fluxgate_jobfmt::instance::InstanceInfo;
+use fluxgate_jobfmt::{Template, record};
+use fluxgate_shared::job::usage::Total;
+
 use crate::client;
 use crate::cmd::instance::probe;
-use crate::jobfmt::details::{self, JobDetails};
-use crate::jobfmt::instance::InstanceInfo;
-use crate::jobfmt::{Template, record};
-use fluxgate_shared::job::usage::Total;
 
 /// Arguments of `fluxgate jobs`.
 #[derive(Debug, clap::Args)]
@@ -63,7 +65,7 @@ pub struct Args {
     filter: Vec<String>,
     /// -o/--format, --sort, -w, --stats and --stats-only (flux-jobs(1) formats).
     #[command(flatten)]
-    fmt: crate::jobfmt::cli::FormatArgs,
+    fmt: crate::cmd::jobs::format::FormatArgs,
     /// Emit the jobs as JSON.
     #[arg(long)]
     json: bool,
@@ -196,8 +198,8 @@ pub fn parse_since(w: &str, now: f64) -> anyhow::Result<f64> {
 /// Run `fluxgate jobs`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let fmt = match args.fmt.prepare(args.json, args.queue.as_deref())? {
-        crate::jobfmt::cli::Prepared::Format(f) => f,
-        crate::jobfmt::cli::Prepared::Done(code) => return Ok(code),
+        crate::cmd::jobs::format::Prepared::Format(f) => f,
+        crate::cmd::jobs::format::Prepared::Done(code) => return Ok(code),
     };
     let now = client::now();
     let (mut mask, results) = parse_filters(&args.filter)?;

@@ -52,8 +52,8 @@ pub const PARENT_LABEL: &str = "{name}";
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::jobfmt::instance::{InstanceInfo, JobCounts, ResourceCounts, Resources};
-    use crate::jobfmt::{Ctx, JobRecord, Template, record};
+    use fluxgate_jobfmt::instance::{InstanceInfo, JobCounts, ResourceCounts, Resources};
+    use fluxgate_jobfmt::{Ctx, JobRecord, Template, record};
     use fluxgate_proto::v1 as pb;
 
     fn header(name: &str) -> String {

@@ -24,10 +24,10 @@ use jiff::tz::TimeZone;
 
 use crate::client::{self, Instance};
 use crate::cmd::instance::connect_inside;
-use crate::jobfmt::instance::InstanceInfo;
-use crate::jobfmt::pyfmt::Value;
-use crate::jobfmt::{Ctx, JobRecord, Record, Template, record};
 use connectors::Style;
+use fluxgate_jobfmt::instance::InstanceInfo;
+use fluxgate_jobfmt::pyfmt::Value;
+use fluxgate_jobfmt::{Ctx, JobRecord, Record, Template, record};
 use root::RootRecord;
 use tree::{Drawing, Node};
 

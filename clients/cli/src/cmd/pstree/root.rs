@@ -8,9 +8,9 @@ use fluxgate_proto::v1 as pb;
 
 use crate::client::{self, Instance};
 use crate::cmd::instance::probe;
-use crate::jobfmt::instance::InstanceInfo;
-use crate::jobfmt::pyfmt::Value;
-use crate::jobfmt::{JobRecord, Record};
+use fluxgate_jobfmt::instance::InstanceInfo;
+use fluxgate_jobfmt::pyfmt::Value;
+use fluxgate_jobfmt::{JobRecord, Record};
 
 /// The enclosing instance's record: a job record whose id prints `.` in
 /// every encoding.

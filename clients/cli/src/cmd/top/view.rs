@@ -8,6 +8,7 @@
 //! line at the bottom.
 
 use fluxgate_shared::JobId;
+use fluxgate_shared::policy::format_fsd_py;
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Modifier, Style};
@@ -16,7 +17,7 @@ use ratatui::widgets::{Paragraph, Row, Table, TableState};
 
 use super::model::{Model, Usage};
 use crate::client::f58;
-use crate::output::{fsd, printable};
+use crate::output::printable;
 
 /// Width of a usage bar between its brackets.
 const BAR_WIDTH: usize = 30;
@@ -57,7 +58,7 @@ fn header(model: &Model, ctx: &Context<'_>) -> Vec<Line<'static>> {
     let state = if model.live { "" } else { "  (syncing)" };
     let uptime = model
         .started
-        .map(|t| format!("  uptime: {}", fsd((ctx.now - t).max(0.0))))
+        .map(|t| format!("  uptime: {}", format_fsd_py((ctx.now - t).max(0.0))))
         .unwrap_or_default();
     vec![
         Line::from(format!(
@@ -94,7 +95,7 @@ fn table<'a>(model: &'a Model, ctx: &Context<'_>, user: &dyn Fn(u32) -> String) 
             j.state.letter().to_string(),
             j.ntasks.to_string(),
             j.nnodes.to_string(),
-            j.runtime(ctx.now).map(fsd).unwrap_or_default(),
+            j.runtime(ctx.now).map(format_fsd_py).unwrap_or_default(),
             printable(&j.name).into_owned(),
         ])
     });

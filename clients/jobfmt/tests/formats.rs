@@ -1,12 +1,12 @@
-//! The flux-jobs(1) format language of `fluxgate jobs -o` (the `jobfmt`
-//! module), tested by tables against what flux-jobs prints: fields,
+//! The flux-jobs(1) format language of `fluxgate jobs -o` (this crate),
+//! tested by tables against what flux-jobs prints: fields,
 //! specs, sorting, headers and widths, with no instance.
 
-use fluxgate_cli::jobfmt::*;
+use fluxgate_jobfmt::*;
 use fluxgate_proto::v1 as pb;
 use jiff::tz::TimeZone;
 
-use fluxgate_cli::jobfmt::pyfmt::Value;
+use fluxgate_jobfmt::pyfmt::Value;
 
 /// 2023-11-14T22:13:20Z.
 const T0: f64 = 1_700_000_000.0;

@@ -10,7 +10,7 @@ use fluxgate_proto::v1 as pb;
 use fluxgate_shared::JobState;
 use fluxgate_shared::rset::ResourceSet;
 
-use super::pyfmt::Value;
+use crate::pyfmt::Value;
 
 /// Job counts of an instance, as flux's `JobStats` holds them.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

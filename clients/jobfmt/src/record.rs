@@ -10,10 +10,11 @@ use fluxgate_shared::JobId;
 use fluxgate_shared::JobState;
 use fluxgate_shared::job::usage::Total;
 use fluxgate_shared::job::{JobResult, WaitStatus, signal_description};
+use fluxgate_shared::policy::format_fsd_py;
 use serde_json::Value as Json;
 
-use super::instance::InstanceInfo;
-use super::pyfmt::Value;
+use crate::instance::InstanceInfo;
+use crate::pyfmt::Value;
 
 /// One job of the listing, with what its fields need to be computed.
 #[derive(Debug, Clone)]
@@ -32,7 +33,7 @@ pub struct JobRecord {
     /// What the job used, once it has ended in cgroups.
     usage: Option<Total>,
     /// Fields read from the job's own documents, when the format asks.
-    details: Option<super::details::JobDetails>,
+    details: Option<crate::details::JobDetails>,
 }
 
 impl JobRecord {
@@ -52,7 +53,7 @@ impl JobRecord {
     }
 
     /// The record with what the job used (`cpu_time`, `max_rss`).
-    pub fn with_details(self, details: super::details::JobDetails) -> JobRecord {
+    pub fn with_details(self, details: crate::details::JobDetails) -> JobRecord {
         JobRecord {
             details: Some(details),
             ..self
@@ -149,7 +150,7 @@ impl JobRecord {
             Some(JobState::Depend) => "depends:".into(),
             Some(JobState::Sched) => match self.annotation("sched.t_estimate").as_f64() {
                 Some(t) if t - self.now < 0.0 => "eta:now".into(),
-                Some(t) => format!("eta:{}", crate::output::fsd(t - self.now)),
+                Some(t) => format!("eta:{}", format_fsd_py(t - self.now)),
                 None if j.urgency == 0 => "held".into(),
                 None if j.priority == 0 => "priority-hold".into(),
                 // Why the job waits, when something says (a limit's name).
@@ -242,7 +243,7 @@ fn py_json(v: &Json) -> String {
         Json::String(s) => py_json_str(s),
         Json::Number(n) => match n.as_i64() {
             Some(i) => i.to_string(),
-            None => super::template::py_float(n.as_f64().unwrap_or(0.0)),
+            None => crate::template::py_float(n.as_f64().unwrap_or(0.0)),
         },
         other => other.to_string(),
     }
@@ -413,13 +414,13 @@ fn time(t: f64) -> Value {
     Value::Float(if t > 0.0 { t } else { 0.0 })
 }
 
-impl super::template::Record for JobRecord {
+impl crate::template::Record for JobRecord {
     /// A field as a person sees it: user strings (names, notes, annotations)
     /// may hold control or bidi characters, which are escaped so they cannot
     /// drive the terminal; widths and truncation then count the escaped form.
     fn field(&self, name: &str) -> Value {
         match self.raw_field(name) {
-            Value::Str(s) => match crate::output::printable(&s) {
+            Value::Str(s) => match crate::printable(&s) {
                 std::borrow::Cow::Borrowed(_) => Value::Str(s),
                 std::borrow::Cow::Owned(escaped) => Value::Str(escaped),
             },

@@ -17,8 +17,9 @@ use std::cmp::Ordering;
 use jiff::Timestamp;
 use jiff::tz::TimeZone;
 
-use super::pyfmt::{Spec, Value, float_repr, format_value, g_prec};
-use crate::output::fsd;
+use fluxgate_shared::policy::format_fsd_py;
+
+use crate::pyfmt::{Spec, Value, float_repr, format_value, g_prec};
 
 /// Something a format can show: one row of the listing.
 pub trait Record {
@@ -487,7 +488,7 @@ fn fsd_flux(secs: f64) -> String {
     if secs.is_infinite() {
         "inf".into()
     } else {
-        fsd(secs)
+        format_fsd_py(secs)
     }
 }
 

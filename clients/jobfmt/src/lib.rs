@@ -2,11 +2,11 @@
 //! ([`template`], over Python's format specs in [`pyfmt`]), the job fields
 //! ([`record`]) with those of a job's own instance ([`instance`]), named
 //! formats and their config files ([`named`]) and the `--stats` line
-//! ([`stats`]). Nothing here does I/O except reading config
-//! files, so the whole language is tested with tables, in the crate's
-//! `tests/jobfmt.rs`.
+//! ([`stats`]), the fields read from a job's own documents ([`details`]),
+//! and user text made safe for a terminal ([`printable`]). Nothing here
+//! does I/O except reading config files, so the whole language is tested
+//! with tables, in the crate's `tests/formats.rs`.
 
-pub mod cli;
 pub mod details;
 pub mod instance;
 pub mod named;
@@ -14,9 +14,11 @@ pub mod pyfmt;
 pub mod record;
 pub mod stats;
 pub mod template;
+mod text;
 
 pub use record::JobRecord;
 pub use template::{Ctx, Record, Template};
+pub use text::printable;
 
 /// How to lay out the listing.
 #[derive(Debug, Clone, Default)]

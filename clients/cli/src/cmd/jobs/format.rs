@@ -1,6 +1,7 @@
-//! The `fluxgate jobs` options of this module (`-o`, `--sort`, `-w`,
-//! `--stats`, `--stats-only`) and the I/O around the pure formatter: the
-//! config files and environment, the stats listing, standard output.
+//! The `fluxgate jobs` output options (`-o`, `--sort`, `-w`, `--stats`,
+//! `--stats-only`) and the I/O around the pure formatter of
+//! `fluxgate-jobfmt`: the config files and environment, the stats listing,
+//! standard output.
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -12,10 +13,12 @@ use fluxgate_shared::JobId;
 use fluxgate_shared::job::usage::Total;
 use jiff::tz::TimeZone;
 
-use super::instance::InstanceInfo;
-use super::named::{Choice, DEFAULT_ENV, Formats, search_dirs};
-use super::stats::Stats;
-use super::{Ctx, JobRecord, Layout, render};
+use fluxgate_jobfmt::details::JobDetails;
+use fluxgate_jobfmt::instance::InstanceInfo;
+use fluxgate_jobfmt::named::{Choice, DEFAULT_ENV, Formats, search_dirs};
+use fluxgate_jobfmt::stats::Stats;
+use fluxgate_jobfmt::{Ctx, JobRecord, Layout, Template, record, render};
+
 use crate::client;
 
 /// Output options of `fluxgate jobs`, as flux-jobs(1).
@@ -83,8 +86,7 @@ impl FormatArgs {
             Choice::Format(f) => f,
         };
         // Check the format before talking to the instance, as flux does.
-        super::Template::parse(&fmt, super::record::heading)
-            .map_err(|e| anyhow!("Error in user format: {e}"))?;
+        Template::parse(&fmt, record::heading).map_err(|e| anyhow!("Error in user format: {e}"))?;
         if self.stats || self.stats_only {
             let stats = fetch_stats(queue)?;
             println!("{}", stats.line());
@@ -111,7 +113,7 @@ impl FormatArgs {
         no_header: bool,
         inside: &HashMap<u64, InstanceInfo>,
         usage: &HashMap<u64, Total>,
-        details: &HashMap<u64, super::details::JobDetails>,
+        details: &HashMap<u64, JobDetails>,
     ) -> anyhow::Result<()> {
         let mut records: Vec<JobRecord> = jobs
             .into_iter()
