@@ -26,7 +26,7 @@ pub async fn job_counts(inst: &mut Instance) -> anyhow::Result<JobCounts> {
         userid: None,
         ..Default::default()
     };
-    let jobs = crate::cmd::jobs::pager::list_all(inst, request).await?;
+    let jobs = crate::cmd::jobs::list_all(inst, request).await?;
     Ok(JobCounts::count(&jobs))
 }
 

@@ -33,7 +33,7 @@ use self::feed::{Update, follow_eventlog, follow_instance};
 use self::model::Model;
 use self::view::Context;
 use crate::client::{self, Instance};
-use crate::cmd::instance::connect_inside;
+use crate::cmd::instance::nested::connect_inside;
 
 /// Updates buffered per screen; a screen not shown (one below an open
 /// one) stops its feed here, and its journal resyncs when it is back.

@@ -22,13 +22,15 @@ use fluxgate_shared::jobspec::{
 use serde_json::{Value, json};
 
 use crate::client::{self, Instance};
-use crate::cmd::attach;
-use crate::cmd::copies::{CopyOpts, progress_bar};
-use crate::cmd::stdin::Ranks;
+use crate::cmd::jobs::attach;
+use crate::cmd::jobs::attach::stdin::Ranks;
+use crate::cmd::jobs::submit::copies::{CopyOpts, progress_bar};
 
 mod begin_time;
+pub mod copies;
 mod env_rules;
 mod files;
+pub mod jobspec;
 
 use env_rules::EnvRules;
 

@@ -5,7 +5,7 @@
 use std::process::ExitCode;
 
 use crate::client;
-use crate::cmd::attach;
+use crate::cmd::jobs::attach;
 
 /// Arguments of `fluxgate job status`.
 #[derive(Debug, clap::Args)]

@@ -13,8 +13,8 @@ use fluxgate_shared::job::StateMask;
 use tokio::task::JoinSet;
 
 use crate::client::{self, Instance};
-use crate::cmd::attach::{self, Outcome};
-use crate::cmd::copies::progress_bar;
+use crate::cmd::jobs::attach::{self, Outcome};
+use crate::cmd::jobs::submit::copies::progress_bar;
 
 /// Jobs followed at once: each holds two streams open on the job manager.
 const MAX_FOLLOWED: usize = 64;
@@ -66,9 +66,9 @@ fn selection(args: &Args, now: f64) -> anyhow::Result<Option<Selection>> {
             let since = args
                 .since
                 .as_deref()
-                .map(|w| crate::cmd::jobs::parse_since(w, now))
+                .map(|w| crate::cmd::jobs::list::parse_since(w, now))
                 .transpose()?;
-            let (mut states, results) = crate::cmd::jobs::parse_filters(&args.filter)?;
+            let (mut states, results) = crate::cmd::jobs::list::parse_filters(&args.filter)?;
             if args.active {
                 states = StateMask::ACTIVE;
             } else if args.all || (since.is_some() && args.filter.is_empty()) {

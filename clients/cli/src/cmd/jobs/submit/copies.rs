@@ -6,7 +6,7 @@ use anyhow::anyhow;
 use fluxgate_shared::{IdSet, JobId};
 
 use crate::client::{self, Instance};
-use crate::cmd::attach;
+use crate::cmd::jobs::attach;
 
 /// The options, as both commands take them.
 #[derive(Debug, clap::Args)]

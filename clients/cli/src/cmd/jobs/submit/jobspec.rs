@@ -9,8 +9,8 @@ use anyhow::{Context, bail};
 use fluxgate_proto::v1 as pb;
 use fluxgate_shared::Jobspec;
 
+use super::{parse_flags, parse_urgency, submit_one};
 use crate::client;
-use crate::cmd::submit::{parse_flags, parse_urgency, submit_one};
 
 /// Arguments of `fluxgate job submit`.
 #[derive(Debug, clap::Args)]

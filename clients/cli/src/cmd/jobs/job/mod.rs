@@ -1,6 +1,9 @@
-//! `fluxgate job ...`: one module per job subcommand.
+//! `fluxgate job ...`: one module per job subcommand (`job submit` is with
+//! the other ways to submit, in [`super::submit::jobspec`]).
 
 use std::process::ExitCode;
+
+use super::submit::jobspec;
 
 pub mod control;
 pub mod eventlog;
@@ -9,7 +12,6 @@ pub mod id;
 pub mod memo;
 pub mod purge;
 pub mod status;
-pub mod submit;
 pub mod taskmap;
 pub mod timeleft;
 pub mod usage;
@@ -57,7 +59,7 @@ enum Command {
     /// host:pid of each task of a running job (as flux job hostpids).
     Hostpids(hostpids::Args),
     /// Submit a jobspec from a file or stdin (as flux job submit).
-    Submit(submit::Args),
+    Submit(jobspec::Args),
     /// CPU time and peak memory a job used, per node and in total.
     Usage(usage::Args),
 }
@@ -76,7 +78,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Command::Wait(a) => control::run_wait(a),
         Command::Last(a) => control::run_last(a),
         Command::Purge(a) => purge::run(a),
-        Command::Submit(a) => submit::run(a),
+        Command::Submit(a) => jobspec::run(a),
         Command::Status(a) => status::run(a),
         Command::Memo(a) => memo::run(a),
         Command::Timeleft(a) => timeleft::run(a),

@@ -23,7 +23,7 @@ use fluxgate_shared::{JobId, JobState};
 use jiff::tz::TimeZone;
 
 use crate::client::{self, Instance};
-use crate::cmd::instance::connect_inside;
+use crate::cmd::instance::nested::connect_inside;
 use connectors::Style;
 use fluxgate_jobfmt::instance::InstanceInfo;
 use fluxgate_jobfmt::pyfmt::Value;
@@ -218,7 +218,7 @@ struct Select {
 
 /// Run `fluxgate pstree`.
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let (mut states, results) = crate::cmd::jobs::parse_filters(&args.filter)?;
+    let (mut states, results) = crate::cmd::jobs::list::parse_filters(&args.filter)?;
     if args.all {
         states = StateMask::ALL;
     } else if states.is_empty() {
@@ -336,7 +336,7 @@ async fn jobs(
     };
     // In the job list's order, as flux-pstree draws them: the latest
     // started running job first.
-    crate::cmd::jobs::flux_order(&mut list);
+    crate::cmd::jobs::list::flux_order(&mut list);
     let below = Select {
         states: below.states,
         results: below.results.clone(),

@@ -46,7 +46,10 @@ impl BatchConfig {
         match Path::new(value).extension().and_then(|e| e.to_str()) {
             Some(ext @ ("toml" | "json")) => {
                 let text = std::fs::read_to_string(value).map_err(|e| {
-                    anyhow!("--conf: {}", crate::cmd::submit::python_os_error(&e, value))
+                    anyhow!(
+                        "--conf: {}",
+                        crate::cmd::jobs::submit::python_os_error(&e, value)
+                    )
                 })?;
                 let conf = parse_as(&text, ext)
                     .map_err(|e| anyhow!("--conf: parse error: {value}: {e}"))?;

@@ -21,7 +21,7 @@ use tokio::sync::mpsc;
 use super::model::{Resources, Usage};
 use crate::client::{self, Instance};
 use crate::cmd::instance::probe;
-use crate::cmd::job::eventlog::Formatter;
+use crate::cmd::jobs::job::eventlog::Formatter;
 
 /// How often the nodes and cores are read besides after allocations:
 /// resources are not jobs, and one call every two seconds costs nothing.
@@ -176,7 +176,7 @@ async fn eventlog_lines(
     id: u64,
     tx: &mpsc::Sender<Update>,
 ) -> anyhow::Result<()> {
-    let mut stream = crate::cmd::attach::watch(
+    let mut stream = crate::cmd::jobs::attach::watch(
         inst,
         fluxgate_shared::JobId::from(id),
         "eventlog",

@@ -18,12 +18,16 @@ use anyhow::Context;
 use fluxgate_proto::v1 as pb;
 use fluxgate_shared::{Event, JobId};
 
-use super::interrupt::{Action, CANCEL_NOTE, Interrupts, Key, Keys, suspend};
-use super::stdin::{Ranks, forward};
-use super::terminal::RawMode;
+pub mod interrupt;
+pub mod stdin;
+pub mod terminal;
+
 use crate::client::{self, Instance};
 use crate::follow::LogWatch;
 use crate::output::printable;
+use interrupt::{Action, CANCEL_NOTE, Interrupts, Key, Keys, suspend};
+use stdin::{Ranks, forward};
+use terminal::RawMode;
 
 /// How a finished job ended, as a command reports it.
 #[derive(Debug, Clone, Default)]

@@ -17,7 +17,7 @@ use fluxgate_shared::jobspec::parse_fsd;
 use fluxgate_shared::{IdSet, JobId};
 
 use crate::client::{self, Instance};
-use crate::cmd::attach;
+use crate::cmd::jobs::attach;
 use crate::output::printable;
 
 /// Arguments of `fluxgate job hostpids`.

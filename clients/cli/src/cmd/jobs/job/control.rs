@@ -9,8 +9,8 @@ use fluxgate_proto::v1 as pb;
 use fluxgate_shared::JobId;
 
 use crate::client;
-use crate::cmd::attach;
-use crate::cmd::submit::parse_urgency;
+use crate::cmd::jobs::attach;
+use crate::cmd::jobs::submit::parse_urgency;
 use crate::output::printable;
 
 /// Arguments of `fluxgate job attach`.

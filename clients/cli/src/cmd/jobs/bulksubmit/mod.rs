@@ -18,8 +18,8 @@ use fluxgate_proto::v1 as pb;
 use fluxgate_shared::JobId;
 
 use crate::client;
-use crate::cmd::copies::{CopyOpts, progress_bar};
-use crate::cmd::submit::{JobOpts, submit_one};
+use crate::cmd::jobs::submit::copies::{CopyOpts, progress_bar};
+use crate::cmd::jobs::submit::{JobOpts, submit_one};
 
 /// Arguments of `fluxgate bulksubmit`.
 #[derive(Debug, clap::Args)]

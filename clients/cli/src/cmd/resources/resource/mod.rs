@@ -7,7 +7,6 @@
 //! ([`r`]), which reads and writes the resource sets these commands show.
 
 pub mod info;
-pub mod r;
 
 use std::io::{self, Write};
 use std::process::ExitCode;
@@ -18,7 +17,7 @@ use fluxgate_shared::{Hostlist, IdSet, ResourceSet};
 use serde_json::Value;
 
 use crate::client::{self, Instance};
-use crate::cmd::job::eventlog::{Formatter, civil};
+use crate::cmd::jobs::job::eventlog::{Formatter, civil};
 use crate::output::{self, Mode, Render, pad, printable};
 
 /// Arguments of `fluxgate resource`.
@@ -339,7 +338,7 @@ async fn list(
     let free = up.diff(&alloc);
     let mut all_rows = [("free", free), ("allocated", alloc), ("down", down)];
     if !queues.is_empty() {
-        let ranks = crate::cmd::queue::ranks_of(inst, &rset(&inv.all)?, queues).await?;
+        let ranks = crate::cmd::resources::queue::ranks_of(inst, &rset(&inv.all)?, queues).await?;
         for (_, r) in all_rows.iter_mut() {
             *r = r.include(&ranks);
         }
