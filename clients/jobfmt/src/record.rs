@@ -9,7 +9,7 @@ use fluxgate_proto::v1 as pb;
 use fluxgate_shared::JobId;
 use fluxgate_shared::JobState;
 use fluxgate_shared::job::usage::Total;
-use fluxgate_shared::job::{JobResult, WaitStatus, signal_description};
+use fluxgate_shared::job::{JobResult, WaitStatus, returncode_reason};
 use fluxgate_shared::policy::format_fsd_py;
 use serde_json::Value as Json;
 
@@ -187,10 +187,9 @@ impl JobRecord {
                 format!("Exception: type={}{note}", j.exception_type)
             }
             Some(JobResult::Failed) => match self.returncode() {
-                Value::Int(rc) if rc > 128 => signal_description((rc - 128) as i32),
-                Value::Int(126) => "Command invoked cannot execute".into(),
-                Value::Int(127) => "command not found".into(),
-                Value::Int(128) => "Invalid argument to exit".into(),
+                Value::Int(rc) => {
+                    i32::try_from(rc).map_or_else(|_| format!("Exit {rc}"), returncode_reason)
+                }
                 rc => format!("Exit {}", rc.to_py_str()),
             },
             Some(_) => format!("Exit {}", self.returncode().to_py_str()),

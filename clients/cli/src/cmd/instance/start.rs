@@ -20,18 +20,15 @@
 //! owner's token file named on standard error. The state directory is 0700
 //! and every file in it (store, logs, key, tokens) 0600, created so.
 
-use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{Context, anyhow, bail};
 use fluxgate_shared::Hostlist;
-use nix::sys::signal::Signal;
-use nix::unistd::Pid;
 
 use crate::client;
-use crate::services::{self, Cores, Exec, JobManager, Launcher, Signals, command_or_shell};
+use crate::services::{self, Cores, Exec, JobManager, Launcher, Signals, run_command};
 
 /// Arguments of `fluxgate start`.
 #[derive(Debug, clap::Args)]
@@ -142,13 +139,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             s = signals.any() => Err(anyhow!("interrupted by {s} during startup")),
         }
     })?;
-    let code = rt.block_on(run_command(
-        &args.command,
-        &uri,
-        &statedir,
-        &owner_token,
-        &mut signals,
-    ))?;
+    let env = [
+        (client::URI_ENV, Some(uri.as_ref())),
+        ("FLUXGATE_STATEDIR", Some(statedir.as_os_str())),
+        (client::TOKEN_ENV, Some(owner_token.as_ref())),
+    ];
+    let code = rt.block_on(run_command(&args.command, &env, &mut signals))?;
     launcher.teardown();
     Ok(code)
 }
@@ -254,46 +250,4 @@ async fn start_instance(launcher: &mut Launcher, args: &Args) -> anyhow::Result<
         .await
         .with_context(|| format!("instance did not come up; logs in {}", statedir.display()))?;
     Ok((uri, owner_token))
-}
-
-/// Run CMD with the instance in its environment; SIGTERM/SIGHUP are passed
-/// on, SIGINT is left to CMD (the terminal sent it to CMD's group too).
-async fn run_command(
-    command: &[String],
-    uri: &str,
-    statedir: &Path,
-    token: &str,
-    signals: &mut Signals,
-) -> anyhow::Result<ExitCode> {
-    let (prog, rest) = command_or_shell(command);
-    let mut command = tokio::process::Command::new(&prog);
-    command
-        .args(&rest)
-        .env(client::URI_ENV, uri)
-        .env("FLUXGATE_STATEDIR", statedir)
-        .env(client::TOKEN_ENV, token);
-    let mut child = command
-        .spawn()
-        .with_context(|| format!("cannot run {prog}"))?;
-    let pid = child.id().map(|p| Pid::from_raw(p as i32));
-    let status = loop {
-        tokio::select! {
-            s = child.wait() => break s?,
-            _ = signals.int.recv() => {}
-            _ = signals.term.recv() => forward(pid, Signal::SIGTERM),
-            _ = signals.hup.recv() => forward(pid, Signal::SIGHUP),
-        }
-    };
-    let code = match (status.code(), status.signal()) {
-        (Some(c), _) => c,
-        (None, Some(s)) => 128 + s,
-        _ => 1,
-    };
-    Ok(ExitCode::from(code.clamp(0, 255) as u8))
-}
-
-fn forward(pid: Option<Pid>, sig: Signal) {
-    if let Some(p) = pid {
-        let _ = nix::sys::signal::kill(p, sig);
-    }
 }

@@ -26,7 +26,6 @@
 //! goes only to the script (or alloc's command) and to a file only the job's
 //! user can read, where `proxy`, `uri` and `alloc` find it ([`access`]).
 
-use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
@@ -43,7 +42,8 @@ use crate::cmd::jobs::attach;
 use crate::cmd::jobs::attach::stdin::Ranks;
 use crate::cmd::jobs::submit::{InstanceJob, JobOpts, submit_one, with_input_service};
 use crate::services::{
-    Cores, Exec, JobManager, Launcher, Signals, command_or_shell, up_count, wait_ready,
+    Cores, Exec, JobManager, Launcher, Signals, command_or_shell, exit_code, forward, run_command,
+    up_count, wait_ready,
 };
 
 mod access;
@@ -254,21 +254,6 @@ async fn job_r(parent: &mut Instance, id: JobId) -> anyhow::Result<ResourceSet> 
         .filter(|t| !t.is_empty())
         .context("the enclosing instance has no R for this job")?;
     ResourceSet::parse(text).context("the job's R from the enclosing instance is unreadable")
-}
-
-fn forward(pid: Option<Pid>, sig: Signal) {
-    if let Some(p) = pid {
-        let _ = nix::sys::signal::kill(p, sig);
-    }
-}
-
-fn exit_code(status: std::process::ExitStatus) -> ExitCode {
-    let code = match (status.code(), status.signal()) {
-        (Some(c), _) => c,
-        (None, Some(s)) => 128 + s,
-        _ => 1,
-    };
-    ExitCode::from(code.clamp(0, 255) as u8)
 }
 
 #[cfg(test)]

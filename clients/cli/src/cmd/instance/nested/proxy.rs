@@ -20,7 +20,12 @@ pub fn run_proxy(args: ProxyArgs) -> anyhow::Result<ExitCode> {
                 client::TOKEN_ENV
             );
         }
-        run_with_uri(&args.command, &uri, token.as_deref(), &mut signals).await
+        // The caller's token is for another instance: unset without one.
+        let env = [
+            (client::URI_ENV, Some(uri.as_ref())),
+            (client::TOKEN_ENV, token.as_deref().map(AsRef::as_ref)),
+        ];
+        run_command(&args.command, &env, &mut signals).await
     })
 }
 
@@ -116,34 +121,4 @@ pub async fn connect_inside(
     };
     let child = client::connect_with(&uri, &creds).await?;
     Ok(Some((child, uri)))
-}
-
-/// Run `command` (default $SHELL) with FLUXGATE_URI set, and FLUXGATE_TOKEN
-/// to `token` (unset without one: the caller's is for another instance);
-/// SIGTERM and SIGHUP are passed on, SIGINT is left to it (the terminal
-/// sent it there too).
-async fn run_with_uri(
-    command: &[String],
-    uri: &str,
-    token: Option<&str>,
-    signals: &mut Signals,
-) -> anyhow::Result<ExitCode> {
-    let (prog, rest) = command_or_shell(command);
-    let mut cmd = tokio::process::Command::new(&prog);
-    cmd.args(&rest).env(client::URI_ENV, uri);
-    match token {
-        Some(t) => cmd.env(client::TOKEN_ENV, t),
-        None => cmd.env_remove(client::TOKEN_ENV),
-    };
-    let mut child = cmd.spawn().with_context(|| format!("cannot run {prog}"))?;
-    let pid = child.id().map(|p| Pid::from_raw(p as i32));
-    let status = loop {
-        tokio::select! {
-            s = child.wait() => break s?,
-            _ = signals.int.recv() => {}
-            _ = signals.term.recv() => forward(pid, Signal::SIGTERM),
-            _ = signals.hup.recv() => forward(pid, Signal::SIGHUP),
-        }
-    };
-    Ok(exit_code(status))
 }

@@ -2,6 +2,7 @@
 //! node, and on rank 0 the child job manager and the script.
 
 use super::*;
+use crate::cmd::jobs::list_all;
 
 /// The signals an instance task handles: those of [`Signals`], and SIGALRM,
 /// which the exec service sends when the job's time limit is reached (as
@@ -489,15 +490,7 @@ async fn drain_child(uri: &str, creds: &client::Credentials) {
     let Ok(mut child) = client::connect_with(uri, creds).await else {
         return;
     };
-    let active = |child: &mut Instance| {
-        let mut jobs = child.jobs.clone();
-        async move {
-            jobs.list(pb::ListRequest::default())
-                .await
-                .map(|r| r.into_inner().jobs)
-        }
-    };
-    let Ok(jobs) = active(&mut child).await else {
+    let Ok(jobs) = list_all(&mut child, pb::ListRequest::default()).await else {
         return;
     };
     for j in &jobs {
@@ -511,7 +504,7 @@ async fn drain_child(uri: &str, creds: &client::Credentials) {
     }
     let deadline = Instant::now() + DRAIN_TIMEOUT;
     while Instant::now() < deadline {
-        match active(&mut child).await {
+        match list_all(&mut child, pb::ListRequest::default()).await {
             Ok(jobs) if jobs.is_empty() => return,
             Ok(_) => tokio::time::sleep(Duration::from_millis(50)).await,
             Err(_) => return,

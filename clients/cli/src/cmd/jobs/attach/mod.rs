@@ -6,7 +6,8 @@
 //! relative to the job's first event. The `output` eventlog (RFC 24) is
 //! followed at the same time: stdout data to standard output, stderr data to
 //! standard error. The exit code is flux's: the `finish` wait status through
-//! `waitstatus_to_exitcode` (with its message after `fluxgate-job: `), or 1
+//! `WaitStatus::exit_report`, flux's `flux_job_waitstatus_to_exitcode`
+//! (with its message after `fluxgate-job: `), or 1
 //! when a fatal exception ended a job that did not fail otherwise.
 
 use std::io::Write;
@@ -16,6 +17,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use fluxgate_proto::v1 as pb;
+use fluxgate_shared::job::WaitStatus;
 use fluxgate_shared::{Event, JobId};
 
 pub mod interrupt;
@@ -118,7 +120,7 @@ impl Tracker {
 
     fn outcome(&self) -> Outcome {
         let (mut code, mut message) = match self.status {
-            Some(ws) => client::waitstatus_to_exitcode(ws),
+            Some(ws) => WaitStatus(ws).exit_report(),
             None => (0, None),
         };
         let exception = code == 0 && self.fatal.is_some();

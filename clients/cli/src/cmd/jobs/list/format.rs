@@ -169,17 +169,13 @@ impl FormatArgs {
 fn fetch_stats(queue: Option<&str>) -> anyhow::Result<Stats> {
     let jobs = client::block_on(async {
         let mut inst = client::connect().await?;
-        let resp = inst
-            .jobs
-            .list(pb::ListRequest {
-                states: 0x7f,
-                userid: None,
-                max_entries: 0,
-                ..Default::default()
-            })
-            .await
-            .map_err(client::status_error)?;
-        anyhow::Ok(resp.into_inner().jobs)
+        let request = pb::ListRequest {
+            states: 0x7f,
+            userid: None,
+            max_entries: 0,
+            ..Default::default()
+        };
+        super::pager::list_all(&mut inst, request).await
     })??;
     Ok(Stats::count(&jobs, queue))
 }
