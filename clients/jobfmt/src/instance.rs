@@ -6,117 +6,10 @@
 //! `instance.gpu_utilization`, `instance.progress`). The caller reads the
 //! child instance; this file only counts and looks fields up.
 
-use fluxgate_proto::v1 as pb;
-use fluxgate_shared::JobState;
 use fluxgate_shared::rset::ResourceSet;
 
 use crate::pyfmt::Value;
-
-/// Job counts of an instance, as flux's `JobStats` holds them.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct JobCounts {
-    /// Jobs in DEPEND.
-    pub depend: u64,
-    /// Jobs in PRIORITY.
-    pub priority: u64,
-    /// Jobs in SCHED.
-    pub sched: u64,
-    /// Jobs in RUN.
-    pub run: u64,
-    /// Jobs in CLEANUP.
-    pub cleanup: u64,
-    /// Inactive jobs.
-    pub inactive: u64,
-    /// Every job, NEW and inactive ones included.
-    pub total: u64,
-    /// Inactive and COMPLETED.
-    pub successful: u64,
-    /// Inactive and FAILED (flux adds timeouts and cancels in `failed()`).
-    pub failed_only: u64,
-    /// Inactive and TIMEOUT.
-    pub timeout: u64,
-    /// Inactive and CANCELED.
-    pub canceled: u64,
-}
-
-impl JobCounts {
-    /// Count `jobs`: every job of every user of the instance.
-    pub fn count<'a>(jobs: impl IntoIterator<Item = &'a pb::JobSummary>) -> JobCounts {
-        let mut c = JobCounts::default();
-        for j in jobs {
-            let Ok(state) = j.state.parse::<JobState>() else {
-                continue;
-            };
-            c.total += 1;
-            match state {
-                JobState::New => {}
-                JobState::Depend => c.depend += 1,
-                JobState::Priority => c.priority += 1,
-                JobState::Sched => c.sched += 1,
-                JobState::Run => c.run += 1,
-                JobState::Cleanup => c.cleanup += 1,
-                JobState::Inactive => {
-                    c.inactive += 1;
-                    match j.result.as_str() {
-                        "COMPLETED" => c.successful += 1,
-                        "TIMEOUT" => c.timeout += 1,
-                        "CANCELED" => c.canceled += 1,
-                        _ => c.failed_only += 1,
-                    }
-                }
-            }
-        }
-        c
-    }
-
-    /// DEPEND, PRIORITY and SCHED.
-    pub fn pending(&self) -> u64 {
-        self.depend + self.priority + self.sched
-    }
-
-    /// RUN and CLEANUP.
-    pub fn running(&self) -> u64 {
-        self.run + self.cleanup
-    }
-
-    /// Every unsuccessful inactive job, as flux's `JobStats.failed`.
-    pub fn failed(&self) -> u64 {
-        self.failed_only + self.timeout + self.canceled
-    }
-
-    /// `str(instance.stats)`: `PD:n R:n CD:n F:n`.
-    pub fn summary(&self) -> String {
-        format!(
-            "PD:{} R:{} CD:{} F:{}",
-            self.pending(),
-            self.running(),
-            self.successful,
-            self.failed()
-        )
-    }
-
-    fn field(&self, name: &str) -> Option<u64> {
-        Some(match name {
-            "depend" => self.depend,
-            "priority" => self.priority,
-            "sched" => self.sched,
-            "run" => self.run,
-            "cleanup" => self.cleanup,
-            "inactive" => self.inactive,
-            "total" => self.total,
-            "successful" => self.successful,
-            "failed" => self.failed(),
-            "timeout" => self.timeout,
-            "canceled" => self.canceled,
-            // The listing cannot see purged jobs.
-            "inactive_purged" => 0,
-            "pending" => self.pending(),
-            "running" => self.running(),
-            "active" => self.total - self.inactive,
-            _ => return None,
-        })
-    }
-}
+use crate::stats::JobCounts;
 
 /// What one resource state of an instance holds.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -248,6 +141,7 @@ impl InstanceInfo {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use fluxgate_proto::v1 as pb;
     use fluxgate_shared::IdSet;
     use fluxgate_shared::rset::Node;
 

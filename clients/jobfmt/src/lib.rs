@@ -1,8 +1,8 @@
 //! flux-jobs(1) output formats for `fluxgate jobs -o`: the format language
 //! ([`template`], over Python's format specs in [`pyfmt`]), the job fields
 //! ([`record`]) with those of a job's own instance ([`instance`]), named
-//! formats and their config files ([`named`]) and the `--stats` line
-//! ([`stats`]), the fields read from a job's own documents ([`details`]),
+//! formats and their config files ([`named`]), job counts by state for
+//! the `--stats` line and `instance.stats` ([`stats`]), the fields read from a job's own documents ([`details`]),
 //! and user text made safe for a terminal ([`printable`]). Nothing here
 //! does I/O except reading config files, so the whole language is tested
 //! with tables, in the crate's `tests/formats.rs`.

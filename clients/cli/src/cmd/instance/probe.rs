@@ -9,7 +9,8 @@ use fluxgate_shared::job::StateMask;
 use fluxgate_shared::rset::ResourceSet;
 
 use crate::client::{self, Instance};
-use fluxgate_jobfmt::instance::{InstanceInfo, JobCounts, Resources};
+use fluxgate_jobfmt::instance::{InstanceInfo, Resources};
+use fluxgate_jobfmt::stats::JobCounts;
 
 /// The job counts and resources of the instance behind `inst`.
 pub async fn instance_info(inst: &mut Instance) -> anyhow::Result<InstanceInfo> {

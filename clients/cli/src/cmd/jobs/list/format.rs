@@ -16,7 +16,7 @@ use jiff::tz::TimeZone;
 use fluxgate_jobfmt::details::JobDetails;
 use fluxgate_jobfmt::instance::InstanceInfo;
 use fluxgate_jobfmt::named::{Choice, DEFAULT_ENV, Formats, search_dirs};
-use fluxgate_jobfmt::stats::Stats;
+use fluxgate_jobfmt::stats::JobCounts;
 use fluxgate_jobfmt::{Ctx, JobRecord, Layout, Template, record, render};
 
 use crate::client;
@@ -91,7 +91,7 @@ impl FormatArgs {
             let stats = fetch_stats(queue)?;
             println!("{}", stats.line());
             if self.stats_only {
-                let code = if stats.active > 0 {
+                let code = if stats.active() > 0 {
                     ExitCode::SUCCESS
                 } else {
                     ExitCode::FAILURE
@@ -166,7 +166,7 @@ impl FormatArgs {
 }
 
 /// Count every job of every user (the instance's job-list stats).
-fn fetch_stats(queue: Option<&str>) -> anyhow::Result<Stats> {
+fn fetch_stats(queue: Option<&str>) -> anyhow::Result<JobCounts> {
     let jobs = client::block_on(async {
         let mut inst = client::connect().await?;
         let request = pb::ListRequest {
@@ -177,5 +177,5 @@ fn fetch_stats(queue: Option<&str>) -> anyhow::Result<Stats> {
         };
         super::pager::list_all(&mut inst, request).await
     })??;
-    Ok(Stats::count(&jobs, queue))
+    Ok(JobCounts::count_in(&jobs, queue))
 }

@@ -52,7 +52,8 @@ pub const PARENT_LABEL: &str = "{name}";
 #[cfg(test)]
 mod tests {
     use super::*;
-    use fluxgate_jobfmt::instance::{InstanceInfo, JobCounts, ResourceCounts, Resources};
+    use fluxgate_jobfmt::instance::{InstanceInfo, ResourceCounts, Resources};
+    use fluxgate_jobfmt::stats::JobCounts;
     use fluxgate_jobfmt::{Ctx, JobRecord, Template, record};
     use fluxgate_proto::v1 as pb;
 
