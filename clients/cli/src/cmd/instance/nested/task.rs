@@ -45,15 +45,7 @@ pub fn run_instance(mut args: InstanceArgs) -> anyhow::Result<ExitCode> {
         return client::block_on(watchdog(args.statedir.as_deref()))?;
     }
     let parent_uri = client::uri()?;
-    let id = client::parse_jobid(
-        &std::env::var(JOB_ID_ENV).with_context(|| format!("{JOB_ID_ENV} is not set"))?,
-    )?;
-    let rank: u32 = match std::env::var(TASK_RANK_ENV) {
-        Ok(r) => r
-            .parse()
-            .with_context(|| format!("{TASK_RANK_ENV}={r:?} is not a rank"))?,
-        Err(_) => 0,
-    };
+    let (id, rank) = job_and_rank()?;
     let rt = client::runtime()?;
     if (args.script_from_jobspec || args.conf_from_jobspec) && rank == 0 {
         let files = rt.block_on(jobspec_files(&parent_uri, id))?;
@@ -84,18 +76,7 @@ pub fn run_instance(mut args: InstanceArgs) -> anyhow::Result<ExitCode> {
         // The services get only the settings of their command lines, not
         // the submitter's FLUXGATE_* environment.
         let mut services = Launcher::new(&statedir, SERVICE_KILL_TIMEOUT, Some(dir)).clean_env();
-        // First, so that it leads the services' process group.
-        let mut wd = Command::new(std::env::current_exe().context("cannot find fluxgate")?);
-        wd.args(["instance", "--watchdog"])
-            .arg("--statedir")
-            .arg(&statedir)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
-        services
-            .services()
-            .spawn(wd)
-            .context("cannot start the instance watchdog")?;
+        spawn_watchdog(&mut services, &statedir)?;
         if rank == 0 {
             let r = leader(
                 &args,
@@ -136,6 +117,38 @@ pub fn run_instance(mut args: InstanceArgs) -> anyhow::Result<ExitCode> {
             .await
         }
     })
+}
+
+/// The job this task belongs to and its rank in it, from the environment
+/// the exec service gives every task.
+fn job_and_rank() -> anyhow::Result<(JobId, u32)> {
+    let id = client::parse_jobid(
+        &std::env::var(JOB_ID_ENV).with_context(|| format!("{JOB_ID_ENV} is not set"))?,
+    )?;
+    let rank = match std::env::var(TASK_RANK_ENV) {
+        Ok(r) => r
+            .parse()
+            .with_context(|| format!("{TASK_RANK_ENV}={r:?} is not a rank"))?,
+        Err(_) => 0,
+    };
+    Ok((id, rank))
+}
+
+/// Start the services' [`watchdog`] before any service, so that it leads
+/// their process group.
+fn spawn_watchdog(services: &mut Launcher, statedir: &Path) -> anyhow::Result<()> {
+    let mut wd = Command::new(std::env::current_exe().context("cannot find fluxgate")?);
+    wd.args(["instance", "--watchdog"])
+        .arg("--statedir")
+        .arg(statedir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    services
+        .services()
+        .spawn(wd)
+        .context("cannot start the instance watchdog")?;
+    Ok(())
 }
 
 /// The services' watchdog: it lives in their process group and stops them
