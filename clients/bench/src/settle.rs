@@ -13,7 +13,7 @@ use fluxgate_proto::v1 as pb;
 use fluxgate_shared::JobId;
 
 use fluxgate_cli::client::{self, Instance};
-use fluxgate_cli::cmd::attach;
+use fluxgate_cli::cmd::jobs::attach;
 
 /// RFC 21 states before SCHED: a held job is settled once past them.
 const BEFORE_SCHED: u32 = 1 | 2 | 4;

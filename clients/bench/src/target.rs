@@ -17,7 +17,7 @@ use nix::sys::signal::Signal;
 use tonic_health::pb::health_check_response::ServingStatus;
 
 use fluxgate_cli::client::{self, Instance};
-use fluxgate_cli::cmd::health;
+use fluxgate_cli::cmd::instance::health;
 use fluxgate_cli::services::{self, Cores, Exec, JobManager, Launcher};
 
 use super::cpu::CpuTimes;

@@ -477,12 +477,6 @@ fn f58_ascii() -> bool {
     !(locale.contains("utf-8") || locale.contains("utf8"))
 }
 
-/// flux-core's `flux_job_waitstatus_to_exitcode`: the exit code a command
-/// reports for a job's wait status, and the message it prints when nonzero.
-pub fn waitstatus_to_exitcode(ws: i32) -> (i32, Option<String>) {
-    fluxgate_shared::job::WaitStatus(ws).exit_report()
-}
-
 /// One eventlog line as the wire carries it (without its newline).
 pub fn parse_event(
     line: &str,

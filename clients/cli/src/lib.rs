@@ -5,7 +5,6 @@
 pub mod client;
 pub mod cmd;
 pub mod follow;
-pub mod jobfmt;
 pub mod output;
 pub mod parse;
 pub mod services;

@@ -18,66 +18,66 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Decode, combine and encode RFC 22 idsets.
-    Idset(cmd::idset::Args),
+    Idset(cmd::tools::idset::Args),
     /// Manipulate RFC 29 hostlists (as flux-hostlist).
-    Hostlist(cmd::hostlist::Args),
+    Hostlist(cmd::tools::hostlist::Args),
     /// Encode, decode and combine RFC 20 resource sets (as flux R).
     #[command(name = "R")]
-    R(cmd::resource::r::Args),
+    R(cmd::resources::rset::Args),
     /// Job commands.
-    Job(cmd::job::Args),
+    Job(cmd::jobs::job::Args),
     /// Submit a job (as flux submit).
-    Submit(cmd::submit::SubmitArgs),
+    Submit(cmd::jobs::submit::SubmitArgs),
     /// Submit one job per combination of inputs (as flux bulksubmit).
-    Bulksubmit(cmd::bulksubmit::Args),
+    Bulksubmit(cmd::jobs::bulksubmit::Args),
     /// Run a job interactively (as flux run).
-    Run(cmd::submit::RunArgs),
+    Run(cmd::jobs::submit::RunArgs),
     /// Submit a batch script that runs in a new instance inside the job (as flux batch).
-    Batch(cmd::instance::BatchArgs),
+    Batch(cmd::instance::nested::BatchArgs),
     /// Start a new instance inside a job and run a command or shell in it (as flux alloc).
-    Alloc(cmd::instance::AllocArgs),
+    Alloc(cmd::instance::nested::AllocArgs),
     /// Run a command in the instance a job runs (as flux proxy).
-    Proxy(cmd::instance::ProxyArgs),
+    Proxy(cmd::instance::nested::ProxyArgs),
     /// Print the URI of the instance a job runs (as flux uri).
-    Uri(cmd::instance::UriArgs),
+    Uri(cmd::instance::nested::UriArgs),
     /// Change a job's duration (as flux update).
-    Update(cmd::update::Args),
+    Update(cmd::jobs::update::Args),
     /// One task of a batch or alloc job: its node of the new instance.
     #[command(hide = true)]
-    Instance(cmd::instance::InstanceArgs),
+    Instance(cmd::instance::nested::InstanceArgs),
     /// List jobs (as flux jobs).
-    Jobs(cmd::jobs::Args),
+    Jobs(cmd::jobs::list::Args),
     /// Jobs and the instances inside them as a tree (as flux pstree).
-    Pstree(cmd::pstree::Args),
+    Pstree(cmd::jobs::pstree::Args),
     /// A live view of the instance: resources, jobs, eventlogs (as flux top).
-    Top(cmd::top::Args),
+    Top(cmd::jobs::top::Args),
     /// Follow the output of jobs until they end (as flux watch).
-    Watch(cmd::watch::Args),
+    Watch(cmd::jobs::watch::Args),
     /// Cancel jobs (as flux cancel).
-    Cancel(cmd::cancel::Args),
+    Cancel(cmd::jobs::cancel::Args),
     /// Resource status and administration (as flux resource).
-    Resource(cmd::resource::Args),
+    Resource(cmd::resources::resource::Args),
     /// Queue control (as flux queue).
-    Queue(cmd::queue::Args),
+    Queue(cmd::resources::queue::Args),
     /// Fair share: each user's usage, shares and fair-share factor.
-    Accounting(cmd::accounting::Args),
+    Accounting(cmd::resources::accounting::Args),
     /// Start an instance on this machine and run a command in it (as flux start).
-    Start(cmd::start::Args),
+    Start(cmd::instance::start::Args),
     /// Make tokens for users of an instance that requires credentials.
-    Token(cmd::token::Args),
+    Token(cmd::instance::token::Args),
     /// gRPC health check of a job manager or exec service (exit 0 when SERVING).
-    Health(cmd::health::Args),
+    Health(cmd::instance::health::Args),
     /// Measure an instance: throughput, latency, memory, restart time
     /// (runs fluxgate-bench).
-    #[command(after_long_help = cmd::bench::HELP)]
-    Bench(cmd::bench::Args),
+    #[command(after_long_help = cmd::tools::bench::HELP)]
+    Bench(cmd::tools::bench::Args),
     /// Replay a workload trace (SWF) through the scheduler in virtual time.
-    Simulate(cmd::simulate::Args),
+    Simulate(cmd::tools::simulate::Args),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
-    Completions(cmd::docs::CompletionsArgs),
+    Completions(cmd::tools::docs::CompletionsArgs),
     /// Write man pages for fluxgate and its subcommands into DIR.
     #[command(hide = true)]
-    Man(cmd::docs::ManArgs),
+    Man(cmd::tools::docs::ManArgs),
 }
 
 impl Command {
@@ -119,7 +119,7 @@ fn with_directives(cli: Cli) -> anyhow::Result<Cli> {
         }
         cli
     };
-    let extra = cmd::instance::directives::directive_args(&text)
+    let extra = cmd::instance::nested::directives::directive_args(&text)
         .map_err(|e| anyhow::anyhow!("{name}: directive {e}"))?;
     if extra.is_empty() {
         return Ok(keep_stdin(cli));
@@ -167,37 +167,37 @@ fn main() -> ExitCode {
         eprintln!("fluxgate: cannot close inherited descriptors: {e}");
     }
     let (name, result) = match cli.command {
-        Command::Idset(args) => ("idset", cmd::idset::run(args)),
-        Command::Hostlist(args) => ("hostlist", cmd::hostlist::run(args)),
-        Command::R(args) => ("R", cmd::resource::r::run(args)),
-        Command::Job(args) => ("job", cmd::job::run(args)),
-        Command::Submit(args) => ("submit", cmd::submit::run_submit(args)),
-        Command::Bulksubmit(args) => ("bulksubmit", cmd::bulksubmit::run(args)),
-        Command::Run(args) => ("run", cmd::submit::run_run(args)),
-        Command::Batch(args) => ("batch", cmd::instance::run_batch(args)),
-        Command::Alloc(args) => ("alloc", cmd::instance::run_alloc(args)),
-        Command::Proxy(args) => ("proxy", cmd::instance::run_proxy(args)),
-        Command::Uri(args) => ("uri", cmd::instance::run_uri(args)),
-        Command::Update(args) => ("update", cmd::update::run(args)),
-        Command::Instance(args) => ("instance", cmd::instance::run_instance(args)),
-        Command::Jobs(args) => ("jobs", cmd::jobs::run(args)),
-        Command::Pstree(args) => ("pstree", cmd::pstree::run(args)),
-        Command::Top(args) => ("top", cmd::top::run(args)),
-        Command::Watch(args) => ("watch", cmd::watch::run(args)),
-        Command::Cancel(args) => ("cancel", cmd::cancel::run(args)),
-        Command::Resource(args) => ("resource", cmd::resource::run(args)),
-        Command::Queue(args) => ("queue", cmd::queue::run(args)),
-        Command::Accounting(args) => ("accounting", cmd::accounting::run(args)),
-        Command::Start(args) => ("start", cmd::start::run(args)),
-        Command::Token(args) => ("token", cmd::token::run(args)),
-        Command::Health(args) => ("health", cmd::health::run(args)),
-        Command::Bench(args) => ("bench", cmd::bench::run(args)),
-        Command::Simulate(args) => ("simulate", cmd::simulate::run(args)),
+        Command::Idset(args) => ("idset", cmd::tools::idset::run(args)),
+        Command::Hostlist(args) => ("hostlist", cmd::tools::hostlist::run(args)),
+        Command::R(args) => ("R", cmd::resources::rset::run(args)),
+        Command::Job(args) => ("job", cmd::jobs::job::run(args)),
+        Command::Submit(args) => ("submit", cmd::jobs::submit::run_submit(args)),
+        Command::Bulksubmit(args) => ("bulksubmit", cmd::jobs::bulksubmit::run(args)),
+        Command::Run(args) => ("run", cmd::jobs::submit::run_run(args)),
+        Command::Batch(args) => ("batch", cmd::instance::nested::run_batch(args)),
+        Command::Alloc(args) => ("alloc", cmd::instance::nested::run_alloc(args)),
+        Command::Proxy(args) => ("proxy", cmd::instance::nested::run_proxy(args)),
+        Command::Uri(args) => ("uri", cmd::instance::nested::run_uri(args)),
+        Command::Update(args) => ("update", cmd::jobs::update::run(args)),
+        Command::Instance(args) => ("instance", cmd::instance::nested::run_instance(args)),
+        Command::Jobs(args) => ("jobs", cmd::jobs::list::run(args)),
+        Command::Pstree(args) => ("pstree", cmd::jobs::pstree::run(args)),
+        Command::Top(args) => ("top", cmd::jobs::top::run(args)),
+        Command::Watch(args) => ("watch", cmd::jobs::watch::run(args)),
+        Command::Cancel(args) => ("cancel", cmd::jobs::cancel::run(args)),
+        Command::Resource(args) => ("resource", cmd::resources::resource::run(args)),
+        Command::Queue(args) => ("queue", cmd::resources::queue::run(args)),
+        Command::Accounting(args) => ("accounting", cmd::resources::accounting::run(args)),
+        Command::Start(args) => ("start", cmd::instance::start::run(args)),
+        Command::Token(args) => ("token", cmd::instance::token::run(args)),
+        Command::Health(args) => ("health", cmd::instance::health::run(args)),
+        Command::Bench(args) => ("bench", cmd::tools::bench::run(args)),
+        Command::Simulate(args) => ("simulate", cmd::tools::simulate::run(args)),
         Command::Completions(args) => (
             "completions",
-            cmd::docs::run_completions(args, Cli::command()),
+            cmd::tools::docs::run_completions(args, Cli::command()),
         ),
-        Command::Man(args) => ("man", cmd::docs::run_man(args, Cli::command())),
+        Command::Man(args) => ("man", cmd::tools::docs::run_man(args, Cli::command())),
     };
     match result {
         Ok(code) => code,

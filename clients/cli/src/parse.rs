@@ -16,11 +16,11 @@ type Augment = fn(Command) -> Command;
 
 /// Subcommands parsed on their own, and how their options are added.
 const QUICK: &[(&str, Augment)] = &[
-    ("run", crate::cmd::submit::RunArgs::augment_args),
-    ("submit", crate::cmd::submit::SubmitArgs::augment_args),
-    ("job", crate::cmd::job::Args::augment_args),
-    ("jobs", crate::cmd::jobs::Args::augment_args),
-    ("cancel", crate::cmd::cancel::Args::augment_args),
+    ("run", crate::cmd::jobs::submit::RunArgs::augment_args),
+    ("submit", crate::cmd::jobs::submit::SubmitArgs::augment_args),
+    ("job", crate::cmd::jobs::job::Args::augment_args),
+    ("jobs", crate::cmd::jobs::list::Args::augment_args),
+    ("cancel", crate::cmd::jobs::cancel::Args::augment_args),
 ];
 
 /// `argv` parsed against its subcommand alone, when that is one of

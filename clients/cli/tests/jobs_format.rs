@@ -7,11 +7,23 @@ mod common;
 
 use common::{in_instance, text};
 
+/// The row of `lines` (a listing without its header) for job `id`: rows
+/// are found by id, since two jobs that run at once may end in either
+/// order, and inactive jobs are listed most recent first.
+fn row<'a>(lines: &'a [String], id: &str) -> &'a str {
+    let rows: Vec<&String> = lines
+        .iter()
+        .filter(|l| l.split_whitespace().next() == Some(id))
+        .collect();
+    assert_eq!(rows.len(), 1, "one row for {id}: {lines:?}");
+    rows[0]
+}
+
 #[test]
 fn jobs_formats_as_flux_jobs() {
     let out = in_instance(
-        r#"a=$($F submit true); $F job wait-event -q $a clean;
-           b=$($F submit false); $F job wait-event -q $b clean;
+        r#"a=$($F submit true); b=$($F submit false);
+           $F job wait-event -q $a clean; $F job wait-event -q $b clean;
            echo "ids $a $b"
            echo "== f58"; $F jobs -a -o '{id.f58} {result}'
            echo "== long"; $F jobs -a -o long
@@ -31,29 +43,30 @@ fn jobs_formats_as_flux_jobs() {
         .unwrap_or_default();
     assert_eq!(ids.len(), 2, "{stdout} {stderr}");
     let (a, b) = (ids[0], ids[1]);
-    // Inactive jobs are listed most recent first, as job-list orders them;
-    // `false` is submitted once `true` is clean, so it ends last.
-    assert_eq!(
-        section("f58"),
-        [
-            "JOBID RESULT".to_string(),
-            format!("{b} FAILED"),
-            format!("{a} COMPLETED")
-        ]
-    );
+    // `true` (a) and `false` (b) run at once: whichever ends first is
+    // listed last, so each row is looked up by its id.
+    let f58 = section("f58");
+    assert_eq!(f58.len(), 3, "{f58:?}");
+    assert_eq!(f58[0], "JOBID RESULT");
+    assert_eq!(row(&f58[1..], a), format!("{a} COMPLETED"));
+    assert_eq!(row(&f58[1..], b), format!("{b} FAILED"));
 
     let long = section("long");
     assert_eq!(
         long[0],
         "       JOBID USER     NAME          STATUS NTASKS NNODES     T_SUBMIT  T_REMAINING     TIME INFO"
     );
-    assert!(long[1].starts_with(&format!("{b:>12} ")), "{long:?}");
+    assert_eq!(long.len(), 3, "{long:?}");
     assert!(
-        long[1].contains(" false         FAILED      1      1 "),
+        row(&long[1..], b).starts_with(&format!("{b:>12} ")),
         "{long:?}"
     );
     assert!(
-        long[2].contains(" true       COMPLETED      1      1 "),
+        row(&long[1..], b).contains(" false         FAILED      1      1 "),
+        "{long:?}"
+    );
+    assert!(
+        row(&long[1..], a).contains(" true       COMPLETED      1      1 "),
         "{long:?}"
     );
 
@@ -62,23 +75,25 @@ fn jobs_formats_as_flux_jobs() {
         deps[0],
         "       JOBID NAME       URG PRI          STATE    DEPENDENCIES"
     );
+    let false_deps = row(&deps[1..], b);
     assert!(
-        deps[1].starts_with(&format!("{b:>12} false      16  ")),
+        false_deps.starts_with(&format!("{b:>12} false      16  ")),
         "{deps:?}"
     );
-    assert!(deps[1].ends_with(" INACTIVE "), "{deps:?}");
+    assert!(false_deps.ends_with(" INACTIVE "), "{deps:?}");
 
     let end = section("endreason");
     assert_eq!(
         end[0],
         "       JOBID USER     NAME       ST   T_INACTIVE INACTIVE-REASON"
     );
+    let (false_end, true_end) = (row(&end[1..], b), row(&end[1..], a));
     assert!(
-        end[1].contains(" false       F ") && end[1].ends_with(" Exit 1"),
+        false_end.contains(" false       F ") && false_end.ends_with(" Exit 1"),
         "{end:?}"
     );
     assert!(
-        end[2].contains(" true       CD ") && end[2].ends_with(" Exit 0"),
+        true_end.contains(" true       CD ") && true_end.ends_with(" Exit 0"),
         "{end:?}"
     );
 

@@ -6,8 +6,8 @@
 //!   eventlog through the same `apply`, so recovery has no second path.
 //! - [`Action`]: what the job manager owes the job next
 //!   ([`Job::pending_actions`]).
-//! - [`signal_description`], [`WaitStatus::exit_report`]: how a job's end
-//!   reads to a user.
+//! - [`signal_description`], [`WaitStatus::exit_report`],
+//!   [`returncode_reason`]: how a job's end reads to a user.
 
 mod action;
 mod context;
@@ -21,5 +21,5 @@ pub use action::{Action, ActionGuards};
 pub use record::{
     Job, JobException, JobFlags, ReplayError, TransitionError, apply_jobspec_updates, replay,
 };
-pub use signal::signal_description;
+pub use signal::{returncode_reason, signal_description};
 pub use state::{JobResult, JobState, JobStateError, StateMask, WaitStatus};

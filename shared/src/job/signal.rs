@@ -1,7 +1,8 @@
 //! What a job's end means to a user: glibc's `strsignal(3)` texts, the one
-//! table every command prints signals with, and flux-core's
+//! table every command prints signals with, flux-core's
 //! `flux_job_waitstatus_to_exitcode` (the exit code and message a command
-//! that waited for a job reports).
+//! that waited for a job reports), and the reason `flux jobs` gives for a
+//! failed job's return code.
 
 use super::state::WaitStatus;
 
@@ -45,6 +46,19 @@ pub fn signal_description(sig: i32) -> String {
     text.to_string()
 }
 
+/// What `flux jobs` says of a failed job's return code (its
+/// `inactive_reason`): the signal that killed a task (128+N), the shell's
+/// codes for a command that could not run (126, 127, 128), else `Exit N`.
+pub fn returncode_reason(rc: i32) -> String {
+    match rc {
+        rc if rc > 128 => signal_description(rc - 128),
+        126 => "Command invoked cannot execute".into(),
+        127 => "command not found".into(),
+        128 => "Invalid argument to exit".into(),
+        rc => format!("Exit {rc}"),
+    }
+}
+
 impl WaitStatus {
     /// flux-core's `flux_job_waitstatus_to_exitcode`: the exit code a
     /// command reports for a job that ended so, and the message it prints
@@ -77,6 +91,28 @@ mod tests {
         assert_eq!(signal_description(31), "Bad system call");
         assert_eq!(signal_description(0), "Unknown signal 0");
         assert_eq!(signal_description(40), "Unknown signal 40");
+    }
+
+    #[test]
+    fn return_codes_read_as_flux_jobs_reads_them() {
+        assert_eq!(returncode_reason(128 + 24), "CPU time limit exceeded");
+        assert_eq!(returncode_reason(128 + 9), "Killed");
+        assert_eq!(returncode_reason(126), "Command invoked cannot execute");
+        assert_eq!(returncode_reason(127), "command not found");
+        assert_eq!(returncode_reason(128), "Invalid argument to exit");
+        assert_eq!(returncode_reason(1), "Exit 1");
+        assert_eq!(returncode_reason(-128), "Exit -128");
+    }
+
+    #[test]
+    fn shells_report_a_signal_as_128_plus_it() {
+        assert_eq!(WaitStatus::exited(0).shell_exit_code(), 0);
+        assert_eq!(WaitStatus::exited(3).shell_exit_code(), 3);
+        assert_eq!(WaitStatus::exited(255).shell_exit_code(), 255);
+        assert_eq!(WaitStatus::signaled(15).shell_exit_code(), 143);
+        assert_eq!(WaitStatus::signaled(24).shell_exit_code(), 152);
+        // Stopped (WIFSTOPPED): neither an exit nor a death.
+        assert_eq!(WaitStatus(0x137f).shell_exit_code(), 1);
     }
 
     #[test]

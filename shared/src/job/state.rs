@@ -353,6 +353,14 @@ impl WaitStatus {
         (sig != 0 && sig != 0x7f).then_some(sig)
     }
 
+    /// The exit code a shell reports for a process that ended so (`$?`):
+    /// its exit code, or 128 + the signal that killed it; 1 for a status
+    /// that is neither (stopped).
+    pub fn shell_exit_code(self) -> u8 {
+        let code = self.as_shell_status().exit_code().unwrap_or(1);
+        u8::try_from(code).unwrap_or(1)
+    }
+
     /// What `flux jobs -o {returncode}` shows for a job that ran: the exit
     /// code, or the negated signal number when the shell was signaled.
     pub fn returncode(self) -> i32 {

@@ -1,6 +1,7 @@
 //! Durations in policy tables: read as flux reads them (an RFC 23 string
 //! such as `"30m"`, or a number of seconds) and printed as flux-core's
-//! `fsd_format_duration_ex` prints them in limit messages.
+//! `fsd_format_duration_ex` prints them in limit messages, or as flux's
+//! Python tools print them in listings (`flux jobs`, `flux top`).
 
 use serde::{Deserialize, Serialize};
 
@@ -60,6 +61,19 @@ pub fn format_fsd(duration: f64, precision: usize) -> String {
     format!("{}{unit}", format_g(value, precision.max(1)))
 }
 
+/// `secs` as flux's Python `fsd()` prints it (`flux jobs`, `flux top`):
+/// below 1 ms is `0s`, then `1.234s`, then `%.4g` in the largest unit it
+/// reaches: `12.35s`, `1.5m`, `2h`, `1.5d`.
+pub fn format_fsd_py(secs: f64) -> String {
+    if secs < 1.0e-3 {
+        "0s".to_string()
+    } else if secs < 10.0 {
+        format!("{secs:.3}s")
+    } else {
+        format_fsd(secs, 4)
+    }
+}
+
 /// C's `%.*g` for a finite value: `precision` significant digits, trailing
 /// zeros dropped, scientific form when the exponent is below -4 or reaches
 /// the precision.
@@ -108,6 +122,22 @@ mod tests {
             (f64::INFINITY, "infinity"),
         ] {
             assert_eq!(format_fsd(secs, 2), text, "{secs}");
+        }
+    }
+
+    #[test]
+    fn durations_print_as_flux_listings_print_them() {
+        for (secs, text) in [
+            (0.0, "0s"),
+            (0.0123, "0.012s"),
+            (1.5, "1.500s"),
+            (12.3456, "12.35s"),
+            (59.99, "59.99s"),
+            (90.0, "1.5m"),
+            (7200.0, "2h"),
+            (86400.0 * 3.0, "3d"),
+        ] {
+            assert_eq!(format_fsd_py(secs), text, "{secs}");
         }
     }
 

@@ -13,7 +13,7 @@ pub mod priority;
 pub mod queues;
 
 pub use fairshare::{Association, Usage, fairshare};
-pub use fsd::{Fsd, format_fsd};
+pub use fsd::{Fsd, format_fsd, format_fsd_py};
 pub use limits::{AssocLimits, Held, LimitError, Load, admit_submit, hold};
 pub use priority::{Factors, Weights, age};
 pub use queues::{

@@ -343,7 +343,7 @@ async fn whole_machine_job(target: &Target, nodes: u32) -> anyhow::Result<JobTim
         .map_err(client::status_error)?
         .into_inner()
         .id;
-    let mut stream = fluxgate_cli::cmd::attach::watch(
+    let mut stream = fluxgate_cli::cmd::jobs::attach::watch(
         &mut inst,
         fluxgate_shared::JobId::from(id),
         "eventlog",

@@ -55,6 +55,7 @@ impl Node for FakeJm {
                 ranks: (base..base + n).collect(),
                 heartbeat_interval: 0.05,
                 fence_timeout: *jm.fence.lock().unwrap(),
+                heartbeat_idle: 0.0,
             };
             let _ = tx
                 .send(Ok(JoinReply {

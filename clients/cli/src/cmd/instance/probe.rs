@@ -9,7 +9,8 @@ use fluxgate_shared::job::StateMask;
 use fluxgate_shared::rset::ResourceSet;
 
 use crate::client::{self, Instance};
-use crate::jobfmt::instance::{InstanceInfo, JobCounts, Resources};
+use fluxgate_jobfmt::instance::{InstanceInfo, Resources};
+use fluxgate_jobfmt::stats::JobCounts;
 
 /// The job counts and resources of the instance behind `inst`.
 pub async fn instance_info(inst: &mut Instance) -> anyhow::Result<InstanceInfo> {
@@ -26,7 +27,7 @@ pub async fn job_counts(inst: &mut Instance) -> anyhow::Result<JobCounts> {
         userid: None,
         ..Default::default()
     };
-    let jobs = crate::cmd::jobs::pager::list_all(inst, request).await?;
+    let jobs = crate::cmd::jobs::list_all(inst, request).await?;
     Ok(JobCounts::count(&jobs))
 }
 
