@@ -57,8 +57,9 @@ WORKLOADS
            every job at once. With --fanout F the nodes join through real
            relays (fluxgate-exec --relay --virtual 0), F to a relay and F
            relays to one above, so the job manager holds at most F streams.
-           Prints, per run: join_s (first relay or connection -> every node
-           up), idle_cpu_percent (the job manager's CPU over --idle seconds
+           Prints, per run: relays_up_s (first relay started -> all
+           listening), join_s (first node's connection -> every node up)
+           and join_cpu_s (the job manager's CPU over it), idle_cpu_percent (the job manager's CPU over --idle seconds
            of heartbeats only, percent of one core), start_s and
            alloc_to_start_s (a job on every node: submit or alloc ->
            start), teardown_s (its finish -> clean), core_latency_max_ms

@@ -17,7 +17,7 @@ use super::sim;
 
 /// Connections opened at once while joining (a real cluster's nodes boot
 /// at about the same time; a bound keeps the accept queues sane).
-const CONNECTING: usize = 256;
+const CONNECTING: usize = 1024;
 
 /// The nodes of one process.
 #[derive(Debug, Clone)]

@@ -10,8 +10,9 @@
 //! exec address: a session that finishes each job at once (as test
 //! execution does), so what is measured is the job manager's own work:
 //!
-//! - join: from the first relay's start until the job manager counts every
-//!   node up;
+//! - relays up: from the first relay's start until every relay listens;
+//! - join: from the first node's connection until the job manager counts
+//!   every node up, and the job manager's CPU time over it;
 //! - idle CPU: the job manager's CPU time over a window in which only
 //!   heartbeats arrive, as a share of one core;
 //! - start: a job on every node, from its `submit` to its `start` event
@@ -47,8 +48,12 @@ pub struct NodeFigures {
     pub fanout: u32,
     /// Relays started.
     pub relays: u32,
-    /// First relay started (or first connection) -> every node up, seconds.
+    /// First relay started -> every relay listening, seconds.
+    pub relays_up_s: Option<f64>,
+    /// First node's connection -> every node up, seconds.
     pub join_s: Option<f64>,
+    /// The job manager's CPU time over the join, seconds.
+    pub join_cpu_s: Option<f64>,
     /// Job manager CPU while only heartbeats arrive, percent of one core.
     pub idle_cpu_percent: Option<f64>,
     /// Heartbeat interval the job manager asked for, seconds.
@@ -78,7 +83,9 @@ impl NodeFigures {
             "nodes": self.nodes,
             "fanout": self.fanout,
             "relays": self.relays,
+            "relays_up_s": self.relays_up_s,
             "join_s": self.join_s,
+            "join_cpu_s": self.join_cpu_s,
             "idle_cpu_percent": self.idle_cpu_percent,
             "heartbeat_s": self.heartbeat_s,
             "start_s": self.start_s,
@@ -97,12 +104,14 @@ impl NodeFigures {
         let f = |v: Option<f64>, d: usize| v.map_or("-".into(), |x| format!("{x:.d$}"));
         let mb = |b: Option<u64>| b.map_or("-".into(), |b| format!("{:.1}M", b as f64 / 1048576.0));
         format!(
-            "nodes {:>6}  fanout {:>3} ({} relays)  join {:>7}s  idle cpu {:>6}% (heartbeat {}s)  \
+            "nodes {:>6}  fanout {:>3} ({} relays up in {}s)  join {:>7}s (job manager cpu {}s)  idle cpu {:>6}% (heartbeat {}s)  \
              start {:>7}s (alloc->start {}s)  teardown {}s  core max {}ms  rss {} (relay {}){}",
             self.nodes,
             self.fanout,
             self.relays,
+            f(self.relays_up_s, 2),
             f(self.join_s, 2),
+            f(self.join_cpu_s, 2),
             f(self.idle_cpu_percent, 2),
             f(self.heartbeat_s, 1),
             f(self.start_s, 3),
@@ -172,16 +181,17 @@ impl Fleet {
 /// Start the relays of a tree over `nodes` with `fanout` (top level first,
 /// each joined to the level above, the top to the job manager): the
 /// addresses of the lowest level, or the job manager's when there is no
-/// relay, and the relays' pids.
+/// relay, and every relay's pid and address.
 fn spawn_relays(
     target: &mut Target,
     nodes: u32,
     fanout: u32,
-) -> anyhow::Result<(Vec<String>, Vec<u32>)> {
+) -> anyhow::Result<(Vec<String>, Vec<u32>, Vec<String>)> {
     let uri = target.uri().to_string();
     let local = target.local()?;
     let mut above = vec![uri];
     let mut pids = Vec::new();
+    let mut all = Vec::new();
     for (level, count) in tree::levels(nodes, fanout).into_iter().enumerate() {
         let mut this = Vec::with_capacity(count as usize);
         for j in 0..count {
@@ -189,10 +199,30 @@ fn spawn_relays(
             let listen = tree::free_addr()?;
             pids.push(local.relay(parent, &listen, &format!("relay-{level}-{j}"))?);
             this.push(format!("http://{listen}"));
+            all.push(listen);
         }
         above = this;
     }
-    Ok((above, pids))
+    Ok((above, pids, all))
+}
+
+/// Wait until every relay of `addrs` takes connections (they take their
+/// children's joins once joined themselves).
+async fn wait_listening(addrs: &[String], fleet: &mut Fleet) -> anyhow::Result<()> {
+    let deadline = Instant::now() + JOIN_TIMEOUT;
+    for addr in addrs {
+        while tokio::net::TcpStream::connect(addr.as_str()).await.is_err() {
+            fleet.check()?;
+            if Instant::now() > deadline {
+                bail!(
+                    "relay {addr} did not listen within {}s",
+                    JOIN_TIMEOUT.as_secs()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    Ok(())
 }
 
 /// Start the simulating processes, each with its slice of the nodes
@@ -257,15 +287,24 @@ pub async fn run(
         ..Default::default()
     };
     let t0 = Instant::now();
-    let (parents, relays) = spawn_relays(target, nodes, fanout)?;
+    let (parents, relays, listening) = spawn_relays(target, nodes, fanout)?;
     fig.relays = relays.len() as u32;
     let mut fleet = Fleet {
         sims: Vec::new(),
         relays,
     };
+    wait_listening(&listening, &mut fleet).await?;
+    fig.relays_up_s = Some(t0.elapsed().as_secs_f64());
+    // The nodes' join, through relays that are up (as when a machine's
+    // nodes boot after its service nodes), and the job manager's CPU for it.
+    let cpu = |t: &Target| t.jm_pid().and_then(super::cpu::own_seconds);
+    let (t1, cpu0) = (Instant::now(), cpu(target));
     fig.heartbeat_s = spawn_sims(&mut fleet, nodes, fanout, &parents).await?;
     wait_all_up(target, nodes, &mut fleet).await?;
-    fig.join_s = Some(t0.elapsed().as_secs_f64());
+    fig.join_s = Some(t1.elapsed().as_secs_f64());
+    if let (Some(a), Some(b)) = (cpu0, cpu(target)) {
+        fig.join_cpu_s = Some(b - a);
+    }
     fig.rss_bytes = target.jm_rss();
     fig.relay_rss_bytes = fleet.relay_rss();
 
