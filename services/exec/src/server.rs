@@ -111,16 +111,7 @@ pub async fn start(config: Config) -> Result<Running, ServeError> {
     let service = ExecService::new(config.clone(), node.clone());
     let mode = node.containment();
 
-    let (health, health_service) = tonic_health::server::health_reporter();
-    health.set_serving::<ExecServer<ExecService>>().await;
-    // How this node contains jobs, as `fluxgate health` shows it: one more
-    // name, SERVING while the service runs, whose last part is the mode.
-    health
-        .set_service_status(
-            format!("{CONTAINMENT_HEALTH}{mode}"),
-            tonic_health::ServingStatus::Serving,
-        )
-        .await;
+    let (health, health_service) = health(mode).await;
     let reflection = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(fluxgate_proto::FILE_DESCRIPTOR_SET)
         .build_v1()?;
@@ -186,6 +177,25 @@ pub async fn start(config: Config) -> Result<Running, ServeError> {
         shutdown,
         server,
     })
+}
+
+/// The health service, SERVING for the Exec service and for the name that
+/// carries this node's containment `mode`, as `fluxgate health` shows it.
+async fn health(
+    mode: &str,
+) -> (
+    tonic_health::server::HealthReporter,
+    tonic_health::pb::health_server::HealthServer<impl tonic_health::pb::health_server::Health>,
+) {
+    let (health, health_service) = tonic_health::server::health_reporter();
+    health.set_serving::<ExecServer<ExecService>>().await;
+    health
+        .set_service_status(
+            format!("{CONTAINMENT_HEALTH}{mode}"),
+            tonic_health::ServingStatus::Serving,
+        )
+        .await;
+    (health, health_service)
 }
 
 /// The address announced to the job manager: the configured one, else
