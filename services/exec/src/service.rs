@@ -350,7 +350,7 @@ impl ExecService {
                 .unwrap_or_default()
         });
         // The barrier's end must not be lost to a queue full of kills: it
-        // waits its turn (the leader's call waits meanwhile), within a bound.
+        // waits its turn (the parent's call waits meanwhile), within a bound.
         let deadline = tokio::time::Instant::now() + PMI_FENCE_WAIT;
         loop {
             match self.control(req.id, Control::PmiFence(keys.clone())).await {

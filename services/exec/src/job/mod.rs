@@ -70,8 +70,9 @@ pub enum Control {
     /// report a `node-failure` exception with this note and kill the tasks
     /// at once (their resources are about to be given to other jobs).
     Fence(String),
-    /// The leader's union of the job's PMI keys for the current barrier
-    /// (`None`: the exchange failed).
+    /// The union of the job's PMI keys for the current barrier, handed
+    /// down by this part's parent in the job's tree (`None`: the exchange
+    /// failed).
     PmiFence(Option<fluxgate_shared::pmi::Dict>),
 }
 
