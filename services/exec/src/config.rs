@@ -49,6 +49,9 @@ pub enum ConfigError {
     /// `--virtual 0`.
     #[error("--virtual must be at least 1 (0 only with --relay)")]
     NoVirtualNodes,
+    /// `--fanout 0`.
+    #[error("--fanout must be at least 1")]
+    NoFanout,
     /// `--advertise` is not an http(s) URI.
     #[error("--advertise {0:?} must be a URI such as http://10.0.0.5:7001")]
     Advertise(String),
@@ -143,6 +146,8 @@ pub struct Settings {
     pub cgroup: CgroupSettings,
     /// Where jobs' temporary directories (`FLUX_JOB_TMPDIR`) are made.
     pub tmpdir: Option<PathBuf>,
+    /// `--fanout`.
+    pub fanout: Option<usize>,
 }
 
 /// `[limits]` of the exec service: its listener's connections
@@ -231,6 +236,8 @@ const EXEC_PREFIXED: &[&str] = &[
     "limits.handshake_timeout",
     "limits.idle_timeout",
     "limits.fd_reserve",
+    // Not the job manager's, but named as the exec services' own.
+    "fanout",
 ];
 
 impl Layered for Settings {
@@ -265,6 +272,7 @@ impl Layered for Settings {
         "cgroup.memory_per_core",
         "cgroup.pids_max",
         "tmpdir",
+        "fanout",
     ];
 
     fn set(&mut self, key: &str, v: &str) -> Result<(), SetError> {
@@ -308,6 +316,7 @@ impl Layered for Settings {
             "cgroup.memory_per_core" => self.cgroup.memory_per_core = text(),
             "cgroup.pids_max" => self.cgroup.pids_max = Some(value::count(key, v)?),
             "tmpdir" => self.tmpdir = path(),
+            "fanout" => self.fanout = Some(value::count(key, v)?),
             _ => return Err(SetError::UnknownKey(key.to_string())),
         }
         Ok(())
@@ -435,6 +444,11 @@ pub struct Args {
         value_parser = BoolishValueParser::new()
     )]
     pub allow_root_jobs: Option<bool>,
+    /// Children of this exec service in a job's tree of exec services: a
+    /// job's leader starts at most this many of the job's other nodes, each
+    /// of them the same below it [default: 16].
+    #[arg(long, value_name = "N")]
+    pub fanout: Option<usize>,
     /// Set any configuration key, e.g. --set kill_timeout=10 (repeatable;
     /// after the file, the environment and the other flags).
     #[arg(long = "set", value_name = "KEY=VALUE")]
@@ -494,6 +508,8 @@ pub struct Config {
     pub cgroup: Policy,
     /// Where jobs' temporary directories are made.
     pub tmpdir: PathBuf,
+    /// Most children of this exec service in a job's tree (at least 1).
+    pub fanout: usize,
 }
 
 impl Args {
@@ -524,6 +540,7 @@ impl Args {
         put(&self.allow_root_jobs, &mut s.allow_root_jobs);
         put(&self.tls_cert, &mut s.tls_cert);
         put(&self.tls_key, &mut s.tls_key);
+        put(&self.fanout, &mut s.fanout);
     }
 
     /// Every layer: the file the arguments name (if any), then `env`, then
@@ -658,6 +675,11 @@ impl Config {
             },
             cgroup,
             tmpdir: args.tmpdir.unwrap_or_else(crate::jobtmp::default_parent),
+            fanout: match args.fanout {
+                None => crate::job::tree::DEFAULT_FANOUT,
+                Some(0) => return Err(ConfigError::NoFanout),
+                Some(n) => n,
+            },
         })
     }
 
@@ -685,6 +707,7 @@ impl Config {
             conns: fluxgate_setup::ConnLimits::default(),
             cgroup: Policy::default(),
             tmpdir: crate::jobtmp::default_parent(),
+            fanout: crate::job::tree::DEFAULT_FANOUT,
         }
     }
 }
@@ -1041,5 +1064,19 @@ mod tests {
         let c = Config::from_args(args(&[])).unwrap();
         assert!(!c.nodes[0].cores.is_empty());
         assert_eq!(c.listen.to_string(), "127.0.0.1:0");
+    }
+
+    #[test]
+    fn the_fanout_is_16_unless_set_and_never_0() {
+        let a = args(&[]);
+        let c = Config::from_settings(a.settings(Vec::new()).unwrap()).unwrap();
+        assert_eq!(c.fanout, 16);
+        let env = vec![("FLUXGATE_EXEC_FANOUT".to_string(), "4".to_string())];
+        let c = Config::from_settings(a.settings(env.clone()).unwrap()).unwrap();
+        assert_eq!(c.fanout, 4);
+        let c = Config::from_settings(args(&["--fanout", "2"]).settings(env).unwrap()).unwrap();
+        assert_eq!(c.fanout, 2, "the flag wins over the environment");
+        let e = Config::from_args(args(&["--set", "fanout=0"])).unwrap_err();
+        assert_eq!(e.to_string(), "--fanout must be at least 1");
     }
 }

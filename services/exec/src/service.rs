@@ -7,8 +7,15 @@
 //! Reattach to a job this process still runs answers `reattached` (after the
 //! RFC 50 `reattach` and `re-starting` events) and continues its stream; for a
 //! job it does not know it answers `exception` "job lost: ..." and `release`.
+//!
+//! A job over several exec services runs down a tree of them
+//! ([`crate::job::tree`]): a request with `ranks` is a part of a job, sent
+//! by its parent in the tree, and its `peers` are the ranks below it, which
+//! it starts in turn (each exec service splitting them among at most its
+//! configured `fanout` children). A part's `peers` that name its own ranks
+//! are a whole job's map, as a leader that starts every part itself sends:
+//! such a part starts nobody.
 
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 
@@ -34,6 +41,7 @@ use crate::event::line;
 use crate::job::peer::Peer;
 use crate::job::procs::{self, TaskProc};
 use crate::job::run::{self, Launch};
+use crate::job::tree;
 use crate::job::{Control, JobTable, ResponseSender, ResponseStream, STREAM_CAPACITY, response};
 use crate::layout::Layout;
 use crate::output::Redirects;
@@ -164,7 +172,11 @@ impl ExecService {
                 .attach_to(&job, vec![response(id, R::Start(true))], out);
             return Ok(());
         };
-        self.jobs.attach_to(&job, Vec::new(), out);
+        if req.ranks.is_empty() {
+            self.jobs.attach_to(&job, Vec::new(), out);
+        } else {
+            self.jobs.attach_part(&job, out);
+        }
         match self.plan(&req) {
             Ok(launch) => {
                 // Per job: debug, as flux-core's job-exec logs it (at info,
@@ -285,8 +297,8 @@ impl ExecService {
             .await
     }
 
-    /// Copy an input stream to the job's local tasks and, on the leader,
-    /// to every peer, chunk by chunk in order.
+    /// Copy an input stream to the job's local tasks and to its children in
+    /// the job's tree, chunk by chunk in order.
     async fn input_job(
         &self,
         mut stream: tonic::Streaming<ExecInputRequest>,
@@ -330,7 +342,7 @@ impl ExecService {
         Ok(())
     }
 
-    /// The leader's answer to a PMI barrier.
+    /// The parent's answer to a PMI barrier: the union of the job's keys.
     async fn pmi_fence_job(&self, req: PmiFenceRequest) -> Result<(), ExecError> {
         let keys = (!req.failed).then(|| {
             req.keys
@@ -338,7 +350,7 @@ impl ExecService {
                 .unwrap_or_default()
         });
         // The barrier's end must not be lost to a queue full of kills: it
-        // waits its turn (the leader's call waits meanwhile), within a bound.
+        // waits its turn (the parent's call waits meanwhile), within a bound.
         let deadline = tokio::time::Instant::now() + PMI_FENCE_WAIT;
         loop {
             match self.control(req.id, Control::PmiFence(keys.clone())).await {
@@ -350,8 +362,8 @@ impl ExecService {
         }
     }
 
-    /// The processes of a job's tasks: this process's and, on the leader,
-    /// its peers'.
+    /// The processes of a job's tasks: this process's and those of its
+    /// subtree in the job's tree (its children ask theirs).
     async fn tasks_job(&self, req: ExecTasksRequest) -> Result<Vec<TaskProc>, ExecError> {
         let id = JobId::from(req.id);
         let job = self.jobs.get(req.id).ok_or(ExecError::NotRunning(id))?;
@@ -371,18 +383,25 @@ impl ExecService {
         };
         let leader = req.ranks.is_empty();
         let mut local = Vec::new();
-        let mut remote: BTreeMap<String, IdSet> = BTreeMap::new();
+        // The ranks other exec services run, below this one in the job's tree.
+        let mut remote: Vec<(u32, &String)> = Vec::new();
+        let not_in_r = |rank| PlanError::RankNotInR {
+            rank,
+            in_r: layout.rank_set().to_string(),
+        };
         if !leader {
             let ranks = IdSet::parse(&req.ranks).map_err(|error| PlanError::Ranks {
                 ranks: req.ranks.clone(),
                 error,
             })?;
             for rank in ranks.iter() {
-                let rt = layout.rank(rank).ok_or_else(|| PlanError::RankNotInR {
-                    rank,
-                    in_r: layout.rank_set().to_string(),
-                })?;
-                local.push(rt.clone());
+                local.push(layout.rank(rank).ok_or_else(|| not_in_r(rank))?.clone());
+            }
+            if !req.peers.keys().any(|r| ranks.contains(*r)) {
+                for (&rank, address) in &req.peers {
+                    layout.rank(rank).ok_or_else(|| not_in_r(rank))?;
+                    remote.push((rank, address));
+                }
             }
         } else if jobspec.test_run_duration().is_some() {
             // Test execution runs nothing, so the leader pretends for all ranks.
@@ -394,18 +413,16 @@ impl ExecService {
                 if mine.contains(rt.rank) || address == Some(&self.node.address) {
                     local.push(rt.clone());
                 } else if let Some(a) = address {
-                    remote.entry(a.clone()).or_default().insert(rt.rank);
+                    remote.push((rt.rank, a));
                 } else {
                     return Err(PlanError::NoAddress(rt.rank));
                 }
             }
         }
-        let peers = remote
-            .into_iter()
-            .map(|(a, ranks)| {
-                let ca = self.config.tls_ca.as_deref();
-                Peer::new(&a, ranks, self.credential.clone(), ca)
-            })
+        let ca = self.config.tls_ca.as_deref();
+        let peers = tree::branches(tree::members(remote), self.config.fanout)
+            .iter()
+            .map(|b| Peer::new(b, self.credential.clone(), ca))
             .collect::<Result<Vec<_>, _>>()?;
         let redirects = if leader {
             Redirects::from_jobspec(&jobspec, id)
@@ -422,7 +439,6 @@ impl ExecService {
             leader,
             local,
             peers,
-            peer_addresses: req.peers.clone(),
             kill_timeout: self.config.kill_timeout,
             redirects,
             run_as,

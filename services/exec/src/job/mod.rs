@@ -13,6 +13,12 @@
 //! responses are kept a while longer ([`ended`]), for a job manager that
 //! died before it stored them. Each job also keeps the record of its tasks'
 //! processes ([`procs`]) that `Exec.Tasks` answers from.
+//!
+//! A job spread over several exec services runs down a tree of them
+//! ([`tree`]): each starts its children ([`peer`]) and answers for its
+//! subtree. A part of a job whose caller (its parent in the tree) goes
+//! away before the part has ended is torn down: nobody would hear its end,
+//! and nobody else can reach it to end it.
 
 pub mod contain;
 pub mod control;
@@ -22,6 +28,7 @@ pub mod procs;
 pub mod pty;
 pub mod run;
 pub mod stdin;
+pub mod tree;
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -63,8 +70,9 @@ pub enum Control {
     /// report a `node-failure` exception with this note and kill the tasks
     /// at once (their resources are about to be given to other jobs).
     Fence(String),
-    /// The leader's union of the job's PMI keys for the current barrier
-    /// (`None`: the exchange failed).
+    /// The union of the job's PMI keys for the current barrier, handed
+    /// down by this part's parent in the job's tree (`None`: the exchange
+    /// failed).
     PmiFence(Option<fluxgate_shared::pmi::Dict>),
 }
 
@@ -234,7 +242,14 @@ impl JobTable {
         prelude: Vec<StartResponse>,
         out: ResponseSender,
     ) {
-        self.follow(job, prelude, false, out);
+        self.follow(job, prelude, Follow::Start, out);
+    }
+
+    /// As [`JobTable::attach_to`] for a part of a job started by its parent
+    /// in the job's tree: should `out` close before the job has ended, the
+    /// job is torn down and its responses are dropped.
+    pub fn attach_part(&self, job: &Arc<JobHandle>, out: ResponseSender) {
+        self.follow(job, Vec::new(), Follow::Part, out);
     }
 
     /// As [`JobTable::attach_to`] for a job manager that reattaches: the
@@ -246,14 +261,14 @@ impl JobTable {
         prelude: Vec<StartResponse>,
         out: ResponseSender,
     ) {
-        self.follow(job, prelude, true, out);
+        self.follow(job, prelude, Follow::Reattach, out);
     }
 
     fn follow(
         &self,
         job: &Arc<JobHandle>,
         prelude: Vec<StartResponse>,
-        end_again: bool,
+        how: Follow,
         out: ResponseSender,
     ) {
         let mut generation = 0;
@@ -265,18 +280,58 @@ impl JobTable {
             table: self.clone(),
             job: job.clone(),
             generation,
-            end_again,
+            how,
         };
         tokio::spawn(forward(f, prelude, out));
     }
 }
 
-/// Who forwards a job's responses, and whether its end is said again.
+/// Who follows a job's responses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Follow {
+    /// The job manager, or a test, that started the job.
+    Start,
+    /// A job manager that reattaches: the job's end is said again.
+    Reattach,
+    /// The parent of a part in the job's tree.
+    Part,
+}
+
+/// Who forwards a job's responses, and how.
 struct Follower {
     table: JobTable,
     job: Arc<JobHandle>,
     generation: u64,
-    end_again: bool,
+    how: Follow,
+}
+
+/// The exception that tears down a part whose parent went away.
+fn orphaned() -> Control {
+    Control::Exception {
+        kind: "exec".into(),
+        severity: 0,
+        note: "lost the exec service that started this part of the job".into(),
+    }
+}
+
+/// A part's parent is gone: end the part, and drop what it still says
+/// (its driver must never wait on a full channel while its tasks are
+/// being killed).
+async fn orphan(
+    table: JobTable,
+    job: Arc<JobHandle>,
+    mut responses: tokio::sync::OwnedMutexGuard<Responses>,
+) {
+    tracing::warn!("the parent of this part of the job went away: tearing it down");
+    if let Err(full) = job.control(orphaned()) {
+        tracing::warn!(
+            queued = full.0,
+            "cannot tear down the part: its queue is full"
+        );
+    }
+    responses.pending = None;
+    while responses.rx.recv().await.is_some() {}
+    table.remove(job.id);
 }
 
 async fn forward(
@@ -288,7 +343,7 @@ async fn forward(
         table,
         job,
         generation,
-        end_again,
+        how,
     } = f;
     let mut stolen = job.generation.subscribe();
     let mut responses = tokio::select! {
@@ -297,7 +352,7 @@ async fn forward(
     };
     // What of the end was already sent: the job manager ignores what it
     // has stored, and gets what died with its predecessor.
-    let again: Vec<StartResponse> = if end_again {
+    let again: Vec<StartResponse> = if how == Follow::Reattach {
         responses
             .tail
             .iter()
@@ -314,19 +369,25 @@ async fn forward(
     }
     loop {
         let msg = match responses.pending.take() {
-            Some(m) => m,
+            Some(m) => Some(m),
             None => tokio::select! {
                 m = responses.rx.recv() => match m {
-                    Some(m) => m,
+                    Some(m) => Some(m),
                     None => {
                         table.remove(job.id);
                         table.ended.keep(job.id, responses.tail.drain(..).collect());
                         return;
                     }
                 },
-                _ = out.closed() => return,
+                _ = out.closed() => None,
                 _ = stolen.wait_for(|g| *g > generation) => return,
             },
+        };
+        let Some(msg) = msg else {
+            if how == Follow::Part {
+                orphan(table, job, responses).await;
+            }
+            return;
         };
         let permit = tokio::select! {
             p = out.reserve() => p.ok(),
@@ -349,6 +410,9 @@ async fn forward(
             }
             None => {
                 responses.pending = Some(msg);
+                if how == Follow::Part && out.is_closed() {
+                    orphan(table, job, responses).await;
+                }
                 return;
             }
         }

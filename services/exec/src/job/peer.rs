@@ -1,15 +1,21 @@
-//! The leader's side of the fan-out: one `Exec.Start` per peer exec service,
-//! its responses merged into the leader's job, and Kill/Exception forwarded.
+//! One exec service's side of its children in the job's tree ([`super::tree`]):
+//! one `Exec.Start` per child, its responses merged into this service's
+//! part of the job, and Kill, Exception, Expiration, input and the PMI
+//! barrier's union passed down.
 //!
-//! A peer runs only the ranks in its request's `ranks` and answers with
-//! `start`, RFC 24 `output_event` lines (data, eof, log; never a header),
-//! `exception`s, `finish{status}` (the largest shell status of its ranks) and
-//! `release{ranks, final:true}` last. It writes no exec eventlog events: the
-//! exec eventlog has one writer, the leader. Asked for its tasks
-//! (`Exec.Tasks`), it lists those of its own ranks.
+//! A child runs only the ranks in its request's `ranks`, and starts in turn
+//! the ranks below it that its request's `peers` names (none for a leaf). It
+//! answers for its whole subtree: `start` once every part of it has
+//! launched, RFC 24 `output_event` lines (data, eof, log; never a header),
+//! `exception`s, a `pmi` message with its subtree's keys once all their
+//! tasks entered a barrier, `finish{status}` (the largest shell status of
+//! the subtree's ranks, the usage of each of its nodes) and
+//! `release{ranks, final:true}` last, with every rank of the subtree. It
+//! writes no exec eventlog events: the exec eventlog has one writer, the
+//! leader. Asked for its tasks (`Exec.Tasks`), it lists those of its subtree.
 
 use std::collections::HashMap;
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use fluxgate_proto::v1::exec_client::ExecClient;
@@ -22,6 +28,7 @@ use fluxgate_shared::IdSet;
 use tokio::sync::mpsc;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
 
+use super::tree::{Branch, Member};
 use crate::auth::NodeCredential;
 use tracing::Instrument;
 
@@ -41,13 +48,18 @@ pub enum PeerEvent {
     Lost(usize, String),
 }
 
-/// Another exec service running some ranks of the job.
+/// Another exec service running some ranks of the job: a child of this one
+/// in the job's tree.
 #[derive(Debug, Clone)]
 pub struct Peer {
     /// Its Exec address.
     pub address: String,
     /// The ranks it runs.
     pub ranks: IdSet,
+    /// Every rank of its subtree, its own included.
+    pub subtree: IdSet,
+    /// The Exec address of each rank below it, which it starts in turn.
+    below: Arc<HashMap<u32, String>>,
     client: ExecClient<Channel>,
     credential: NodeCredential,
 }
@@ -108,25 +120,32 @@ fn channel(address: &str, ranks: &IdSet, tls_ca: Option<&[u8]>) -> Result<Channe
 }
 
 impl Peer {
-    /// A peer at `address` (over the connection shared with other jobs).
-    /// `tls_ca` checks the certificate of a peer whose address is https.
+    /// The child at the head of `branch` (over the connection shared with
+    /// other jobs). `tls_ca` checks the certificate of a peer whose address
+    /// is https.
     pub fn new(
-        address: &str,
-        ranks: IdSet,
+        branch: &Branch,
         credential: NodeCredential,
         tls_ca: Option<&[u8]>,
     ) -> Result<Peer, PeerError> {
-        let channel = channel(address, &ranks, tls_ca)?;
+        let Member { address, ranks } = &branch.head;
+        let channel = channel(address, ranks, tls_ca)?;
         Ok(Peer {
-            address: address.to_string(),
-            ranks,
+            address: address.clone(),
+            ranks: ranks.clone(),
+            subtree: branch.ranks(),
+            below: Arc::new(branch.below_addresses()),
             client: ExecClient::new(channel),
             credential,
         })
     }
 
-    /// Start the peer's part of the job; its responses go to `events` tagged `index`.
-    pub fn start(&self, index: usize, request: StartRequest, events: mpsc::Sender<PeerEvent>) {
+    /// Start the peer's part of the job, `request` being the job's own with
+    /// this peer's ranks and the ranks below it filled in; its responses go
+    /// to `events` tagged `index`.
+    pub fn start(&self, index: usize, mut request: StartRequest, events: mpsc::Sender<PeerEvent>) {
+        request.ranks = self.ranks.to_string();
+        request.peers = (*self.below).clone();
         let mut client = self.client.clone();
         let request = self.credential.request(request);
         tokio::spawn(

@@ -1,7 +1,7 @@
 //! The processes of a job's tasks, for `Exec.Tasks` (`flux job hostpids`).
 //!
-//! The job's driver records each task it launches here, and the peers that
-//! run the other ranks; the RPC reads the record directly rather than
+//! The job's driver records each task it launches here, and its children
+//! in the job's tree, which run (or start) the other ranks of its subtree; the RPC reads the record directly rather than
 //! asking the driver, which may be stalled on a full response channel (see
 //! [`super`]). A task that has exited stays listed with the pid it had, as
 //! flux's MPIR process table does: the list describes the job's launch.
@@ -75,7 +75,7 @@ struct Inner {
 pub struct Snapshot {
     /// The tasks launched on this process.
     pub local: Vec<TaskProc>,
-    /// The peer exec services running the other ranks (leader only).
+    /// The children in the job's tree, answering for the rest of the subtree.
     pub peers: Vec<Peer>,
 }
 
@@ -102,7 +102,8 @@ impl Procs {
         (inner.stdin.clone(), inner.peers.clone())
     }
 
-    /// Record the peers running the other ranks (leader only).
+    /// Record the children in the job's tree, which answer for the rest of
+    /// this process's subtree.
     pub fn set_peers(&self, peers: Vec<Peer>) {
         self.lock().peers = peers;
     }
@@ -122,8 +123,9 @@ impl Procs {
     }
 }
 
-/// Every task of job `id`: the local ones of `snapshot` and each peer's,
-/// asked of all peers at once, in task rank order.
+/// Every task of job `id` in this process's subtree: the local ones of
+/// `snapshot` and each child's (its whole subtree's), asked of all children
+/// at once, in task rank order.
 pub async fn gather(id: JobId, snapshot: Snapshot) -> Result<Vec<TaskProc>, ExecError> {
     let Snapshot { mut local, peers } = snapshot;
     let mut asks = JoinSet::new();

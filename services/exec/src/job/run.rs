@@ -1,5 +1,6 @@
-//! One job's driver on one exec process: launch the local ranks' tasks, fan
-//! out to peers (leader only), merge everything into RFC 32 responses.
+//! One job's driver on one exec process: launch the local ranks' tasks,
+//! start its children in the job's tree ([`super::tree`]), merge everything
+//! into RFC 32 responses.
 //!
 //! Leader stream (RFC 32, RFC 50, RFC 24; compare the flux-core goldens):
 //!
@@ -17,6 +18,18 @@
 //! [`crate::status`]). A severity 0 exception (from the job manager, a peer, or
 //! a failed launch) tears the job down: SIGALRM for type `timeout`, SIGTERM
 //! otherwise, SIGKILL to whatever is left after the kill timeout.
+//!
+//! Every exec process of the job runs this same driver for its part: the
+//! leader is the root of the job's tree, the others are parts (their
+//! stream is [`super::peer`]'s), each answering for its subtree. What
+//! comes down from the job manager (kill, exception, expiration, input, the
+//! PMI barrier's union) goes down from each to its children; what its
+//! children say comes up merged with its own: one `start` once the whole
+//! subtree launched, one `finish` (the largest status, every node's
+//! usage), one final `release` of every rank of the subtree, one `pmi`
+//! message per barrier with the subtree's keys; output, exec events and
+//! exceptions pass through. A child whose stream breaks is lost, as a
+//! peer is in a star: a fatal `exec` exception that names it.
 
 use std::collections::{BTreeMap, HashMap};
 use std::os::fd::OwnedFd;
@@ -93,10 +106,8 @@ pub struct Launch {
     pub leader: bool,
     /// Ranks this process runs itself.
     pub local: Vec<RankTasks>,
-    /// Other exec services and their ranks (leader only).
+    /// This process's children in the job's tree, each with its subtree.
     pub peers: Vec<Peer>,
-    /// The job manager's rank → address map, passed on to peers.
-    pub peer_addresses: HashMap<u32, String>,
     /// Grace between the first signal and SIGKILL.
     pub kill_timeout: Duration,
     /// Output files (leader only).
@@ -150,11 +161,11 @@ struct Driver {
     shell: ShellOptions,
     /// The job's PMI server here, unless the job turned it off.
     pmi: Option<JobPmi>,
-    /// The leader's gather of each barrier's keys, over the processes
-    /// whose tasks take part.
+    /// The gather of each barrier's keys over this process's subtree:
+    /// its own tasks and the children whose subtree runs tasks.
     gather: Option<Gather>,
     /// Each gather member's index: this process (if it runs tasks) and
-    /// the peers that do, by peer index.
+    /// the children whose subtree does, by peer index.
     own_member: Option<usize>,
     peer_member: Vec<Option<usize>>,
     /// The exit timeout's watch, once a task has exited.
@@ -175,7 +186,8 @@ struct Driver {
 /// flux-core's `doom`: once the first task exits, the others have the
 /// exit timeout to follow (or none at all with `exit-on-error`, when it
 /// failed). Each exec process watches its own tasks; the leader also
-/// starts the clock when a peer's tasks have all exited.
+/// starts the clock when a peer's tasks have all exited (each parent in
+/// the tree, when a child's subtree has).
 #[derive(Debug, Default)]
 struct Doom {
     started: bool,
@@ -300,8 +312,8 @@ impl Driver {
         true
     }
 
-    /// Start the peers' parts of the job (leader only); their responses
-    /// come on the receiver.
+    /// Start the children's parts of the job, each with its subtree; their
+    /// responses come on the receiver.
     fn start_peers(&self, l: &Launch) -> mpsc::Receiver<PeerEvent> {
         let (peer_tx, peer_rx) = mpsc::channel(PEER_EVENT_CAPACITY);
         for (i, p) in self.peers.iter().enumerate() {
@@ -311,8 +323,8 @@ impl Driver {
                 jobspec: l.jobspec_text.clone(),
                 r: l.r_text.clone(),
                 reattach: false,
-                ranks: p.ranks.to_string(),
-                peers: l.peer_addresses.clone(),
+                ranks: String::new(),
+                peers: HashMap::new(),
                 credential: l.credential.clone(),
             };
             p.start(i, request, peer_tx.clone());
@@ -491,11 +503,7 @@ impl Driver {
         let ranks = if self.leader {
             "all".to_string()
         } else {
-            self.local
-                .iter()
-                .map(|r| r.rank)
-                .collect::<IdSet>()
-                .to_string()
+            self.subtree_ranks().to_string()
         };
         if self.leader {
             self.exec_event("done", None).await;
@@ -505,6 +513,15 @@ impl Driver {
             r#final: true,
         }))
         .await;
+    }
+
+    /// Every rank of this process's subtree: its own and its children's.
+    fn subtree_ranks(&self) -> IdSet {
+        let mut ranks: IdSet = self.local.iter().map(|r| r.rank).collect();
+        for p in &self.peers {
+            ranks.add(&p.subtree);
+        }
+        ranks
     }
 
     /// Test execution (`attributes.system.exec.test.run_duration`): no
@@ -969,10 +986,8 @@ impl Driver {
                 if let Ok(signal) = Signal::try_from(sig) {
                     self.signal_local(signal);
                 }
-                if self.leader {
-                    for p in self.live_peers() {
-                        p.kill(self.id, sig);
-                    }
+                for p in self.live_peers() {
+                    p.kill(self.id, sig);
                 }
             }
             Control::Exception {
@@ -994,19 +1009,13 @@ impl Driver {
                 self.tear_down(Signal::SIGKILL, "node-failure", &note);
                 self.kill_remaining();
             }
-            Control::PmiFence(keys) => {
-                if let Some(pmi) = &mut self.pmi {
-                    pmi.fence_done(keys.ok_or(()));
-                }
-            }
+            Control::PmiFence(keys) => self.fence_done(keys),
             Control::Expiration(t) => {
                 // The job manager raises the timeout exception itself; here
                 // the new expiration moves the warning signal, on every node.
                 self.set_expiration(Some(t));
-                if self.leader {
-                    for p in self.live_peers() {
-                        p.expiration(self.id, t);
-                    }
+                for p in self.live_peers() {
+                    p.expiration(self.id, t);
                 }
             }
         }
@@ -1106,30 +1115,28 @@ impl Driver {
             &Taskmap::from_counts(&counts),
         );
         self.pmi = Some(server);
-        if self.leader {
-            // Only processes that run tasks have keys to give at a barrier.
-            let tasks_of = |ranks: &IdSet| -> u32 {
-                l.layout
-                    .ranks
-                    .iter()
-                    .filter(|r| ranks.contains(r.rank))
-                    .map(|r| r.ntasks)
-                    .sum()
-            };
-            let mut members = 0;
-            if local > 0 {
-                self.own_member = Some(members);
-                members += 1;
-            }
-            for p in &self.peers {
-                let member = (tasks_of(&p.ranks) > 0).then(|| {
-                    members += 1;
-                    members - 1
-                });
-                self.peer_member.push(member);
-            }
-            self.gather = Some(Gather::new(members));
+        // Only subtrees that run tasks have keys to give at a barrier.
+        let tasks_of = |ranks: &IdSet| -> u32 {
+            l.layout
+                .ranks
+                .iter()
+                .filter(|r| ranks.contains(r.rank))
+                .map(|r| r.ntasks)
+                .sum()
+        };
+        let mut members = 0;
+        if local > 0 {
+            self.own_member = Some(members);
+            members += 1;
         }
+        for p in &self.peers {
+            let member = (tasks_of(&p.subtree) > 0).then(|| {
+                members += 1;
+                members - 1
+            });
+            self.peer_member.push(member);
+        }
+        self.gather = Some(Gather::new(members));
         Some(rx)
     }
 
@@ -1140,22 +1147,14 @@ impl Driver {
         match pmi.on_event(ev) {
             None => {}
             Some(Step::Abort(note)) => self.abort(&note).await,
-            Some(Step::Fence(keys)) => {
-                if self.leader {
-                    self.gathered(self.own_member, keys).await;
-                } else {
-                    let keys = PmiKeys {
-                        kvs: keys.into_iter().collect(),
-                    };
-                    self.send(Response::Pmi(keys)).await;
-                }
-            }
+            Some(Step::Fence(keys)) => self.gathered(self.own_member, keys).await,
         }
     }
 
-    /// On the leader: a member's keys for the current barrier; once every
-    /// member's are in, the union goes to the peers and this process's
-    /// tasks are released.
+    /// A member's keys for the current barrier (this process's tasks' or
+    /// a child's subtree's). Once every member's are in, their union goes
+    /// up to the parent in one message or, on the leader, where it is the
+    /// whole job's, down the tree ([`Driver::fence_done`]).
     async fn gathered(&mut self, member: Option<usize>, keys: Dict) {
         let (Some(gather), Some(member)) = (&mut self.gather, member) else {
             tracing::warn!("PMI keys from a process without tasks");
@@ -1169,6 +1168,27 @@ impl Driver {
                 None
             }
         };
+        match union {
+            Some(union) if !self.leader => {
+                let keys = PmiKeys {
+                    kvs: union.into_iter().collect(),
+                };
+                self.send(Response::Pmi(keys)).await;
+            }
+            Some(union) => self.fence_done(Some(union)),
+            None if self.leader => self.fence_done(None),
+            // The parent would wait for this subtree for ever.
+            None => {
+                self.abort("PMI barrier out of step in this part of the job")
+                    .await
+            }
+        }
+    }
+
+    /// The union of the job's keys for the current barrier (`None`: the
+    /// exchange failed): handed down to the children whose subtree takes
+    /// part, then to this process's tasks.
+    fn fence_done(&mut self, union: Option<Dict>) {
         for (p, m) in self.peers.iter().zip(&self.peer_member) {
             if m.is_some() {
                 p.pmi_fence(self.id, union.as_ref());
@@ -1273,10 +1293,8 @@ impl Driver {
         if !self.tasks.is_empty() {
             self.kill_at = Some(Instant::now() + self.kill_timeout);
         }
-        if self.leader {
-            for p in self.live_peers() {
-                p.exception(self.id, kind, 0, note);
-            }
+        for p in self.live_peers() {
+            p.exception(self.id, kind, 0, note);
         }
     }
 

@@ -5,18 +5,24 @@
 //! `PMI_RANK`, `PMI_SIZE` and `PMI_SPAWNED` beside it; the other end is a
 //! [`client::Client`] whose lines the job's driver feeds to the pure engine
 //! ([`fluxgate_shared::pmi::SimpleServer`]). A barrier is a fence across
-//! the job's exec processes, carried by the driver over the streams it
+//! the job's exec processes, an allgather up and down the job's tree of
+//! them (`crate::job::tree`), carried by the driver over the streams it
 //! already has:
 //!
 //! ```text
-//! peer:   all local tasks in barrier -> StartResponse{pmi: keys} to the leader
-//! leader: own keys + every peer's    -> union -> Exec.PmiFence(union) to each peer
-//!         both sides then answer barrier_out to their tasks; gets are local
+//! every process: its local tasks' keys (once all are in the barrier)
+//!                + each child's subtree keys -> one union
+//! a part:        StartResponse{pmi: union} to its parent
+//! the leader:    the union is the job's -> Exec.PmiFence(job's) to each child
+//! a part, given the job's keys: Exec.PmiFence to each child, then its tasks
+//!         all sides then answer barrier_out to their tasks; gets are local
 //! ```
 //!
-//! O(exec processes) messages per barrier. The engine knows nothing of
-//! sockets or nodes, so a second wire protocol (PMI-2, PMIx) can be served
-//! beside this one from the same key-value space.
+//! O(exec processes) messages per barrier, at most fan-out + 1 of them
+//! through any one process, O(log exec processes) hops on its path. The
+//! engine knows nothing of sockets or nodes, so a second wire protocol
+//! (PMI-2, PMIx) can be served beside this one from the same key-value
+//! space.
 
 pub mod client;
 
