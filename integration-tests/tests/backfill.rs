@@ -3,10 +3,10 @@
 //! and the head shows when it expects to start.
 
 use fluxgate_integration_tests::{Instance, names};
+use fluxgate_proto::v1 as pb;
 use fluxgate_shared::JobId;
 use fluxgate_shared::jobspec::JobspecBuilder;
 
-/// `sleep SECS` on `nodes` whole nodes, with a time limit of `limit` seconds.
 /// `sleep SECS` on `nodes` whole nodes, one task each, limited to `limit` s.
 fn sleeper(secs: &str, nodes: u64, limit: f64) -> JobspecBuilder {
     fluxgate_integration_tests::sleeper(secs, nodes)
@@ -26,7 +26,9 @@ async fn start_time(inst: &Instance, id: JobId) -> f64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_short_job_backfills_ahead_of_a_blocked_head_and_a_long_one_does_not() {
     let inst = Instance::start(4, 2).await;
-    let running = inst.submit(&sleeper("3", 3, 30.0), None).await;
+    // Runs until cancelled below: the head is pending for as long as the
+    // checks take, however loaded the machine.
+    let running = inst.submit(&sleeper("300", 3, 30.0), None).await;
     let running_start = start_time(&inst, running).await;
     let head = inst.submit(&sleeper("0.2", 4, 30.0), None).await;
     let short = inst.submit(&sleeper("0.2", 1, 5.0), None).await;
@@ -56,6 +58,14 @@ async fn a_short_job_backfills_ahead_of_a_blocked_head_and_a_long_one_does_not()
     );
 
     // The head starts once the running job ends; the long job only after.
+    inst.jobs()
+        .await
+        .cancel(pb::CancelRequest {
+            id: u64::from(running),
+            note: String::new(),
+        })
+        .await
+        .expect("cancel the running job");
     let head_start = start_time(&inst, head).await;
     let long_start = start_time(&inst, long).await;
     assert!(short_start < head_start, "the short job backfilled");
@@ -91,7 +101,9 @@ async fn conservative_keeps_a_job_from_delaying_the_second_blocked_one() {
     // free, one node spare then; a whole-machine job reserved after the
     // head; a 1-node job with a limit past both would fit on the spare
     // node under easy, but under conservative it waits.
-    let running = inst.submit(&sleeper("3", 3, 30.0), None).await;
+    // Runs until cancelled below: the head is pending for as long as the
+    // checks take, however loaded the machine.
+    let running = inst.submit(&sleeper("300", 3, 30.0), None).await;
     let running_start = start_time(&inst, running).await;
     let head = inst.submit(&sleeper("0.2", 3, 30.0), None).await;
     let second = inst.submit(&sleeper("0.2", 4, 30.0), None).await;
