@@ -11,13 +11,15 @@
 
 mod action;
 mod context;
+mod guards;
 mod memo;
 mod record;
 mod signal;
 mod state;
 pub mod usage;
 
-pub use action::{Action, ActionGuards};
+pub use action::Action;
+pub use guards::ActionGuards;
 pub use record::{
     Job, JobException, JobFlags, ReplayError, TransitionError, apply_jobspec_updates, replay,
 };

@@ -16,8 +16,8 @@ use std::collections::BTreeSet;
 
 use serde_json::{Map, Value};
 
-use super::action::ActionGuards;
 use super::context::Ctx;
+use super::guards::ActionGuards;
 use super::memo::Memo;
 use super::state::{JobResult, JobState, WaitStatus};
 use crate::eventlog::Event;
