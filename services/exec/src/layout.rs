@@ -48,13 +48,6 @@ impl RankTasks {
     pub fn task_ranks(&self) -> std::ops::Range<u32> {
         self.first_task..self.first_task + self.ntasks
     }
-
-    /// The cores task `local_id` is bound to under `cpu-affinity=per-task`:
-    /// an even share of the rank's cores, or one core each, round robin,
-    /// when there are more tasks than cores.
-    pub fn task_cores(&self, local_id: u32) -> Vec<u32> {
-        crate::affinity::share(&self.cores, self.ntasks, local_id)
-    }
 }
 
 /// All tasks of a job over R.
@@ -170,6 +163,12 @@ fn slot_counts(
 mod tests {
     use super::*;
 
+    /// The cores task `local_id` of `rank` is bound to under
+    /// `cpu-affinity=per-task`.
+    fn cores_of(rank: &RankTasks, local_id: u32) -> Vec<u32> {
+        crate::affinity::share(&rank.cores, rank.ntasks, local_id)
+    }
+
     fn jobspec(resources: &str, count: &str) -> Jobspec {
         let text = format!(
             r#"{{"version":1,"resources":{resources},"tasks":[{{"command":["true"],"slot":"task","count":{count}}}],"attributes":{{"system":{{"duration":0}}}}}}"#
@@ -201,7 +200,7 @@ mod tests {
             [(0, 0, 1), (1, 1, 1)]
         );
         assert_eq!(l.ranks[1].hostname.as_deref(), Some("vm"));
-        assert_eq!(l.ranks[0].task_cores(0), [0, 1]);
+        assert_eq!(cores_of(&l.ranks[0], 0), [0, 1]);
     }
 
     #[test]
@@ -243,8 +242,8 @@ mod tests {
         assert_eq!(l.rank_set().to_string(), "3,5");
         let r5 = l.rank(5).unwrap();
         assert_eq!(r5.task_ranks(), 2..5);
-        assert_eq!(r5.task_cores(0), [0]);
-        assert_eq!(r5.task_cores(2), [2, 3]);
+        assert_eq!(cores_of(r5, 0), [0]);
+        assert_eq!(cores_of(r5, 2), [2, 3]);
     }
 
     #[test]
@@ -256,7 +255,7 @@ mod tests {
         .unwrap();
         let l = Layout::new(&js, &r).unwrap();
         assert_eq!(l.ranks[0].ntasks, 3);
-        assert_eq!(l.ranks[0].task_cores(2), [4]);
+        assert_eq!(cores_of(&l.ranks[0], 2), [4]);
     }
 
     #[test]

@@ -25,6 +25,7 @@ pub mod rlimit;
 pub mod run_as;
 pub mod server;
 pub mod service;
+pub mod spawn_error;
 pub mod status;
 pub mod task;
 pub mod telemetry;

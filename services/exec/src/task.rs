@@ -25,6 +25,8 @@ use crate::cgroup::JobCgroup;
 use crate::handoff::{MAX_FRAME, StartFailure, TaskLaunch, decode_reply, encode};
 use crate::rlimit::Rlimit;
 use crate::run_as::RunAs;
+pub use crate::spawn_error::SpawnError;
+use crate::spawn_error::{reason, spawn_error};
 use crate::status::WaitStatus;
 use crate::wrapper::FALLBACK_DIR;
 
@@ -98,18 +100,6 @@ pub enum TaskEvent {
     Eof { rank: u32, stream: Stream },
     /// The process ended; always after both `Eof`s.
     Exited { rank: u32, status: WaitStatus },
-}
-
-/// A task that could not be started.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{what}: {reason}")]
-pub struct SpawnError {
-    /// The command or directory that failed.
-    pub what: String,
-    /// The system's words for the failure, e.g. "No such file or directory".
-    pub reason: String,
-    /// The status a shell would have exited with (127 not found, 126 not executable).
-    pub status: WaitStatus,
 }
 
 /// A started task.
@@ -534,30 +524,6 @@ fn start_dir(dir: &Path) -> Result<(Option<PathBuf>, Option<String>), SpawnError
     }
     let warning = crate::wrapper::fallback_warning(dir, &e);
     Ok((Some(fallback.to_path_buf()), Some(warning)))
-}
-
-/// The system's words for an error (strerror), as flux-core prints them.
-pub(crate) fn reason(e: &io::Error) -> String {
-    e.raw_os_error()
-        .map(|n| nix::errno::Errno::from_raw(n).desc().to_string())
-        .unwrap_or_else(|| e.to_string())
-}
-
-fn spawn_error(what: String, e: &io::Error) -> SpawnError {
-    SpawnError {
-        what,
-        reason: reason(e),
-        status: WaitStatus::exited(shell_code(e).into()),
-    }
-}
-
-/// The code a POSIX shell exits with for a command it cannot execute (126)
-/// or cannot find (127).
-pub(crate) fn shell_code(e: &io::Error) -> u8 {
-    match e.kind() {
-        io::ErrorKind::PermissionDenied => 126,
-        _ => 127,
-    }
 }
 
 /// The requested CPUs that this process may use; `None` when that leaves nothing

@@ -6,8 +6,8 @@
 use tokio::process::Child;
 
 use super::JobCgroup;
+use crate::spawn_error::SpawnError;
 use crate::status::WaitStatus;
-use crate::task::SpawnError;
 
 /// Run `spawn` (the direct spawn of one task) with its process born in
 /// `cg`; a cgroup that cannot be joined is the task's start failure.

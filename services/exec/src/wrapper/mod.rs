@@ -70,6 +70,6 @@ pub fn fallback_warning(dir: &Path, error: &io::Error) -> String {
     format!(
         "Could not change dir to {}: {}. Going to {FALLBACK_DIR} instead\n",
         dir.display(),
-        crate::task::reason(error)
+        crate::spawn_error::reason(error)
     )
 }

@@ -11,7 +11,7 @@ use std::os::unix::process::CommandExt;
 use std::process::Command;
 
 use crate::handoff::{MAX_INHERITED, StartFailure, TaskLaunch, encode, read_frame};
-use crate::task::{reason, shell_code};
+use crate::spawn_error::{reason, shell_code};
 
 /// The `run-as` mode. Returns only when the task could not be started,
 /// with the exit code a shell would give; the failure has then been sent to
