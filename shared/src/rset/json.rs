@@ -10,27 +10,9 @@ use std::str::FromStr;
 
 use serde_json::Value;
 
-use super::{Node, ResourceSet, RsetError, merge_nodes, properties, range_str};
-use crate::hostlist::Hostlist;
+use super::execution::{apply_execution, describe, invalid};
+use super::{Node, ResourceSet, RsetError, merge_nodes, range_str};
 use crate::idset::IdSet;
-
-fn invalid(key: impl Into<String>, reason: impl Into<String>) -> RsetError {
-    RsetError::Invalid {
-        key: key.into(),
-        reason: reason.into(),
-    }
-}
-
-fn describe(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
-}
 
 /// An idset string; `key` names it in an error (built only then: R has a
 /// key per entry, and formatting each one cost more than reading it).
@@ -42,19 +24,6 @@ fn parse_idset(key: impl FnOnce() -> String, v: &Value) -> Result<IdSet, RsetErr
         ));
     };
     IdSet::parse(s).map_err(|e| invalid(key(), e.to_string()))
-}
-
-fn parse_time(key: &str, v: &Value) -> Result<f64, RsetError> {
-    let t = v
-        .as_f64()
-        .ok_or_else(|| invalid(key, format!("must be a number, not {}", describe(v))))?;
-    if t.is_nan() || t < 0.0 || t.is_infinite() {
-        return Err(invalid(
-            key,
-            format!("{t} is not a time (seconds since the epoch, >= 0)"),
-        ));
-    }
-    Ok(t)
 }
 
 impl ResourceSet {
@@ -238,39 +207,6 @@ impl ResourceSet {
     }
 }
 
-/// The keys of `execution` other than `R_lite`, checked and applied in
-/// this order; `get` looks a key up.
-pub(super) fn apply_execution<'a>(
-    rs: &mut ResourceSet,
-    get: impl Fn(&str) -> Option<&'a Value>,
-) -> Result<(), RsetError> {
-    if let Some(nl) = get("nodelist") {
-        assign_nodelist(rs, nl)?;
-    }
-    if let Some(v) = get("nslots") {
-        match v.as_u64() {
-            Some(n) if n > 0 && n <= u64::from(u32::MAX) => rs.nslots = Some(n as u32),
-            _ => {
-                return Err(invalid(
-                    "execution.nslots",
-                    format!("must be an integer greater than 0, not {v}"),
-                ));
-            }
-        }
-    }
-    if let Some(v) = get("starttime") {
-        rs.starttime = parse_time("execution.starttime", v)?;
-    }
-    if let Some(v) = get("expiration") {
-        rs.expiration = parse_time("execution.expiration", v)?;
-    }
-    if let Some(p) = get("properties") {
-        properties::assign_json(rs, p)
-            .map_err(|e| invalid("execution.properties", e.to_string()))?;
-    }
-    Ok(())
-}
-
 /// The nodes of an `R_lite` array, sorted by rank.
 ///
 /// Entries may list ranks in any order (a scheduler's R is often
@@ -360,49 +296,6 @@ fn parse_entry(nodes: &mut Vec<Node>, i: usize, entry: &Value) -> Result<(), Rse
             .iter()
             .map(|rank| Node::new(rank, None, cores.clone(), gpus.clone())),
     );
-    Ok(())
-}
-
-fn assign_nodelist(rs: &mut ResourceSet, nl: &Value) -> Result<(), RsetError> {
-    let key = "execution.nodelist";
-    let arr = nl.as_array().ok_or_else(|| {
-        invalid(
-            key,
-            format!("must be an array of hostlists, not {}", describe(nl)),
-        )
-    })?;
-    let mut hl = Hostlist::new();
-    for (i, v) in arr.iter().enumerate() {
-        let s = v.as_str().ok_or_else(|| {
-            invalid(
-                format!("{key}[{i}]"),
-                format!("must be a string, not {}", describe(v)),
-            )
-        })?;
-        if s.is_empty() {
-            // flux-core writes `[""]` for a set with no nodes.
-            continue;
-        }
-        let part = Hostlist::parse(s).map_err(|e| invalid(format!("{key}[{i}]"), e.to_string()))?;
-        hl.append(&part);
-    }
-    if hl.len() != rs.nodes.len() {
-        return Err(invalid(
-            key,
-            format!(
-                "{} hosts for {} ranks (one hostname per rank, in rank order)",
-                hl.len(),
-                rs.nodes.len()
-            ),
-        ));
-    }
-    // for_each_host builds each name in one buffer: no formatting per host.
-    let mut nodes = rs.nodes.iter_mut();
-    hl.for_each_host(|host| {
-        if let Some(node) = nodes.next() {
-            node.hostname = Some(host.to_owned());
-        }
-    });
     Ok(())
 }
 

@@ -12,6 +12,7 @@
 mod config;
 mod constraint;
 pub mod constraint_query;
+mod execution;
 mod expiration;
 mod json;
 mod ops;

@@ -18,7 +18,7 @@ use std::marker::PhantomData;
 use serde::de::{Deserialize, Deserializer, MapAccess, Visitor, value::MapAccessDeserializer};
 use serde_json::Value;
 
-use super::json::apply_execution;
+use super::execution::apply_execution;
 use super::{Node, ResourceSet, merge_nodes};
 use crate::idset::IdSet;
 
