@@ -2,7 +2,7 @@
 //! binaries, and their output as text.
 
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
@@ -91,4 +91,43 @@ pub fn has_program(program: &str, arg: &str) -> bool {
         .stderr(Stdio::null())
         .status()
         .is_ok()
+}
+
+/// Compile `integration-tests/mpi/NAME.c` with MPICH's `mpicc` into `dir`.
+pub fn compile_mpi(dir: &Path, name: &str) -> PathBuf {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("mpi")
+        .join(format!("{name}.c"));
+    let out = dir.join(name);
+    let status = Command::new("mpicc")
+        .arg("-o")
+        .arg(&out)
+        .arg(&src)
+        .status()
+        .expect("mpicc (Debian's mpich and libmpich-dev; .ci/run installs them)");
+    assert!(status.success(), "mpicc {} failed", src.display());
+    out
+}
+
+/// `fluxgate ARGS` against the instance at `uri`, in `dir`, with no
+/// standard input and no token of the caller's.
+pub fn fluxgate_in(uri: &str, dir: &Path, args: &[&str]) -> Output {
+    Command::new(crate::binary("fluxgate"))
+        .args(args)
+        .env("FLUXGATE_URI", uri)
+        .env_remove("FLUXGATE_TOKEN")
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run fluxgate")
+}
+
+/// The lines of `bytes`, sorted (tasks print in any order).
+pub fn sorted_lines(bytes: &[u8]) -> Vec<String> {
+    let mut lines: Vec<String> = String::from_utf8_lossy(bytes)
+        .lines()
+        .map(str::to_string)
+        .collect();
+    lines.sort();
+    lines
 }

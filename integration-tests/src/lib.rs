@@ -11,7 +11,9 @@ pub mod postgres;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 
-pub use command::{cmd, output_with_stdin, script, sleeper, text};
+pub use command::{
+    cmd, compile_mpi, fluxgate_in, output_with_stdin, script, sleeper, sorted_lines, text,
+};
 pub use guest::{GuestUser, require_root};
 pub use poll::{eventually, eventually_blocking, exits_within, exits_within_blocking};
 
@@ -147,7 +149,24 @@ impl Instance {
     }
 
     /// As [`Instance::start`], set up as `setup` says.
-    pub async fn start_setup(nodes: usize, cores: u32, mut setup: Setup) -> Instance {
+    pub async fn start_setup(nodes: usize, cores: u32, setup: Setup) -> Instance {
+        let mut inst = Self::job_manager(nodes, setup).await;
+        for i in 0..nodes {
+            let child = inst.spawn_exec(i, cores);
+            inst.execs.push(Some(child));
+        }
+        inst.wait_up(nodes).await;
+        inst
+    }
+
+    /// A job manager for `nodes` nodes `node0..` and no exec service yet:
+    /// the test adds them with [`Instance::add_exec`].
+    pub async fn start_bare(nodes: usize) -> Instance {
+        Self::job_manager(nodes, Setup::default()).await
+    }
+
+    /// The job manager of `setup` for `nodes` nodes `node0..`, serving.
+    async fn job_manager(nodes: usize, mut setup: Setup) -> Instance {
         let statedir = tempfile::tempdir().expect("tempdir");
         let pg = (setup.store_url.is_none() && postgres::suite_on_postgres()).then(|| {
             let pg = postgres::PgServer::start();
@@ -172,32 +191,6 @@ impl Instance {
             let token = std::fs::read_to_string(&path).expect("the job manager wrote owner.token");
             inst.owner_token = Some(token.trim().to_string());
         }
-        for i in 0..nodes {
-            let child = inst.spawn_exec(i, cores);
-            inst.execs.push(Some(child));
-        }
-        inst.wait_up(nodes).await;
-        inst
-    }
-
-    /// A job manager for `nodes` nodes `node0..` and no exec service yet:
-    /// the test adds them with [`Instance::add_exec`].
-    pub async fn start_bare(nodes: usize) -> Instance {
-        let statedir = tempfile::tempdir().expect("tempdir");
-        let setup = Setup::default();
-        let nodelist = format!("node[0-{}]", nodes - 1);
-        let jm = spawn_jm(&setup.jm_spec(statedir.path(), &nodelist, "127.0.0.1:0"));
-        let mut inst = Instance {
-            jm: Some(jm),
-            execs: Vec::new(),
-            uri: String::new(),
-            statedir,
-            nodes,
-            setup,
-            owner_token: None,
-            pg: None,
-        };
-        inst.uri = inst.wait_uri().await;
         inst
     }
 

@@ -3,58 +3,20 @@
 //! PMI-1 server, an allreduce across the nodes, and an `MPI_Abort` that
 //! ends the whole job; with `-o pmi=off` the ranks are singletons again.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::path::Path;
 
-use fluxgate_integration_tests::{Instance, binary};
-
-/// Compile `integration-tests/mpi/NAME.c` into `dir`.
-fn compile(dir: &Path, name: &str) -> PathBuf {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("mpi")
-        .join(format!("{name}.c"));
-    let out = dir.join(name);
-    let status = Command::new("mpicc")
-        .arg("-o")
-        .arg(&out)
-        .arg(&src)
-        .status()
-        .expect("mpicc (Debian's mpich and libmpich-dev; .ci/run installs them)");
-    assert!(status.success(), "mpicc {} failed", src.display());
-    out
-}
-
-/// `fluxgate ARGS` against the instance, in `dir`.
-fn fluxgate(inst: &Instance, dir: &Path, args: &[&str]) -> Output {
-    Command::new(binary("fluxgate"))
-        .args(args)
-        .env("FLUXGATE_URI", &inst.uri)
-        .env_remove("FLUXGATE_TOKEN")
-        .current_dir(dir)
-        .stdin(Stdio::null())
-        .output()
-        .expect("run fluxgate")
-}
-
-fn sorted_lines(bytes: &[u8]) -> Vec<String> {
-    let mut lines: Vec<String> = String::from_utf8_lossy(bytes)
-        .lines()
-        .map(str::to_string)
-        .collect();
-    lines.sort();
-    lines
-}
+use fluxgate_integration_tests::{Instance, compile_mpi, fluxgate_in, sorted_lines};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn mpi_jobs_span_two_exec_services() {
     let dir = tempfile::tempdir().unwrap();
-    let hello = compile(dir.path(), "hello");
-    let allreduce = compile(dir.path(), "allreduce");
-    let abort = compile(dir.path(), "abort");
+    let hello = compile_mpi(dir.path(), "hello");
+    let allreduce = compile_mpi(dir.path(), "allreduce");
+    let abort = compile_mpi(dir.path(), "abort");
     let inst = Instance::start(2, 2).await;
 
-    let out = fluxgate(
-        &inst,
+    let out = fluxgate_in(
+        &inst.uri,
         dir.path(),
         &["run", "-N2", "-n4", hello.to_str().unwrap()],
     );
@@ -68,8 +30,8 @@ async fn mpi_jobs_span_two_exec_services() {
         ["rank 0 of 4", "rank 1 of 4", "rank 2 of 4", "rank 3 of 4"]
     );
 
-    let out = fluxgate(
-        &inst,
+    let out = fluxgate_in(
+        &inst.uri,
         dir.path(),
         &["run", "-N2", "-n4", allreduce.to_str().unwrap()],
     );
@@ -82,8 +44,8 @@ async fn mpi_jobs_span_two_exec_services() {
 
     // Rank 1 aborts while the others wait in MPI_Barrier: the whole job
     // ends, with flux's exception, and run exits non-zero.
-    let out = fluxgate(
-        &inst,
+    let out = fluxgate_in(
+        &inst.uri,
         dir.path(),
         &["run", "-N2", "-n4", abort.to_str().unwrap()],
     );
@@ -100,8 +62,8 @@ async fn mpi_jobs_span_two_exec_services() {
     );
 
     // Without PMI every rank is a singleton.
-    let out = fluxgate(
-        &inst,
+    let out = fluxgate_in(
+        &inst.uri,
         dir.path(),
         &[
             "run",
@@ -127,7 +89,11 @@ async fn a_pmi_client_of_its_own_exchanges_keys_across_nodes() {
     let script = script.to_str().unwrap();
     let inst = Instance::start(2, 2).await;
 
-    let out = fluxgate(&inst, dir.path(), &["run", "-N2", "-n3", "python3", script]);
+    let out = fluxgate_in(
+        &inst.uri,
+        dir.path(),
+        &["run", "-N2", "-n3", "python3", script],
+    );
     assert!(
         out.status.success(),
         "{}",
@@ -147,8 +113,8 @@ async fn a_pmi_client_of_its_own_exchanges_keys_across_nodes() {
     // A task that leaves without finalizing, while the others go on to a
     // barrier it will never enter, ends the job instead of leaving them
     // waiting for ever.
-    let out = fluxgate(
-        &inst,
+    let out = fluxgate_in(
+        &inst.uri,
         dir.path(),
         &["run", "-N2", "-n4", "python3", script, "leave"],
     );

@@ -6,11 +6,12 @@
 //! fence goes up and down the tree), and an interior node that dies fails
 //! the job as a lost peer does, its subtree torn down with it.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::path::Path;
 use std::time::Duration;
 
-use fluxgate_integration_tests::{Instance, Setup, binary, cmd, eventually, names, output_data};
+use fluxgate_integration_tests::{
+    Instance, Setup, cmd, compile_mpi, eventually, fluxgate_in, names, output_data, sorted_lines,
+};
 
 /// Exec services in the test instance.
 const NODES: usize = 5;
@@ -23,43 +24,6 @@ async fn tree_instance(cores: u32) -> Instance {
         ..Setup::default()
     };
     Instance::start_setup(NODES, cores, setup).await
-}
-
-/// Compile `integration-tests/mpi/NAME.c` into `dir`.
-fn compile(dir: &Path, name: &str) -> PathBuf {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("mpi")
-        .join(format!("{name}.c"));
-    let out = dir.join(name);
-    let status = Command::new("mpicc")
-        .arg("-o")
-        .arg(&out)
-        .arg(&src)
-        .status()
-        .expect("mpicc (Debian's mpich and libmpich-dev; .ci/run installs them)");
-    assert!(status.success(), "mpicc {} failed", src.display());
-    out
-}
-
-/// `fluxgate ARGS` against the instance, in `dir`.
-fn fluxgate(inst: &Instance, dir: &Path, args: &[&str]) -> Output {
-    Command::new(binary("fluxgate"))
-        .args(args)
-        .env("FLUXGATE_URI", &inst.uri)
-        .env_remove("FLUXGATE_TOKEN")
-        .current_dir(dir)
-        .stdin(Stdio::null())
-        .output()
-        .expect("run fluxgate")
-}
-
-fn sorted_lines(bytes: &[u8]) -> Vec<String> {
-    let mut lines: Vec<String> = String::from_utf8_lossy(bytes)
-        .lines()
-        .map(str::to_string)
-        .collect();
-    lines.sort();
-    lines
 }
 
 /// The `status` of the job's `finish` event.
@@ -104,12 +68,12 @@ async fn output_and_the_largest_status_come_up_the_tree() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mpi_barriers_complete_across_a_tree_of_five_nodes() {
     let dir = tempfile::tempdir().unwrap();
-    let hello = compile(dir.path(), "hello");
-    let allreduce = compile(dir.path(), "allreduce");
+    let hello = compile_mpi(dir.path(), "hello");
+    let allreduce = compile_mpi(dir.path(), "allreduce");
     let inst = tree_instance(2).await;
 
-    let out = fluxgate(
-        &inst,
+    let out = fluxgate_in(
+        &inst.uri,
         dir.path(),
         &["run", "-N5", "-n10", hello.to_str().unwrap()],
     );
@@ -122,8 +86,8 @@ async fn mpi_barriers_complete_across_a_tree_of_five_nodes() {
     want.sort();
     assert_eq!(sorted_lines(&out.stdout), want);
 
-    let out = fluxgate(
-        &inst,
+    let out = fluxgate_in(
+        &inst.uri,
         dir.path(),
         &["run", "-N5", "-n10", allreduce.to_str().unwrap()],
     );
