@@ -73,7 +73,7 @@ fn jobs(cgroups: &Cgroups, n: u32) {
         cg.reaped();
         assert!(cg.is_empty());
         let _ = (cg.usage(), cg.oom());
-        cg.remove().expect("remove");
+        cg.retire().expect("retire");
     });
     println!(
         "jobs={n} mode={} off: cpu_ms_per_job={off_cpu:.3} wall_ms_per_job={off_wall:.3}",

@@ -163,6 +163,15 @@ impl JobCgroup {
             Backend::V2(j) => j.remove(),
         }
     }
+
+    /// The job is over and its cgroup empty: removed, or on v1 kept for a
+    /// later job when it ended clean.
+    pub fn retire(&self) -> io::Result<()> {
+        match &self.backend {
+            Backend::V1(j) => j.retire(),
+            Backend::V2(j) => j.remove(),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -246,7 +246,10 @@ impl Drop for Cgroups {
         // Empty once every job has been removed; a leftover stays for the
         // administrator to see rather than failing anything.
         let dirs: Vec<PathBuf> = match &self.backend {
-            Backend::V1(parent) => parent.dirs().values().cloned().collect(),
+            Backend::V1(parent) => {
+                parent.drain_idle();
+                parent.dirs().values().cloned().collect()
+            }
             Backend::V2(dir) => vec![dir.clone()],
             Backend::Off(_) => Vec::new(),
         };

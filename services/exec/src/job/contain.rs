@@ -73,6 +73,15 @@ impl Contain {
         self.cgroup.clone()
     }
 
+    /// What reads the job's usage here while it runs, when it has a cgroup.
+    pub fn meter(&self) -> Option<Meter> {
+        self.cgroup.clone().map(|cgroup| Meter {
+            cgroup,
+            ranks: self.ranks.clone(),
+            host: self.host.clone(),
+        })
+    }
+
     /// Signal every process of the job; false when there is no cgroup
     /// (the caller signals the tasks' process groups).
     pub fn signal(&self, signal: Signal) -> bool {
@@ -154,22 +163,40 @@ impl Contain {
                 "the job's cgroup does not empty: the job is not released on this node"
             );
         }
-        let usage = cg.usage();
-        // Empty now; its removal (slow on v1) need not hold the release.
+        let usage = self.meter().map(|m| m.read());
+        // Empty now; its removal or reuse (slow on v1) need not hold the
+        // release.
         let span = tracing::Span::current();
         tokio::task::spawn_blocking(move || {
             let _job = span.enter();
-            if let Err(e) = cg.remove() {
+            if let Err(e) = cg.retire() {
                 tracing::warn!(error = %e, "cannot remove the job's cgroup");
             }
         });
-        Some(NodeUsage {
+        usage
+    }
+}
+
+/// Reads what a job has used on this node from its cgroup, live (for
+/// `Tasks`) or at its end.
+#[derive(Debug, Clone)]
+pub struct Meter {
+    cgroup: Arc<JobCgroup>,
+    ranks: String,
+    host: String,
+}
+
+impl Meter {
+    /// CPU time and peak memory so far, in the exec services' wire form.
+    pub fn read(&self) -> NodeUsage {
+        let usage = self.cgroup.usage();
+        NodeUsage {
             ranks: self.ranks.clone(),
             hostname: self.host.clone(),
             user_ns: usage.user_ns,
             system_ns: usage.system_ns,
             peak_memory: usage.peak_memory.unwrap_or(0),
-        })
+        }
     }
 }
 

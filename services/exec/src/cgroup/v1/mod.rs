@@ -2,18 +2,22 @@
 //! directory per hierarchy, the limits through the v1 files, the
 //! whole-tree kill through the freezer.
 //!
-//! A job costs the kernel a directory made and removed in each hierarchy
-//! and, for each task, the spawning thread moved into each and back. What
-//! does not change from job to job is read or opened once, in [`Parent`]:
-//! the parent's cpuset, whether swap is accounted, and the service's own
+//! A job costs the kernel, for each task, the spawning thread moved into
+//! each hierarchy and back, and a directory in each: made and removed, or
+//! an emptied one of an earlier job renamed ([`idle`]). What does not
+//! change from job to job is read or opened once, in [`Parent`]: the
+//! parent's cpuset, whether swap is accounted, and the service's own
 //! `tasks` files (a thread goes home by one write, no path walked).
 
-use std::collections::BTreeMap;
+pub mod idle;
+
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::{Signal, kill};
@@ -61,6 +65,10 @@ pub struct Parent {
     cpuset: Option<(String, String)>,
     /// Swap is accounted (`memory.memsw.limit_in_bytes` exists).
     memsw: bool,
+    /// Emptied job cgroups kept for the next jobs.
+    idle: idle::Pool,
+    /// Names idle cgroups.
+    idle_names: AtomicU64,
 }
 
 impl Parent {
@@ -89,12 +97,41 @@ impl Parent {
             home_tasks,
             cpuset,
             memsw,
+            idle: idle::Pool::default(),
+            idle_names: AtomicU64::new(0),
         })
+    }
+
+    /// Remove the idle cgroups (at the service's end).
+    pub fn drain_idle(&self) {
+        for cgroup in self.idle.drain() {
+            if let Err(e) = remove_dirs(&cgroup.dirs) {
+                tracing::warn!(error = %e, "cannot remove an idle job cgroup");
+            }
+        }
     }
 
     /// The directories jobs are made in.
     pub fn dirs(&self) -> &Dirs {
         &self.dirs
+    }
+
+    /// The controllers a job with `limits` has a directory in: no pids
+    /// hierarchy without a pids limit, and no cpuset of its own for a job
+    /// that holds every CPU the service has (one directory less a job, and
+    /// two thread moves a task).
+    fn shape(&self, limits: &Limits) -> BTreeSet<&str> {
+        let whole_cpuset = match (&limits.cpus, &self.cpuset) {
+            (None, _) => true,
+            (Some(cpus), Some((parent, _))) => cpus == parent,
+            (Some(_), None) => false,
+        };
+        self.dirs
+            .keys()
+            .map(String::as_str)
+            .filter(|ctl| !(*ctl == "pids" && limits.pids.is_none()))
+            .filter(|ctl| !(*ctl == "cpuset" && whole_cpuset))
+            .collect()
     }
 
     /// Move the calling thread `tid` back to the service's cgroup of `ctl`.
@@ -119,33 +156,40 @@ pub struct Job {
     /// Where it was made, and where a thread that spawned a task inside
     /// goes back to.
     parent: Arc<Parent>,
+    /// What its files hold it to.
+    limits: Limits,
 }
 
 impl Job {
-    /// Make the job's cgroup `name` under `parent` with `limits`.
+    /// Make the job's cgroup `name` under `parent` with `limits`: an idle
+    /// one of the same shape renamed, or new directories.
     pub fn create(parent: &Arc<Parent>, name: &str, limits: &Limits) -> io::Result<Job> {
+        let shape = parent.shape(limits);
+        if let Some(cgroup) = parent.idle.take(&shape, limits) {
+            match Job::reuse(parent, cgroup, name, limits) {
+                Ok(job) => return Ok(job),
+                Err(e) => tracing::debug!(error = %e, "an idle cgroup could not be reused"),
+            }
+        }
         let mut job = Job {
             dirs: Dirs::new(),
             parent: Arc::clone(parent),
+            limits: Limits::default(),
         };
         // Removed again, whatever was made, if a step fails.
-        if let Err(e) = job.make(name, limits) {
+        if let Err(e) = job.make(name, &shape, limits) {
             let _ = job.remove();
             return Err(e);
         }
         Ok(job)
     }
 
-    /// Make the directories, each with its limits.
-    fn make(&mut self, name: &str, limits: &Limits) -> io::Result<()> {
+    /// Make the directories of the controllers in `shape`, each with its
+    /// limits.
+    fn make(&mut self, name: &str, shape: &BTreeSet<&str>, limits: &Limits) -> io::Result<()> {
         let parent = Arc::clone(&self.parent);
         for (ctl, pdir) in &parent.dirs {
-            // No pids hierarchy without a pids limit, and no cpuset of its
-            // own for a job that holds every CPU the service has: one
-            // directory less a job (and two thread moves a task).
-            if (ctl == "pids" && limits.pids.is_none())
-                || (ctl == "cpuset" && self.whole_cpuset(limits))
-            {
+            if !shape.contains(ctl.as_str()) {
                 continue;
             }
             let dir = pdir.join(name);
@@ -153,41 +197,89 @@ impl Job {
             if !self.dirs.values().any(|d| *d == dir) {
                 fs::make_dir(&dir)?;
             }
-            self.dirs.insert(ctl.clone(), dir.clone());
-            self.limit(ctl, &dir, limits)?;
+            self.dirs.insert(ctl.clone(), dir);
         }
-        Ok(())
+        self.set_limits(limits)
     }
 
-    /// True when the job's CPUs are all of the parent's (or not limited).
-    fn whole_cpuset(&self, limits: &Limits) -> bool {
-        match (&limits.cpus, &self.parent.cpuset) {
-            (None, _) => true,
-            (Some(cpus), Some((parent, _))) => cpus == parent,
-            (Some(_), None) => false,
+    /// The idle `cgroup` renamed `name`, its limits made `limits`; removed
+    /// when a step fails.
+    fn reuse(
+        parent: &Arc<Parent>,
+        cgroup: idle::Idle,
+        name: &str,
+        limits: &Limits,
+    ) -> io::Result<Job> {
+        let mut job = Job {
+            dirs: cgroup.dirs,
+            parent: Arc::clone(parent),
+            limits: cgroup.limits,
+        };
+        let done = job.rename(name).and_then(|()| job.set_limits(limits));
+        if let Err(e) = done {
+            let _ = job.remove();
+            return Err(e);
         }
+        Ok(job)
     }
 
-    /// Write the limits of controller `ctl` in `dir`.
-    fn limit(&self, ctl: &str, dir: &Path, limits: &Limits) -> io::Result<()> {
-        if ctl == "cpuset" {
-            // No process may join a cpuset without CPUs and memory nodes.
-            if let Some((cpus, mems)) = &self.parent.cpuset {
-                fs::write(dir, "cpuset.cpus", limits.cpus.as_deref().unwrap_or(cpus))?;
+    /// Rename the job's directories (v1 renames a cgroup in place); on
+    /// failure each directory is known by the name it has.
+    fn rename(&mut self, name: &str) -> io::Result<()> {
+        let mut result = Ok(());
+        let mut renamed = Dirs::new();
+        for (ctl, dir) in &self.dirs {
+            let to = dir.with_file_name(name);
+            // Controllers mounted together share one directory, renamed once.
+            let shared = renamed.values().any(|d| *d == to);
+            if !shared && result.is_ok() {
+                result = std::fs::rename(dir, &to).map_err(|e| {
+                    io::Error::new(e.kind(), format!("{} -> {name}: {e}", dir.display()))
+                });
+            }
+            let now = if shared || result.is_ok() {
+                to
+            } else {
+                dir.clone()
+            };
+            renamed.insert(ctl.clone(), now);
+        }
+        self.dirs = renamed;
+        result
+    }
+
+    /// Write the limits that differ from those the files hold.
+    fn set_limits(&mut self, limits: &Limits) -> io::Result<()> {
+        if let (Some(dir), Some((parent_cpus, mems))) =
+            (self.dirs.get("cpuset"), &self.parent.cpuset)
+        {
+            // No process may join a cpuset without CPUs and memory nodes:
+            // a new one gets both.
+            let cpus = limits.cpus.as_deref().unwrap_or(parent_cpus);
+            // A job's cpuset directory always holds CPUs of its own: none
+            // recorded means it was just made.
+            let fresh = self.limits.cpus.is_none();
+            if fresh || self.limits.cpus.as_deref() != Some(cpus) {
+                fs::write(dir, "cpuset.cpus", cpus)?;
+            }
+            if fresh {
                 fs::write(dir, "cpuset.mems", mems)?;
             }
         }
-        if let (Some(bytes), "memory") = (limits.memory, ctl) {
-            fs::write(dir, "memory.limit_in_bytes", &bytes.to_string())?;
-            // Memory and swap together no more than memory: no swap. The
-            // file exists only where swap accounting is on.
-            if self.parent.memsw {
-                fs::write(dir, "memory.memsw.limit_in_bytes", &bytes.to_string())?;
-            }
+        if let Some(dir) = self.dirs.get("memory")
+            && self.limits.memory != limits.memory
+        {
+            write_memory(dir, self.parent.memsw, self.limits.memory, limits.memory)?;
         }
-        if let (Some(n), "pids") = (limits.pids, ctl) {
-            fs::write(dir, "pids.max", &n.to_string())?;
+        if let Some(dir) = self.dirs.get("pids")
+            && self.limits.pids != limits.pids
+        {
+            let max = limits
+                .pids
+                .map_or_else(|| "max".to_string(), |n| n.to_string());
+            fs::write(dir, "pids.max", &max)?;
         }
+        self.limits = limits.clone();
         Ok(())
     }
 
@@ -316,16 +408,118 @@ impl Job {
 
     /// Remove the job's directories.
     pub fn remove(&self) -> io::Result<()> {
-        let mut first = Ok(());
-        for dir in self.distinct() {
-            if let Err(e) = fs::remove_dir(dir)
-                && first.is_ok()
-            {
-                first = Err(e);
-            }
-        }
-        first
+        remove_dirs(&self.dirs)
     }
+
+    /// The job is over and its cgroup empty: keep the cgroup for a later
+    /// job when it ended clean and the service has room for it, else
+    /// remove it.
+    pub fn retire(&self) -> io::Result<()> {
+        if !self.parent.idle.has_room() || !self.clean() {
+            return self.remove();
+        }
+        // What the next job reads at its end starts from zero: its CPU
+        // time, and its peak memory from what is still charged (at most
+        // `RESIDUE_MAX`). OOM kills cannot be reset: a cgroup with any is
+        // never kept.
+        let mut idle = Job {
+            dirs: self.dirs.clone(),
+            parent: Arc::clone(&self.parent),
+            limits: self.limits.clone(),
+        };
+        let n = self.parent.idle_names.fetch_add(1, Ordering::Relaxed);
+        let reset = self
+            .reset_counters()
+            .and_then(|()| idle.rename(&format!("idle-{n}")));
+        if let Err(e) = reset {
+            tracing::debug!(error = %e, "an emptied cgroup is not kept");
+            // Whichever name each directory has now.
+            let _ = idle.remove();
+            return self.remove();
+        }
+        let kept = idle::Idle {
+            dirs: std::mem::take(&mut idle.dirs),
+            limits: self.limits.clone(),
+        };
+        if let Err(cgroup) = self.parent.idle.put(kept) {
+            remove_dirs(&cgroup.dirs)?;
+        }
+        Ok(())
+    }
+
+    /// True when the emptied cgroup can serve another job as if new: no
+    /// OOM kill, thawed, little memory still charged, and no process still
+    /// counted (an exited one is counted until it is reaped, which its
+    /// adoptive parent may do late or never).
+    fn clean(&self) -> bool {
+        if self.oom().kills > 0 {
+            return false;
+        }
+        if let Some(dir) = self.dirs.get("pids")
+            && fs::number(dir, "pids.current") != Some(0)
+        {
+            return false;
+        }
+        if let Some(dir) = self.dirs.get("memory")
+            && fs::number(dir, "memory.usage_in_bytes").is_none_or(|n| n > idle::RESIDUE_MAX)
+        {
+            return false;
+        }
+        self.dirs
+            .get("freezer")
+            .is_none_or(|dir| fs::read(dir, "freezer.state").is_ok_and(|s| s == "THAWED"))
+    }
+
+    /// Zero the CPU time and the peak memory.
+    fn reset_counters(&self) -> io::Result<()> {
+        if let Some(dir) = self.dirs.get("cpuacct") {
+            fs::write(dir, "cpuacct.usage", "0")?;
+        }
+        if let Some(dir) = self.dirs.get("memory") {
+            fs::write(dir, "memory.max_usage_in_bytes", "0")?;
+        }
+        Ok(())
+    }
+}
+
+/// Remove the distinct directories of `dirs`; the first error, after
+/// trying every one.
+fn remove_dirs(dirs: &Dirs) -> io::Result<()> {
+    let mut first = Ok(());
+    let mut seen: Vec<&PathBuf> = Vec::new();
+    for dir in dirs.values() {
+        if seen.contains(&dir) {
+            continue;
+        }
+        seen.push(dir);
+        if let Err(e) = fs::remove_dir(dir)
+            && first.is_ok()
+        {
+            first = Err(e);
+        }
+    }
+    first
+}
+
+/// Write a memory limit (`None`: none), swap included where swap is
+/// accounted: the kernel keeps memory's limit at most memory and swap's,
+/// so a limit raised is written to the pair's outer file first.
+fn write_memory(dir: &Path, memsw: bool, old: Option<u64>, new: Option<u64>) -> io::Result<()> {
+    let value = new.map_or_else(|| "-1".to_string(), |n| n.to_string());
+    let raised = match (old, new) {
+        (_, None) => true,
+        (None, Some(_)) => false,
+        (Some(o), Some(n)) => n > o,
+    };
+    if memsw && raised {
+        fs::write(dir, "memory.memsw.limit_in_bytes", &value)?;
+    }
+    fs::write(dir, "memory.limit_in_bytes", &value)?;
+    // Memory and swap together no more than memory: no swap.
+    if memsw && !raised {
+        fs::write(dir, "memory.memsw.limit_in_bytes", &value)?;
+    }
+    Ok(())
 }
 
 /// Freeze or thaw the cgroup of `dir`; a freeze waits (a little) until it holds.
@@ -399,6 +593,84 @@ mod tests {
         };
         let job = Job::create(&parent, "job3", &all).unwrap();
         assert!(!job.dirs.contains_key("cpuset"));
+    }
+
+    #[test]
+    fn an_emptied_clean_cgroup_is_renamed_for_the_next_job() {
+        let (_tmp, parents) = fixture();
+        std::fs::write(parents["memory"].join("memory.memsw.limit_in_bytes"), "").unwrap();
+        let parent = Arc::new(Parent::new(parents.clone(), parents.clone()).unwrap());
+        let limits = Limits {
+            cpus: Some("2-3".into()),
+            memory: Some(1 << 30),
+            pids: None,
+        };
+        let job = Job::create(&parent, "job-1", &limits).unwrap();
+        let mem = job.dirs["memory"].clone();
+        std::fs::write(mem.join("memory.usage_in_bytes"), "4096\n").unwrap();
+        std::fs::write(mem.join("memory.oom_control"), "oom_kill 0\n").unwrap();
+        std::fs::write(job.dirs["freezer"].join("freezer.state"), "THAWED\n").unwrap();
+        job.retire().unwrap();
+        // Kept under a neutral name, its counters zeroed.
+        let idle = parents["memory"].join("idle-0");
+        assert!(!mem.exists() && idle.is_dir());
+        assert_eq!(fs::read(&idle, "memory.max_usage_in_bytes").unwrap(), "0");
+        assert_eq!(
+            fs::read(&parents["cpuacct"].join("idle-0"), "cpuacct.usage").unwrap(),
+            "0"
+        );
+        // The next job of the same shape takes it, with only what differs
+        // written: a memory limit raised goes to memory and swap.
+        let more = Limits {
+            memory: Some(2 << 30),
+            ..limits.clone()
+        };
+        let next = Job::create(&parent, "job-2", &more).unwrap();
+        assert_eq!(next.dirs["memory"], parents["memory"].join("job-2"));
+        assert!(!idle.exists());
+        let read = |f: &str| fs::read(&next.dirs["memory"], f).unwrap();
+        assert_eq!(read("memory.limit_in_bytes"), "2147483648");
+        assert_eq!(read("memory.memsw.limit_in_bytes"), "2147483648");
+        assert_eq!(
+            fs::read(&next.dirs["cpuset"], "cpuset.cpus").unwrap(),
+            "2-3"
+        );
+        // A job of another shape (a pids limit) gets directories of its own.
+        let pids = Limits {
+            pids: Some(10),
+            ..limits
+        };
+        let other = Job::create(&parent, "job-3", &pids).unwrap();
+        assert_eq!(other.dirs["memory"], parents["memory"].join("job-3"));
+    }
+
+    #[test]
+    fn a_cgroup_the_oom_killer_visited_is_not_kept() {
+        let (_tmp, parents) = fixture();
+        let parent = Arc::new(Parent::new(parents.clone(), parents.clone()).unwrap());
+        let job = Job::create(&parent, "job-1", &Limits::default()).unwrap();
+        let mem = job.dirs["memory"].clone();
+        std::fs::write(mem.join("memory.usage_in_bytes"), "0\n").unwrap();
+        std::fs::write(mem.join("memory.oom_control"), "oom_kill 1\n").unwrap();
+        // Removal of a fixture directory with files in it fails; what
+        // matters is that it is not handed to the next job.
+        let _ = job.retire();
+        let next = Job::create(&parent, "job-2", &Limits::default()).unwrap();
+        assert!(mem.is_dir());
+        assert_eq!(next.dirs["memory"], parents["memory"].join("job-2"));
+        assert!(fs::read(&next.dirs["memory"], "memory.oom_control").is_err());
+        // Nor one whose exited processes are still counted.
+        let pids = Limits {
+            pids: Some(10),
+            ..Limits::default()
+        };
+        let job = Job::create(&parent, "job-3", &pids).unwrap();
+        std::fs::write(job.dirs["memory"].join("memory.usage_in_bytes"), "0\n").unwrap();
+        std::fs::write(job.dirs["pids"].join("pids.current"), "1\n").unwrap();
+        std::fs::write(job.dirs["freezer"].join("freezer.state"), "THAWED\n").unwrap();
+        assert!(!job.clean());
+        std::fs::write(job.dirs["pids"].join("pids.current"), "0\n").unwrap();
+        assert!(job.clean());
     }
 
     #[test]
