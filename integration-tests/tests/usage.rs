@@ -1,12 +1,14 @@
 //! Containment seen from the job manager, on this machine's cgroups (as
 //! root, as CI runs): what a two-node job used comes back from both nodes
-//! and is shown by `fluxgate job usage` and `fluxgate jobs -o`, and a job
+//! and is shown by `fluxgate job usage` and `fluxgate jobs -o` (and, while
+//! the job runs, what it has used so far), and a job
 //! over its memory limit ends with the `oom` exception while one under it
 //! completes.
 
 use std::process::Output;
+use std::time::Duration;
 
-use fluxgate_integration_tests::{Instance, binary, output_data};
+use fluxgate_integration_tests::{Instance, binary, eventually, output_data};
 use fluxgate_shared::jobspec::JobspecBuilder;
 use serde_json::{Value, json};
 use tokio::process::Command;
@@ -87,6 +89,52 @@ async fn a_two_node_jobs_usage_is_shown_per_node_and_in_total() {
     assert!(
         (shown - cpu(&usage["total"])).abs() < 1e-3,
         "{line} vs {usage}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_running_jobs_usage_so_far_is_read_from_its_cgroups() {
+    let inst = Instance::start(2, 1).await;
+    // Burns some CPU on each node, then holds still until cancelled.
+    let busy = "i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done; exec sleep 600";
+    let id = inst
+        .submit(
+            &JobspecBuilder::new(["sh", "-c", busy]).nodes(2).ntasks(2),
+            None,
+        )
+        .await;
+    inst.events_until(id, "eventlog", "start").await;
+    let shown = id.to_string();
+    let cpu = |v: &Value| v["user"].as_f64().unwrap_or(0.0) + v["system"].as_f64().unwrap_or(0.0);
+    let live = eventually(Duration::from_secs(60), async || {
+        let out = fluxgate(&inst, &["job", "usage", "--json", &shown]).await;
+        if !out.status.success() {
+            return Err(format!("{out:?}"));
+        }
+        let usage: Value = serde_json::from_str(&stdout(&out)).map_err(|e| e.to_string())?;
+        let nodes = usage["nodes"].as_array().cloned().unwrap_or_default();
+        if nodes.len() == 2 && nodes.iter().all(|n| cpu(n) > 0.05) {
+            Ok(usage)
+        } else {
+            Err(format!("not yet burning on both nodes: {usage}"))
+        }
+    })
+    .await;
+    assert_eq!(live["running"], true, "{live}");
+    assert!(live["total"]["max_rss"].as_u64().unwrap() > 0, "{live}");
+    let table = stdout(&fluxgate(&inst, &["job", "usage", &shown]).await);
+    assert!(table.contains("running"), "{table}");
+
+    let out = fluxgate(&inst, &["cancel", &shown]).await;
+    assert!(out.status.success(), "{out:?}");
+    inst.wait_clean(id).await;
+    // Once ended, the stored usage: at least what was seen while it ran.
+    let out = fluxgate(&inst, &["job", "usage", "--json", &shown]).await;
+    let ended: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(ended["running"], false, "{ended}");
+    assert!(
+        cpu(&ended["total"]) >= cpu(&live["total"]),
+        "{ended} vs {live}"
     );
 }
 

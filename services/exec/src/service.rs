@@ -39,7 +39,7 @@ use crate::config::Config;
 use crate::error::{ExecError, PlanError};
 use crate::event::line;
 use crate::job::peer::Peer;
-use crate::job::procs::{self, TaskProc};
+use crate::job::procs::{self, Gathered};
 use crate::job::run::{self, Launch};
 use crate::job::tree;
 use crate::job::{Control, JobTable, ResponseSender, ResponseStream, STREAM_CAPACITY, response};
@@ -364,7 +364,7 @@ impl ExecService {
 
     /// The processes of a job's tasks: this process's and those of its
     /// subtree in the job's tree (its children ask theirs).
-    async fn tasks_job(&self, req: ExecTasksRequest) -> Result<Vec<TaskProc>, ExecError> {
+    async fn tasks_job(&self, req: ExecTasksRequest) -> Result<Gathered, ExecError> {
         let id = JobId::from(req.id);
         let job = self.jobs.get(req.id).ok_or(ExecError::NotRunning(id))?;
         let snapshot = job.procs().snapshot().ok_or(ExecError::Starting(id))?;
@@ -619,9 +619,10 @@ impl Exec for ExecService {
     ) -> Result<Response<ExecTasksResponse>, Status> {
         let req = request.into_inner();
         let span = tracing::error_span!("job", job = %JobId::from(req.id));
-        let tasks = self.tasks_job(req).instrument(span).await?;
+        let gathered = self.tasks_job(req).instrument(span).await?;
         Ok(Response::new(ExecTasksResponse {
-            tasks: tasks.into_iter().map(Into::into).collect(),
+            tasks: gathered.tasks.into_iter().map(Into::into).collect(),
+            usage: gathered.usage,
         }))
     }
 }

@@ -21,7 +21,7 @@ use std::time::Duration;
 use fluxgate_proto::v1::exec_client::ExecClient;
 use fluxgate_proto::v1::start_response::Response;
 use fluxgate_proto::v1::{
-    ExecExceptionRequest, ExecInputRequest, ExecKillRequest, ExecTaskProcess, ExecTasksRequest,
+    ExecExceptionRequest, ExecInputRequest, ExecKillRequest, ExecTasksRequest, ExecTasksResponse,
     ExpirationRequest, PmiFenceRequest, PmiKeys, StartRequest, StartResponse,
 };
 use fluxgate_shared::IdSet;
@@ -293,13 +293,13 @@ impl Peer {
         );
     }
 
-    /// The processes of the peer's tasks of job `id`; the reason when it
-    /// cannot say.
-    pub async fn tasks(&self, id: u64) -> Result<Vec<ExecTaskProcess>, String> {
+    /// The processes of the peer's tasks of job `id`, and its usage so far
+    /// there; the reason when it cannot say.
+    pub async fn tasks(&self, id: u64) -> Result<ExecTasksResponse, String> {
         let mut client = self.client.clone();
         let call = client.tasks(self.credential.request(ExecTasksRequest { id }));
         match tokio::time::timeout(CONTROL_TIMEOUT, call).await {
-            Ok(Ok(answer)) => Ok(answer.into_inner().tasks),
+            Ok(Ok(answer)) => Ok(answer.into_inner()),
             Ok(Err(status)) => Err(status.message().to_string()),
             Err(_) => Err(format!("no answer within {}s", CONTROL_TIMEOUT.as_secs())),
         }

@@ -1,7 +1,9 @@
-//! The processes of a job's tasks, for `Exec.Tasks` (`flux job hostpids`).
+//! The processes of a job's tasks, and its usage so far, for `Exec.Tasks`
+//! (`flux job hostpids`, `fluxgate job usage` of a running job).
 //!
-//! The job's driver records each task it launches here, and its children
-//! in the job's tree, which run (or start) the other ranks of its subtree; the RPC reads the record directly rather than
+//! The job's driver records each task it launches here, its cgroup's meter,
+//! and its children in the job's tree, which run (or start) the other ranks
+//! of its subtree; the RPC reads the record directly rather than
 //! asking the driver, which may be stalled on a full response channel (see
 //! [`super`]). A task that has exited stays listed with the pid it had, as
 //! flux's MPIR process table does: the list describes the job's launch.
@@ -9,11 +11,12 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use fluxgate_proto::v1::ExecTaskProcess;
+use fluxgate_proto::v1::{ExecTaskProcess, NodeUsage};
 use fluxgate_shared::JobId;
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
+use super::contain::Meter;
 use super::peer::Peer;
 use super::stdin::Chunk;
 use crate::error::ExecError;
@@ -68,6 +71,8 @@ struct Inner {
     peers: Vec<Peer>,
     /// Where input for the local tasks goes, when the job takes input.
     stdin: Option<mpsc::Sender<Chunk>>,
+    /// Reads the job's usage here, when it has a cgroup.
+    meter: Option<Meter>,
 }
 
 /// What [`Procs::snapshot`] gives once the job has started.
@@ -77,6 +82,17 @@ pub struct Snapshot {
     pub local: Vec<TaskProc>,
     /// The children in the job's tree, answering for the rest of the subtree.
     pub peers: Vec<Peer>,
+    /// Reads the job's usage here, when it has a cgroup.
+    pub meter: Option<Meter>,
+}
+
+/// A job's tasks and its usage so far, over a subtree of its nodes.
+#[derive(Debug, Default)]
+pub struct Gathered {
+    /// The tasks, in task rank order.
+    pub tasks: Vec<TaskProc>,
+    /// Each node's usage so far, where the job has a cgroup.
+    pub usage: Vec<NodeUsage>,
 }
 
 impl Procs {
@@ -108,6 +124,11 @@ impl Procs {
         self.lock().peers = peers;
     }
 
+    /// Record what reads the job's usage here.
+    pub fn set_meter(&self, meter: Option<Meter>) {
+        self.lock().meter = meter;
+    }
+
     /// The job has said `start`: its list is complete.
     pub fn mark_started(&self) {
         self.lock().started = true;
@@ -119,15 +140,22 @@ impl Procs {
         inner.started.then(|| Snapshot {
             local: inner.local.clone(),
             peers: inner.peers.clone(),
+            meter: inner.meter.clone(),
         })
     }
 }
 
-/// Every task of job `id` in this process's subtree: the local ones of
-/// `snapshot` and each child's (its whole subtree's), asked of all children
-/// at once, in task rank order.
-pub async fn gather(id: JobId, snapshot: Snapshot) -> Result<Vec<TaskProc>, ExecError> {
-    let Snapshot { mut local, peers } = snapshot;
+/// Every task of job `id` in this process's subtree and the usage so far
+/// of its nodes: the local ones of `snapshot` and each child's (its whole
+/// subtree's), asked of all children at once; tasks in task rank order.
+pub async fn gather(id: JobId, snapshot: Snapshot) -> Result<Gathered, ExecError> {
+    let Snapshot {
+        mut local,
+        peers,
+        meter,
+    } = snapshot;
+    // A few small reads of the cgroup's files, which never wait on a disk.
+    let mut usage: Vec<NodeUsage> = meter.iter().map(Meter::read).collect();
     let mut asks = JoinSet::new();
     // Which peer each ask went to, for the error that names it.
     let mut asked = HashMap::new();
@@ -142,15 +170,19 @@ pub async fn gather(id: JobId, snapshot: Snapshot) -> Result<Vec<TaskProc>, Exec
             Err(e) => (e.id(), Err(e.to_string())),
         };
         let (address, ranks) = asked.remove(&ask).unwrap_or_default();
-        let tasks = answer.map_err(|error| ExecError::PeerTasks {
+        let answer = answer.map_err(|error| ExecError::PeerTasks {
             address,
             ranks,
             error,
         })?;
-        local.extend(tasks.into_iter().map(TaskProc::from));
+        local.extend(answer.tasks.into_iter().map(TaskProc::from));
+        usage.extend(answer.usage);
     }
     local.sort_by_key(|t| t.task_rank);
-    Ok(local)
+    Ok(Gathered {
+        tasks: local,
+        usage,
+    })
 }
 
 #[cfg(test)]
@@ -183,9 +215,11 @@ mod tests {
         let snap = Snapshot {
             local: vec![task(2, 12), task(0, 10), task(1, 11)],
             peers: Vec::new(),
+            meter: None,
         };
         let all = gather(JobId::from(1), snap).await.unwrap();
-        let ranks: Vec<u32> = all.iter().map(|t| t.task_rank).collect();
+        assert!(all.usage.is_empty());
+        let ranks: Vec<u32> = all.tasks.iter().map(|t| t.task_rank).collect();
         assert_eq!(ranks, [0, 1, 2]);
     }
 

@@ -447,6 +447,7 @@ impl Driver {
             None => self.local_hostname(),
         };
         self.contain = Contain::create(&l.cgroups, self.id, &l.jobspec, &self.local, host).await?;
+        self.procs.set_meter(self.contain.meter());
         Ok(())
     }
 

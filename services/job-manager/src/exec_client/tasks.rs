@@ -1,5 +1,6 @@
 //! `Exec.Tasks` toward a job's leader exec service: the processes of the
-//! job's tasks on every node, for `JobManager.Tasks` (`flux job hostpids`).
+//! job's tasks on every node and its usage so far, for `JobManager.Tasks`
+//! (`flux job hostpids`, `fluxgate job usage` of a running job).
 //! Unlike starts and signals, this is a question with an answer, so it is
 //! a unary call of its own rather than a message on the session.
 
@@ -8,9 +9,11 @@ use std::time::Duration;
 use fluxgate_proto::v1 as pb;
 use fluxgate_proto::v1::exec_client::ExecClient;
 use fluxgate_shared::JobId;
+use fluxgate_shared::job::usage::JobUsage;
 use tonic::Code;
 
 use super::access::{ExecAccess, channel};
+use super::usage::from_wire;
 use crate::error::Error;
 
 /// How long the leader may take: longer than it gives each of its peers
@@ -41,9 +44,18 @@ impl From<pb::ExecTaskProcess> for TaskProcess {
     }
 }
 
+/// What the leader exec service of a job answers.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Tasks {
+    /// The processes of the job's tasks, in task rank order.
+    pub tasks: Vec<TaskProcess>,
+    /// What the job has used so far; `None` where no node contains it.
+    pub usage: Option<JobUsage>,
+}
+
 /// Ask the leader exec service of job `id`, at `addr`, for the processes of
-/// the job's tasks, in task rank order.
-pub async fn tasks(access: &ExecAccess, addr: &str, id: JobId) -> Result<Vec<TaskProcess>, Error> {
+/// the job's tasks and its usage so far.
+pub async fn tasks(access: &ExecAccess, addr: &str, id: JobId) -> Result<Tasks, Error> {
     let mut client = ExecClient::new(channel(addr, access).map_err(Error::Unavailable)?);
     let call = client.tasks(access.request(pb::ExecTasksRequest { id: id.into() }));
     let answer = tokio::time::timeout(TASKS_TIMEOUT, call)
@@ -54,16 +66,15 @@ pub async fn tasks(access: &ExecAccess, addr: &str, id: JobId) -> Result<Vec<Tas
                 TASKS_TIMEOUT.as_secs()
             ))
         })?
-        .map_err(|status| refusal(id, addr, &status))?;
-    let mut tasks: Vec<TaskProcess> = answer
-        .into_inner()
-        .tasks
-        .into_iter()
-        .map(TaskProcess::from)
-        .collect();
+        .map_err(|status| refusal(id, addr, &status))?
+        .into_inner();
+    let mut tasks: Vec<TaskProcess> = answer.tasks.into_iter().map(TaskProcess::from).collect();
     // The order is part of the answer; not left to each exec service.
     tasks.sort_by_key(|t| t.task_rank);
-    Ok(tasks)
+    Ok(Tasks {
+        tasks,
+        usage: from_wire(&answer.usage),
+    })
 }
 
 /// What an exec service's refusal means for the caller of `JobManager.Tasks`.

@@ -73,9 +73,15 @@ async fn list(
 ) -> Result<pb::TasksResponse, Error> {
     let leader = ask(inbox, |reply| Msg::TasksLeader { id, reply }).await??;
     tracing::debug!(%leader, "asking the job's leader exec service for its tasks");
-    let tasks = tasks::tasks(exec, &leader, id).await?;
+    let answer = tasks::tasks(exec, &leader, id).await?;
+    let usage = match answer.usage {
+        Some(u) => serde_json::to_string(&u)
+            .map_err(|e| Error::Internal(format!("job {id}: usage as JSON: {e}")))?,
+        None => String::new(),
+    };
     Ok(pb::TasksResponse {
-        tasks: tasks.into_iter().map(wire).collect(),
+        tasks: answer.tasks.into_iter().map(wire).collect(),
+        usage,
     })
 }
 

@@ -25,7 +25,11 @@ pub struct Args {
     id: String,
 }
 
-struct Shown(JobUsage);
+/// A job's usage, and whether it is what a running job has used so far.
+struct Shown {
+    usage: JobUsage,
+    running: bool,
+}
 
 impl Render for Shown {
     fn table(&self, out: &mut dyn Write) -> io::Result<()> {
@@ -44,15 +48,23 @@ impl Render for Shown {
             "{:<8} {:<16} {:>10} {:>10} {:>10} {:>8}",
             "RANKS", "HOST", "USER", "SYSTEM", "CPU", "MAXRSS"
         )?;
-        for n in &self.0.nodes {
+        for n in &self.usage.nodes {
             row(out, &n.ranks, &n.hostname, n.user, n.system, n.max_rss)?;
         }
-        let t = &self.0.total;
-        row(out, "total", "", t.user, t.system, t.max_rss)
+        let t = &self.usage.total;
+        row(out, "total", "", t.user, t.system, t.max_rss)?;
+        if self.running {
+            writeln!(out, "(the job is running: its usage so far)")?;
+        }
+        Ok(())
     }
 
     fn json(&self) -> Value {
-        serde_json::to_value(&self.0).unwrap_or(Value::Null)
+        let mut v = serde_json::to_value(&self.usage).unwrap_or(Value::Null);
+        if let Value::Object(m) = &mut v {
+            m.insert("running".into(), Value::Bool(self.running));
+        }
+        v
     }
 }
 
@@ -62,7 +74,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     client::block_on(async {
         let mut inst = client::connect().await?;
         let key = "usage";
-        let mut resp = inst
+        let stored = inst
             .jobs
             .info(pb::InfoRequest {
                 id: id.as_u64(),
@@ -70,18 +82,41 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 offset: 0,
                 max_bytes: 0,
             })
-            .await
-            .map_err(client::status_error)?
-            .into_inner();
-        let text = resp
-            .values
-            .remove(key)
-            .ok_or_else(|| anyhow!("job {} has no usage", args.id))?;
+            .await;
+        // Stored at the job's end; while it runs, read from its cgroups now.
+        let (text, running) = match stored {
+            Ok(resp) => {
+                let text = resp.into_inner().values.remove(key);
+                (
+                    text.ok_or_else(|| anyhow!("job {} has no usage", args.id))?,
+                    false,
+                )
+            }
+            Err(status) if status.code() == tonic::Code::FailedPrecondition => {
+                let live = live(&mut inst, id.as_u64()).await?;
+                // Neither stored nor running: the stored usage's reason.
+                (live.ok_or_else(|| client::status_error(status))?, true)
+            }
+            Err(status) => return Err(client::status_error(status)),
+        };
         let usage: JobUsage = serde_json::from_str(&text)
             .map_err(|e| anyhow!("job {}: unreadable usage ({e})", args.id))?;
-        output::emit(Mode::from_flags(args.json, false), &Shown(usage))?;
+        output::emit(
+            Mode::from_flags(args.json, false),
+            &Shown { usage, running },
+        )?;
         Ok(ExitCode::SUCCESS)
     })?
+}
+
+/// What running job `id` has used so far, as the `usage` key's JSON;
+/// `None` when it is not running or its nodes do not contain it.
+async fn live(inst: &mut client::Instance, id: u64) -> anyhow::Result<Option<String>> {
+    match inst.jobs.tasks(pb::TasksRequest { id }).await {
+        Ok(answer) => Ok(Some(answer.into_inner().usage).filter(|u| !u.is_empty())),
+        Err(status) if status.code() == tonic::Code::FailedPrecondition => Ok(None),
+        Err(status) => Err(client::status_error(status)),
+    }
 }
 
 #[cfg(test)]
@@ -94,7 +129,12 @@ mod tests {
         let u: JobUsage = serde_json::from_str(text).unwrap();
         assert_eq!(u.total.cpu_time(), 1.75);
         let mut out = Vec::new();
-        Shown(u).table(&mut out).unwrap();
+        let shown = Shown {
+            usage: u,
+            running: false,
+        };
+        shown.table(&mut out).unwrap();
+        assert_eq!(shown.json()["running"], false);
         let text = String::from_utf8(out).unwrap();
         assert!(text.contains("1.750s"), "{text}");
         assert!(text.contains("1M"), "{text}");
