@@ -6,7 +6,7 @@
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -254,7 +254,6 @@ async fn batch_runs_100_jobs_in_its_instance() {
          test \"$n\" -eq 100 || { echo \"$n jobs\"; exit 12; }\n\
          exit 0\n",
     );
-    let started = Instant::now();
     let id = batch(&inst.uri, dir.path(), &["-N2", "hundred.sh"]);
     let ev = inst.wait_clean(id).await;
     assert_eq!(
@@ -266,11 +265,6 @@ async fn batch_runs_100_jobs_in_its_instance() {
     assert!(
         ev.iter()
             .any(|e| e.name == "memo" && e.ctx("uri").is_some())
-    );
-    assert!(
-        started.elapsed() < Duration::from_secs(50),
-        "took {:?}",
-        started.elapsed()
     );
     let r = inst.r(id).await;
     assert_eq!(r.nnodes(), 2);

@@ -15,8 +15,9 @@ use std::sync::OnceLock;
 use serde::{Serialize, Serializer};
 use serde_json::{Map, Value};
 
-use super::member::Member;
+use super::member::{LazyMap, Member};
 use super::raw;
+use super::raw::parse_object as parse;
 
 /// The context object of an event.
 pub struct Context {
@@ -24,7 +25,7 @@ pub struct Context {
     text: String,
     /// The parsed object, built on first use (boxed: most contexts never
     /// need it, and events stay small to move).
-    map: OnceLock<Box<Map<String, Value>>>,
+    map: LazyMap,
 }
 
 impl Context {
@@ -68,9 +69,10 @@ impl Context {
         if !raw::plain_key(key) {
             let index = self.as_map().keys().position(|k| k == key)?;
             let raw = raw::members(&self.text).nth(index)?.1;
-            return Some(Member::new(self, index, raw));
+            return Some(Member::new(&self.text, &self.map, index, raw));
         }
-        raw::find(&self.text, key).map(|(index, raw)| Member::new(self, index, raw))
+        raw::find(&self.text, key)
+            .map(|(index, raw)| Member::new(&self.text, &self.map, index, raw))
     }
 
     /// True when the object has a member `key`.
@@ -125,12 +127,6 @@ impl Context {
             map: OnceLock::from(Box::new(map)),
         };
     }
-}
-
-/// Parse text this module wrote or checked; it is a JSON object, so the
-/// empty map is only a fallback that cannot be reached.
-fn parse(text: &str) -> Map<String, Value> {
-    serde_json::from_str(text).unwrap_or_default()
 }
 
 impl Default for Context {

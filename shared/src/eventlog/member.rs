@@ -1,17 +1,23 @@
 //! Members of an event context, read from its text in place.
 
 use std::fmt;
+use std::sync::OnceLock;
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
-use super::context::Context;
 use super::raw;
+
+/// The map of a context's members, built from its text on first use and
+/// kept with the context.
+pub(super) type LazyMap = OnceLock<Box<Map<String, Value>>>;
 
 /// One member of a context, read from its text: scalars are decoded from the
 /// text, anything else comes from the parsed map ([`Member::value`]).
 #[derive(Clone, Copy)]
 pub struct Member<'a> {
-    ctx: &'a Context,
+    /// The whole context's text, and its map.
+    text: &'a str,
+    map: &'a LazyMap,
     /// Position among the members (the map keeps the text's order).
     index: usize,
     /// The value's JSON text.
@@ -20,8 +26,13 @@ pub struct Member<'a> {
 
 impl<'a> Member<'a> {
     #[inline]
-    pub(super) fn new(ctx: &'a Context, index: usize, raw: &'a str) -> Self {
-        Member { ctx, index, raw }
+    pub(super) fn new(text: &'a str, map: &'a LazyMap, index: usize, raw: &'a str) -> Self {
+        Member {
+            text,
+            map,
+            index,
+            raw,
+        }
     }
 
     /// The value's compact JSON text.
@@ -32,7 +43,10 @@ impl<'a> Member<'a> {
     /// The value as a [`Value`] (builds the context's map).
     pub fn value(&self) -> &'a Value {
         static NULL: Value = Value::Null;
-        self.ctx.as_map().values().nth(self.index).unwrap_or(&NULL)
+        let map = self
+            .map
+            .get_or_init(|| Box::new(raw::parse_object(self.text)));
+        map.values().nth(self.index).unwrap_or(&NULL)
     }
 
     /// The value as an owned [`Value`], read from its text alone.
@@ -121,6 +135,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::eventlog::context::Context;
 
     #[test]
     fn members_read_as_values_do() {

@@ -8,7 +8,7 @@
 
 use std::borrow::Cow;
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use super::canonical::{same, string_stop};
 
@@ -89,6 +89,13 @@ pub(crate) fn decode_key(text: &str) -> Cow<'_, str> {
     }
     // Canonical text holds only valid escapes; the fallback is not reached.
     serde_json::from_str(&format!("\"{text}\"")).map_or(Cow::Borrowed(text), Cow::Owned)
+}
+
+/// Parse a context's text, which the reader checked or this module wrote;
+/// it is a JSON object, so the empty map is only a fallback that cannot be
+/// reached.
+pub(super) fn parse_object(text: &str) -> Map<String, Value> {
+    serde_json::from_str(text).unwrap_or_default()
 }
 
 /// The value of canonical value text: scalars are read directly, the rest
