@@ -4,6 +4,7 @@
 
 pub mod command;
 pub mod guest;
+pub mod leader;
 pub mod netns;
 pub mod poll;
 pub mod postgres;

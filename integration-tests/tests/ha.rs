@@ -8,8 +8,9 @@ use std::path::Path;
 use std::process::Child;
 use std::time::Duration;
 
+use fluxgate_integration_tests::leader::{health, refused_for};
 use fluxgate_integration_tests::postgres::PgServer;
-use fluxgate_integration_tests::{binary, eventually, exits_within, host, names, spawn_jm};
+use fluxgate_integration_tests::{binary, eventually, host, names, spawn_jm};
 use fluxgate_launch::{Cores, Exec, JobManager};
 use fluxgate_proto::v1 as pb;
 use fluxgate_proto::v1::job_manager_client::JobManagerClient;
@@ -19,6 +20,7 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use tonic::transport::Channel;
 use tonic_health::pb::HealthCheckRequest;
+use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::health_client::HealthClient;
 
 const NODES: usize = 2;
@@ -113,6 +115,26 @@ impl Pair {
             }
         }
         None
+    }
+
+    /// Wait until job manager `i` stands by for `leader`: still running,
+    /// its health NOT_SERVING, and its JobManager calls refused with
+    /// UNAVAILABLE naming `leader`.
+    async fn wait_standby_for(&mut self, i: usize, leader: usize) {
+        let (uri, want) = (self.uris[i].clone(), self.uris[leader].clone());
+        eventually(Duration::from_secs(30), async || {
+            match refused_for(&uri).await? {
+                Some(named) if named == want => Ok(()),
+                other => Err(format!("job manager {i}'s refusal names {other:?}")),
+            }
+        })
+        .await;
+        assert_eq!(health(&uri).await, Ok(ServingStatus::NotServing));
+        let child = self.jms[i].as_mut().expect("running");
+        assert!(
+            child.try_wait().expect("wait").is_none(),
+            "job manager {i} stays up as a standby"
+        );
     }
 
     async fn wait_leader(&self, within: Duration) -> usize {
@@ -299,8 +321,12 @@ async fn a_killed_leader_is_replaced_and_no_acknowledged_job_is_lost() {
     );
 }
 
+/// A leader paused past its lease is deposed and never commits again; resumed,
+/// it finds its epoch over and steps down to standby in the same process,
+/// pointing clients to the new leader. When the new leader dies, it leads
+/// again: its second recovery from the store, in one process, serves every job.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_paused_leader_is_deposed_and_never_commits_again() {
+async fn a_paused_leader_is_deposed_stands_by_and_can_lead_again() {
     let mut pair = Pair::start().await;
     let first = pair.wait_leader(Duration::from_secs(30)).await;
     let mut client = pair.client().await;
@@ -318,17 +344,27 @@ async fn a_paused_leader_is_deposed_and_never_commits_again() {
         .await;
     assert_strict(during, &pair.ended(during).await);
     pair.signal(first, Signal::SIGCONT);
-    // Resumed, the old leader finds its epoch over and stops.
-    let mut old = pair.jms[first].take().expect("running");
-    let status = exits_within(&mut old, Duration::from_secs(15), "the deposed leader").await;
-    assert!(!status.success(), "a deposed leader exits with an error");
+    // Resumed, the old leader finds its epoch over and stands by.
+    pair.wait_standby_for(first, second).await;
     let epoch = pair.pg.query(&pair.url, "SELECT epoch FROM leader");
     assert_eq!(epoch.trim(), "2", "one takeover");
     let after = pair
         .submit(&mut client, request("true", "after".into()))
         .await;
     assert_strict(after, &pair.ended(after).await);
-    assert_eq!(pair.count_jobs().await, 3);
+    pair.signal(second, Signal::SIGKILL);
+    let _ = pair.jms[second].take().map(|mut c| c.wait());
+    assert_eq!(pair.wait_leader(Duration::from_secs(30)).await, first);
+    let mut client = pair.client().await;
+    let last = pair
+        .submit(&mut client, request("true", "last".into()))
+        .await;
+    for id in [before, during, after, last] {
+        assert_strict(id, &pair.ended(id).await);
+    }
+    assert_eq!(pair.count_jobs().await, 4);
+    let epoch = pair.pg.query(&pair.url, "SELECT epoch FROM leader");
+    assert_eq!(epoch.trim(), "3", "the first leads again");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

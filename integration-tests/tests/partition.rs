@@ -11,6 +11,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+use fluxgate_integration_tests::leader::{refused_for, serving};
 use fluxgate_integration_tests::netns::Net;
 use fluxgate_integration_tests::postgres::PgServer;
 use fluxgate_integration_tests::{Instance, binary, eventually, exits_within, host, names};
@@ -337,32 +338,13 @@ impl Drop for Procs {
     }
 }
 
-/// Is the JobManager service of the job manager at `uri` SERVING (false
-/// when it does not answer at all)?
-async fn serving(uri: &str) -> bool {
-    let Ok(endpoint) = tonic::transport::Endpoint::from_shared(uri.to_string()) else {
-        return false;
-    };
-    let Ok(channel) = endpoint
-        .connect_timeout(Duration::from_millis(500))
-        .timeout(Duration::from_millis(500))
-        .connect()
-        .await
-    else {
-        return false;
-    };
-    let status = tonic_health::pb::health_client::HealthClient::new(channel)
-        .check(tonic_health::pb::HealthCheckRequest {
-            service: "fluxgate.v1.JobManager".into(),
-        })
-        .await;
-    status.is_ok_and(|s| s.into_inner().status == 1)
-}
-
 /// Fault 3: the leader of two job managers is cut off from PostgreSQL (not
 /// from its nodes or clients). It stops serving once its lease could have
 /// expired; the standby takes over, hears the running job's real end from
-/// the node, and its pool is right: a job needing the whole node runs.
+/// the node, and its pool is right: a job needing the whole node runs. The
+/// old leader stood down in the same process: once it reaches the database
+/// again it points clients to the new leader, and when that one dies it
+/// leads again, recovering from the store a second time.
 #[tokio::test(flavor = "current_thread")]
 async fn a_leader_cut_off_from_its_store_steps_down_and_the_new_one_is_right() {
     let _serial = SERIAL.lock().await;
@@ -471,5 +453,57 @@ async fn a_leader_cut_off_from_its_store_steps_down_and_the_new_one_is_right() {
     let ev = b.wait_clean(whole).await;
     let finish = ev.iter().find(|e| e.name == "finish").expect("finish");
     assert_eq!(finish.context.as_ref().unwrap()["status"], 0);
+    stood_down_then_leads_again(&net, &mut procs, &[id, whole]).await;
     drop(pg);
+}
+
+/// After fault 3: A is alive, NOT_SERVING, and (once it reaches the
+/// database again) refuses calls naming B; B is killed, A leads again and
+/// serves the jobs `made` under both leads and a new one.
+async fn stood_down_then_leads_again(net: &Net, procs: &mut Procs, made: &[JobId]) {
+    const A: usize = 0;
+    let uri = |h: usize| format!("http://{}:{JM_PORT}", Net::addr(h));
+    let (a_uri, b_uri) = (uri(A), uri(2));
+    assert!(
+        procs.0[0].try_wait().expect("wait").is_none(),
+        "the old leader stays up as a standby"
+    );
+    // Cut off, it knows no leader yet, and its refusals say so.
+    assert_eq!(
+        fluxgate_integration_tests::leader::health(&a_uri).await,
+        Ok(tonic_health::pb::health_check_response::ServingStatus::NotServing)
+    );
+    assert_eq!(refused_for(&a_uri).await, Ok(None));
+    net.heal_all();
+    eventually(PATIENCE, async || match refused_for(&a_uri).await? {
+        Some(leader) if leader == b_uri => Ok(()),
+        other => Err(format!("the old leader's refusal names {other:?}")),
+    })
+    .await;
+    let b = &mut procs.0[1];
+    b.kill().expect("kill the new leader");
+    b.wait().expect("reap the new leader");
+    eventually(PATIENCE, async || {
+        serving(&a_uri)
+            .await
+            .then_some(())
+            .ok_or_else(|| "the old leader does not lead again".to_string())
+    })
+    .await;
+    let a = Instance::from_parts(a_uri, tempfile::tempdir().unwrap(), None, Vec::new());
+    for id in made {
+        let ev = a.wait_clean(*id).await;
+        let finish = ev.iter().find(|e| e.name == "finish").expect("finish");
+        assert_eq!(finish.context.as_ref().unwrap()["status"], 0, "{id}");
+    }
+    a.wait_up(1).await;
+    let again = a
+        .submit(
+            &JobspecBuilder::new(["true"]).nodes(1).exclusive(true),
+            None,
+        )
+        .await;
+    let ev = a.wait_clean(again).await;
+    let finish = ev.iter().find(|e| e.name == "finish").expect("finish");
+    assert_eq!(finish.context.as_ref().unwrap()["status"], 0);
 }

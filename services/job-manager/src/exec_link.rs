@@ -89,6 +89,10 @@ pub trait ExecSink: Clone + Send + Sync + 'static {
     /// Deliver `msg`, waiting while the receiver is full; false once the
     /// receiver is gone (the link then stops reading).
     fn deliver(&self, msg: ExecMsg) -> impl Future<Output = bool> + Send;
+    /// Resolves once the receiver is gone (the core stopped): the link then
+    /// ends its streams, so that the exec services are not held by a job
+    /// manager that no longer leads.
+    fn closed(&self) -> impl Future<Output = ()> + Send;
 }
 
 /// How the core's decisions reach the exec services. Every call returns at

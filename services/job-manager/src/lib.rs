@@ -15,6 +15,7 @@ pub mod otlp;
 pub mod policy;
 pub mod serve_error;
 pub mod server;
+mod stop;
 pub mod store;
 pub mod telemetry;
 pub mod values;

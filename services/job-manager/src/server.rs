@@ -5,6 +5,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use fluxgate_proto::v1::job_manager_server::JobManagerServer;
 use fluxgate_proto::v1::node_server::NodeServer;
@@ -16,7 +17,6 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tonic::transport::server::ServerTlsConfig;
 use tonic_health::pb::health_server::{Health, HealthServer};
-use tonic_health::server::HealthReporter;
 use tonic_reflection::server::v1::{ServerReflection, ServerReflectionServer};
 
 use crate::auth::{ActiveJobs, Authenticator, JobCredentials, keys};
@@ -31,6 +31,7 @@ use crate::ha::lead::{self, Lead, Shutdown};
 use crate::hub::Hub;
 use crate::journal::Journal;
 use crate::policy::SitePolicy;
+use crate::stop::{Ended, Stop, StopTx, Stopping, StoreCheck, stop_when};
 use crate::store::postgres::is_postgres_url;
 use crate::store::{AnyStore, SqliteStore};
 
@@ -155,10 +156,7 @@ fn credentials(
 /// start does not read every page first; damage stops the job manager
 /// with the same error an open would give. A shutdown interrupts the
 /// check: the store was clean when opened and is closed cleanly again.
-fn spawn_store_check(
-    store: &AnyStore,
-    fatal_tx: Arc<watch::Sender<Option<String>>>,
-) -> Result<StoreCheck, ServeError> {
+fn spawn_store_check(store: &AnyStore, stop_tx: StopTx) -> Result<StoreCheck, ServeError> {
     let Some(store) = store.sqlite().filter(|s| s.check_owed()) else {
         return Ok(None);
     };
@@ -181,7 +179,7 @@ fn spawn_store_check(
             }
             Err(e) => {
                 tracing::error!(error = %e, "store integrity check failed; stopping");
-                let _ = fatal_tx.send(Some(e.to_string()));
+                stop_tx.send(Stopping::StoreFailed(e.to_string()));
             }
         }
     });
@@ -249,10 +247,6 @@ struct CoreInputs {
     job_credentials: JobCredentials,
 }
 
-/// The background store check's interrupt, and the flag that tells it
-/// the job manager is stopping.
-type StoreCheck = Option<(rusqlite::InterruptHandle, Arc<AtomicBool>)>;
-
 /// Make the state directory and read what the configuration names.
 fn setup(config: &Config) -> Result<Setup, ServeError> {
     // 0700 before anything is created in it: the store holds every user's
@@ -287,8 +281,10 @@ struct Running {
     /// Stops the core's loop (which flushes what it holds).
     core_stop: CancellationToken,
     core_task: JoinHandle<()>,
+    /// Stops the committer from carrying effects (at a step down).
+    halt: CancellationToken,
     /// Hears why the job manager must stop: the store failed, the lead was lost.
-    fatal_rx: watch::Receiver<Option<String>>,
+    stopping: watch::Receiver<Option<Stopping>>,
     /// The background store check, interrupted at shutdown.
     check: StoreCheck,
 }
@@ -320,10 +316,10 @@ async fn start_core(
     let hub = Hub::default();
     let journal = Journal::new(config.resource.journal_capacity);
     let (inbox, inbox_rx) = mpsc::channel(core::INBOX_CAPACITY);
-    let (fatal_tx, fatal_rx) = watch::channel(None::<String>);
-    let fatal_tx = Arc::new(fatal_tx);
+    let (stop_tx, stopping) = StopTx::new();
+    let halt = CancellationToken::new();
     let committer = {
-        let fatal_tx = Arc::clone(&fatal_tx);
+        let stop_tx = stop_tx.clone();
         let carrier = Carrier {
             hub: hub.clone(),
             journal: journal.clone(),
@@ -331,20 +327,24 @@ async fn start_core(
             inbox: inbox.clone(),
             reads: core.read_carrier(),
         };
-        Committer::spawn(carrier, move |e| {
-            let _ = fatal_tx.send(Some(e));
-        })
+        Committer::spawn(
+            carrier,
+            move |e| stop_tx.send(Stopping::of_store(e)),
+            halt.clone(),
+        )
     };
     if let Some(lead) = lead {
-        // A lost lead stops this job manager as a store failure does.
-        let (mut lost, fatal_tx) = (lead.lost.clone(), Arc::clone(&fatal_tx));
+        // A lost lead sends this job manager back to standby.
+        let (mut lost, stop_tx) = (lead.lost.clone(), stop_tx.clone());
         tokio::spawn(async move {
-            if let Ok(why) = lost.wait_for(Option::is_some).await {
-                let _ = fatal_tx.send(why.clone());
+            if let Ok(why) = lost.wait_for(Option::is_some).await
+                && let Some(why) = why.clone()
+            {
+                stop_tx.send(Stopping::LeadLost(why));
             }
         });
     }
-    let check = spawn_store_check(store, fatal_tx)?;
+    let check = spawn_store_check(store, stop_tx)?;
     let (site, heartbeats) = (core.site(), core.heartbeats());
     let core_stop = CancellationToken::new();
     let core_task = tokio::spawn(core.run(inbox_rx, committer, core_stop.clone()));
@@ -356,7 +356,8 @@ async fn start_core(
         heartbeats,
         core_stop,
         core_task,
-        fatal_rx,
+        halt,
+        stopping,
         check,
     })
 }
@@ -407,49 +408,6 @@ fn services(
     }
 }
 
-/// What stops at shutdown, in the order [`stop_when`] stops it.
-struct Stop {
-    lead: Option<Lead>,
-    health: HealthReporter,
-    check: StoreCheck,
-    core_stop: CancellationToken,
-    core_task: JoinHandle<()>,
-    /// Ends every long-lived stream.
-    cancel: CancellationToken,
-}
-
-/// Wait for `shutdown` or a fatal error, then stop in order: the lease,
-/// health, the store check, the core (flushing what it holds, so that the
-/// join streams ending next are not taken for lost nodes), and last every
-/// long-lived stream, so that the server can stop.
-async fn stop_when(shutdown: Shutdown, mut fatal_rx: watch::Receiver<Option<String>>, stop: Stop) {
-    tokio::select! {
-        _ = shutdown => {}
-        _ = fatal_rx.changed() => {}
-    }
-    let Stop {
-        lead,
-        health,
-        check,
-        core_stop,
-        mut core_task,
-        cancel,
-    } = stop;
-    if let Some(lead) = &lead {
-        lead.stop.store(true, Ordering::Release);
-    }
-    health
-        .set_not_serving::<JobManagerServer<JobManagerService<AnyStore>>>()
-        .await;
-    if let Some((interrupt, stopping)) = &check {
-        stopping.store(true, Ordering::Release);
-        interrupt.interrupt();
-    }
-    core_stop.cancel();
-    let _ = (&mut core_task).await;
-    cancel.cancel();
-}
-
 /// Serve `services` (and health, reflection) on `incoming` until `stop`.
 async fn run_server(
     incoming: Incoming,
@@ -492,19 +450,175 @@ async fn run_server(
     Ok(())
 }
 
-/// Run the job manager until `shutdown` resolves; `ready` hears the bound address.
+/// How long the server of a lead that was lost may take to end its calls
+/// before the standby takes the listener back: a client's open stream that
+/// no token ends (a health watch) must not keep the standby from serving.
+const STEP_DOWN_GRACE: Duration = Duration::from_secs(5);
+
+/// What lasts the whole process, across its leads: the configuration, the
+/// listener and the metrics endpoint.
+struct Process {
+    config: Arc<Config>,
+    addr: SocketAddr,
+    incoming: Incoming,
+    /// Ends the metrics endpoint with the process.
+    metrics: CancellationToken,
+    metrics_served: bool,
+}
+
+impl Process {
+    /// Serve the metrics endpoint from the first lead on, when configured.
+    async fn serve_metrics(&mut self) -> Result<(), ServeError> {
+        if let (Some(listen), false) = (&self.config.metrics.listen, self.metrics_served) {
+            let addr = crate::telemetry::serve(listen, self.metrics.clone()).await?;
+            tracing::info!(%addr, "metrics served at http://{addr}/metrics");
+            self.metrics_served = true;
+        }
+        Ok(())
+    }
+
+    /// One lead: stand by until it is won (PostgreSQL), recover the core
+    /// from the store and serve until `shutdown`, a store failure or the
+    /// lead's loss.
+    async fn lead(
+        &mut self,
+        setup: Setup,
+        shutdown: &mut Shutdown,
+        ready: &mut Option<impl FnOnce(SocketAddr) + Send>,
+    ) -> Result<Ended, ServeError> {
+        let Setup {
+            core: inputs,
+            tls,
+            authenticator,
+            exec_access,
+        } = setup;
+        let config = Arc::clone(&self.config);
+        let opened = open_store(
+            &config,
+            self.addr,
+            &self.incoming,
+            tls.clone(),
+            shutdown,
+            ready,
+        )
+        .await?;
+        let Some((store, lead)) = opened else {
+            return Ok(Ended::Shutdown);
+        };
+        let store = Arc::new(store);
+        let running = start_core(&config, &store, lead.as_ref(), inputs, &exec_access).await?;
+        self.serve_metrics().await?;
+        // One token ends every long-lived stream when the lead ends, so
+        // that the server's graceful stop does not wait on them forever.
+        let cancel = CancellationToken::new();
+        let services = services(&config, &store, &running, exec_access, &cancel);
+        let (health, health_service) = tonic_health::server::health_reporter();
+        health
+            .set_serving::<JobManagerServer<JobManagerService<AnyStore>>>()
+            .await;
+        let Running {
+            inbox,
+            core_stop,
+            core_task,
+            halt,
+            stopping,
+            check,
+            ..
+        } = running;
+        // The services hold the core's inbox now.
+        drop(inbox);
+        let stop = Stop {
+            lead,
+            health,
+            check,
+            store,
+            core_stop,
+            core_task,
+            halt,
+            cancel,
+        };
+        tracing::info!(addr = %self.addr, statedir = %config.statedir.display(), "job manager serving");
+        if let Some(ready) = ready.take() {
+            ready(self.addr);
+        }
+        let served = Served {
+            tls,
+            authenticator,
+            health_service,
+            services,
+        };
+        self.serve_until_stopped(served, shutdown, stopping, stop)
+            .await
+    }
+
+    /// Serve the lead's services until [`stop_when`] has stopped them; how
+    /// the lead ended.
+    async fn serve_until_stopped(
+        &self,
+        served: Served<impl Health>,
+        shutdown: &mut Shutdown,
+        stopping: watch::Receiver<Option<Stopping>>,
+        stop: Stop,
+    ) -> Result<Ended, ServeError> {
+        let reflection = tonic_reflection::server::Builder::configure()
+            .register_encoded_file_descriptor_set(fluxgate_proto::FILE_DESCRIPTOR_SET)
+            .build_v1()
+            .map_err(|e| ServeError::Config(format!("reflection: {e}")))?;
+        let stepped_down = CancellationToken::new();
+        let mut ended = None;
+        let stopped = async {
+            let how = stop_when(shutdown, stopping, stop).await;
+            if matches!(how, Ended::LeadLost(_)) {
+                stepped_down.cancel();
+            }
+            ended = Some(how);
+        };
+        let server = run_server(
+            self.incoming.clone(),
+            served.tls,
+            served.authenticator,
+            served.health_service,
+            reflection,
+            served.services,
+            stopped,
+        );
+        let grace = async {
+            stepped_down.cancelled().await;
+            tokio::time::sleep(STEP_DOWN_GRACE).await;
+        };
+        tokio::select! {
+            served = server => served?,
+            () = grace => tracing::warn!(
+                "calls still open on the lost lead's server are left to end on their own"
+            ),
+        }
+        match ended {
+            Some(Ended::Failed(e)) => Err(ServeError::Fatal(e)),
+            Some(ended) => Ok(ended),
+            None => Ok(Ended::Shutdown),
+        }
+    }
+}
+
+/// What a lead serves besides reflection.
+struct Served<H> {
+    tls: Option<ServerTlsConfig>,
+    authenticator: Authenticator,
+    health_service: HealthServer<H>,
+    services: Services,
+}
+
+/// Run the job manager until `shutdown` resolves; `ready` hears the bound
+/// address. A job manager that loses its lead (PostgreSQL) goes back to
+/// standby on the same listener and campaigns again; a store failure or
+/// an error ends it.
 pub async fn serve(
     config: Config,
     shutdown: impl Future<Output = ()> + Send + 'static,
     ready: impl FnOnce(SocketAddr) + Send,
 ) -> Result<(), ServeError> {
     let config = Arc::new(config);
-    let Setup {
-        core: inputs,
-        tls,
-        authenticator,
-        exec_access,
-    } = setup(&config)?;
+    let mut setup = setup(&config)?;
     // Bound before the store is opened: a standby serves its refusals on
     // the same port the leader's services take over.
     let (listener, addr) = bind(&config.listen).await?;
@@ -513,74 +627,27 @@ pub async fn serve(
         max_connections = incoming.max_connections(),
         "connections limited"
     );
+    let metrics = CancellationToken::new();
+    let _metrics_end = metrics.clone().drop_guard();
+    let mut process = Process {
+        config: Arc::clone(&config),
+        addr,
+        incoming,
+        metrics,
+        metrics_served: false,
+    };
     let mut shutdown: Shutdown = Box::pin(shutdown);
     let mut ready = Some(ready);
-    let Some((store, lead)) = open_store(
-        &config,
-        addr,
-        &incoming,
-        tls.clone(),
-        &mut shutdown,
-        &mut ready,
-    )
-    .await?
-    else {
-        return Ok(());
-    };
-    let store = Arc::new(store);
-    let running = start_core(&config, &store, lead.as_ref(), inputs, &exec_access).await?;
-
-    let (health, health_service) = tonic_health::server::health_reporter();
-    health
-        .set_serving::<JobManagerServer<JobManagerService<AnyStore>>>()
-        .await;
-    let reflection = tonic_reflection::server::Builder::configure()
-        .register_encoded_file_descriptor_set(fluxgate_proto::FILE_DESCRIPTOR_SET)
-        .build_v1()
-        .map_err(|e| ServeError::Config(format!("reflection: {e}")))?;
-    // One token ends every long-lived stream at shutdown, so that the
-    // server's graceful stop does not wait on them forever.
-    let cancel = CancellationToken::new();
-    if let Some(listen) = &config.metrics.listen {
-        let addr = crate::telemetry::serve(listen, cancel.clone()).await?;
-        tracing::info!(%addr, "metrics served at http://{addr}/metrics");
+    loop {
+        match process.lead(setup, &mut shutdown, &mut ready).await? {
+            Ended::LeadLost(why) => {
+                tracing::warn!(reason = %why, "stepped down; standing by for the lead again");
+                // Each lead recovers from the store as at start, with
+                // nothing of the last one.
+                setup = self::setup(&config)?;
+            }
+            Ended::Shutdown => return Ok(()),
+            Ended::Failed(e) => return Err(ServeError::Fatal(e)),
+        }
     }
-    let services = services(&config, &store, &running, exec_access, &cancel);
-    let Running {
-        inbox,
-        core_stop,
-        core_task,
-        fatal_rx,
-        check,
-        ..
-    } = running;
-    // The services hold the core's inbox now.
-    drop(inbox);
-    let stop = Stop {
-        lead,
-        health,
-        check,
-        core_stop,
-        core_task,
-        cancel,
-    };
-    let stop = stop_when(shutdown, fatal_rx.clone(), stop);
-    tracing::info!(%addr, statedir = %config.statedir.display(), "job manager serving");
-    if let Some(ready) = ready.take() {
-        ready(addr);
-    }
-    run_server(
-        incoming,
-        tls,
-        authenticator,
-        health_service,
-        reflection,
-        services,
-        stop,
-    )
-    .await?;
-    if let Some(e) = fatal_rx.borrow().clone() {
-        return Err(ServeError::Fatal(e));
-    }
-    Ok(())
 }

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
+use tokio_util::sync::CancellationToken;
 
 use super::Msg;
 use super::effect::Effect;
@@ -12,7 +13,7 @@ use super::store_read::ReadCarrier;
 use crate::exec_link::ExecLink;
 use crate::hub::{Hub, Published};
 use crate::journal::Journal;
-use crate::store::{Ack, Store, Urgency, Write};
+use crate::store::{Ack, Store, StoreError, Urgency, Write};
 
 /// Everything outside the core that effects reach.
 #[derive(Debug)]
@@ -92,24 +93,37 @@ pub struct Committer {
 impl Committer {
     /// Start the committer task. If the store fails, `on_fatal` is called once and
     /// no further effect runs: what was not acknowledged was never promised.
+    /// Once `halt` is cancelled (the job manager stepped down) no effect
+    /// runs either, even of a batch that commits late: another job manager
+    /// may lead by then, and it alone acts on what is stored.
     pub fn spawn<E: ExecLink, S: Store>(
         carrier: Carrier<E, S>,
-        on_fatal: impl FnOnce(String) + Send + 'static,
+        on_fatal: impl FnOnce(StoreError) + Send + 'static,
+        halt: CancellationToken,
     ) -> Self {
         let (tx, mut rx) = mpsc::channel::<Pending>(IN_FLIGHT);
         let hub = carrier.hub.clone();
         tokio::spawn(async move {
             let mut on_fatal = Some(on_fatal);
             while let Some((ack, effects, _bytes)) = rx.recv().await {
-                if let Some(ack) = ack
-                    && let Err(e) = ack.wait().await
-                {
+                let durable = match ack {
+                    Some(ack) => tokio::select! {
+                        biased;
+                        () = halt.cancelled() => return,
+                        durable = ack.wait() => durable,
+                    },
+                    None => Ok(()),
+                };
+                if let Err(e) = durable {
                     tracing::error!(error = %e, "store commit failed; stopping");
                     if let Some(f) = on_fatal.take() {
-                        f(e.to_string());
+                        f(e);
                     }
                     // Drain without acting: nothing after a failed commit is durable.
                     while rx.recv().await.is_some() {}
+                    return;
+                }
+                if halt.is_cancelled() {
                     return;
                 }
                 for effect in effects {

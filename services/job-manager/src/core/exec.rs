@@ -38,6 +38,10 @@ impl ExecSink for mpsc::Sender<Msg> {
     async fn deliver(&self, msg: ExecMsg) -> bool {
         self.send(Msg::Exec(msg)).await.is_ok()
     }
+
+    async fn closed(&self) {
+        mpsc::Sender::closed(self).await
+    }
 }
 
 /// The exec side of the core: where each rank's exec service listens, and

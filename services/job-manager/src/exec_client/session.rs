@@ -187,10 +187,8 @@ impl<K: ExecSink> Sessions<K> {
     ) {
         let error = tokio::select! {
             e = self.read(&addr, requests, &open) => e,
-            () = self.write(&mut queue, &open) => "the job manager stopped".to_string(),
+            () = self.write(&mut queue, &open) => Ended::Failed("the job manager stopped".into()),
         };
-        let rx = &mut queue.rx;
-        tracing::warn!(%addr, %error, "exec session ended");
         {
             let mut map = lock(&self.map);
             if map.get(&addr).is_some_and(|s| s.generation == generation) {
@@ -198,6 +196,7 @@ impl<K: ExecSink> Sessions<K> {
             }
         }
         // Nothing more can be queued here; what was is reported lost below.
+        let rx = &mut queue.rx;
         rx.close();
         while let Ok(item) = rx.try_recv() {
             if let Outgoing::Start {
@@ -208,6 +207,16 @@ impl<K: ExecSink> Sessions<K> {
                 request.abort();
             }
         }
+        let error = match error {
+            Ended::Failed(error) => error,
+            Ended::CoreStopped => {
+                // At shutdown or a step down: the jobs run on, for the
+                // next leader to reattach, and nobody hears them lost.
+                tracing::debug!(%addr, "exec session ended with the core");
+                return;
+            }
+        };
+        tracing::warn!(%addr, %error, "exec session ended");
         let lost: Vec<JobId> = lock(&open).drain().collect();
         for id in lost {
             metrics::counter!(telemetry::EXEC_LOST).increment(1);
@@ -259,21 +268,25 @@ impl<K: ExecSink> Sessions<K> {
         addr: &str,
         requests: mpsc::Receiver<pb::SessionRequest>,
         open: &Open,
-    ) -> String {
+    ) -> Ended {
         let channel = match channel(addr, &self.access) {
             Ok(c) => c,
-            Err(e) => return e,
+            Err(e) => return Ended::Failed(e),
         };
         let request = self.access.request(ReceiverStream::new(requests));
         let mut stream = match ExecClient::new(channel).session(request).await {
             Ok(r) => r.into_inner(),
-            Err(s) => return s.message().to_string(),
+            Err(s) => return Ended::Failed(s.message().to_string()),
         };
         loop {
-            let resp = match stream.message().await {
+            let message = tokio::select! {
+                m = stream.message() => m,
+                () = self.sink.closed() => return Ended::CoreStopped,
+            };
+            let resp = match message {
                 Ok(Some(r)) => r,
-                Ok(None) => return "the exec service ended the session".into(),
-                Err(s) => return s.message().to_string(),
+                Ok(None) => return Ended::Failed("the exec service ended the session".into()),
+                Err(s) => return Ended::Failed(s.message().to_string()),
             };
             let Some((msg, last)) = to_msg(resp) else {
                 continue;
@@ -283,7 +296,7 @@ impl<K: ExecSink> Sessions<K> {
             }
             if !self.sink.deliver(msg).await {
                 // The core has stopped: nobody reads the rest.
-                std::future::pending::<()>().await;
+                return Ended::CoreStopped;
             }
         }
     }
@@ -295,6 +308,14 @@ impl<K: ExecSink> Sessions<K> {
             let _ = self.sink.deliver(ExecMsg::Lost { id, error }).await;
         }
     }
+}
+
+/// Why a session ended.
+enum Ended {
+    /// The stream failed or was never opened: why.
+    Failed(String),
+    /// The core stopped (shutdown, or a step down): nobody reads its answers.
+    CoreStopped,
 }
 
 /// The session task's side of the queue.
@@ -437,6 +458,10 @@ mod tests {
                 let _ = self.0.send(id);
             }
             true
+        }
+
+        async fn closed(&self) {
+            std::future::pending().await
         }
     }
 

@@ -174,10 +174,13 @@ impl Elector {
         let uri: String = row.try_get(0)?;
         let holder: String = row.try_get(1)?;
         let age: f64 = row.try_get(2)?;
+        // A row naming this job manager is a lead it lost and has not
+        // been taken yet: no leader to send clients to.
+        let shown = (uri != self.uri).then(|| uri.clone());
         leader.send_if_modified(|known| {
-            let changed = known.as_deref() != Some(uri.as_str());
+            let changed = *known != shown;
             if changed {
-                *known = Some(uri.clone());
+                known.clone_from(&shown);
             }
             changed
         });
@@ -287,6 +290,8 @@ fn renew_loop(
                     "another job manager took the lead (epoch {epoch} is over)"
                 ));
             }
+            // Stepped down while the renewal hung: no lead to reclaim.
+            Err(_) if stop.load(Ordering::Acquire) => break,
             Err(e) => {
                 tracing::warn!(error = %describe(&e), "cannot renew the lease; reconnecting");
                 match elector.connect.connect() {

@@ -33,7 +33,7 @@ pub type Shutdown = Pin<Box<dyn Future<Output = ()> + Send>>;
 /// What keeps the lead.
 #[derive(Debug)]
 pub struct Lead {
-    /// Set to stop renewing the lease (at shutdown).
+    /// Set to stop renewing the lease (at shutdown, or once the lead is lost).
     pub stop: Arc<AtomicBool>,
     /// Hears why the lead was lost, if it is.
     pub lost: watch::Receiver<Option<String>>,
@@ -206,7 +206,7 @@ async fn take_lead(
         lock_session,
         Arc::clone(&keep),
         move |why| {
-            tracing::error!(reason = %why, "lost the lead; stopping");
+            tracing::error!(reason = %why, "lost the lead; stepping down");
             let _ = lost_tx.send(Some(why));
         },
     )

@@ -29,6 +29,14 @@ impl AnyStore {
         }
     }
 
+    /// This job manager stepped down (PostgreSQL only: see
+    /// [`PgStore::abandon`]); the SQLite store has no lead to lose.
+    pub fn abandon(&self) {
+        if let AnyStore::Postgres(s) = self {
+            s.abandon();
+        }
+    }
+
     /// The SQLite store, when that is the backend.
     pub fn sqlite(&self) -> Option<&SqliteStore> {
         match self {

@@ -13,6 +13,7 @@ mod schema;
 mod writer;
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
@@ -46,6 +47,8 @@ pub struct PgStore {
     writer: Option<JoinHandle<()>>,
     /// Jobspecs of the jobs made lately.
     recent: Arc<Recent>,
+    /// Set by [`PgStore::abandon`].
+    abandoned: Arc<AtomicBool>,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -84,6 +87,7 @@ impl PgStore {
         let counters = Arc::new(Counters::default());
         let (tx, rx) = mpsc::channel(QUEUE_CAPACITY);
         let recent = Arc::new(Recent::default());
+        let abandoned = Arc::new(AtomicBool::new(false));
         let state = writer::WriterState {
             recent: Arc::clone(&recent),
             connect: connect.clone(),
@@ -95,6 +99,7 @@ impl PgStore {
             next_event,
             next_resource,
             counters: Arc::clone(&counters),
+            abandoned: Arc::clone(&abandoned),
         };
         let writer = std::thread::Builder::new()
             .name("store-writer".into())
@@ -108,7 +113,16 @@ impl PgStore {
             counters,
             writer: Some(writer),
             recent,
+            abandoned,
         })
+    }
+
+    /// This job manager stepped down: every batch from now on fails, the
+    /// writer stops waiting for a database that went away, and dropping
+    /// the store waits for no connection (the database may be out of
+    /// reach). The epoch fences whatever is in flight.
+    pub fn abandon(&self) {
+        self.abandoned.store(true, Ordering::Release);
     }
 
     /// Finish every batch already handed over, then stop the writer.
@@ -118,7 +132,10 @@ impl PgStore {
 
     fn shutdown(&mut self) {
         self.tx = None;
-        if let Some(writer) = self.writer.take() {
+        let writer = self.writer.take();
+        // An abandoned writer may be blocked on a database out of reach: it
+        // ends on its own once its commit returns.
+        if let Some(writer) = writer.filter(|_| !self.abandoned.load(Ordering::Acquire)) {
             let _ = writer.join();
         }
     }
@@ -197,7 +214,10 @@ impl Drop for PgStore {
             .filter_map(|m| m.lock().ok().and_then(|mut c| c.take()))
             .collect();
         if !readers.is_empty() {
-            let _ = std::thread::spawn(move || drop(readers)).join();
+            let closing = std::thread::spawn(move || drop(readers));
+            if !self.abandoned.load(Ordering::Acquire) {
+                let _ = closing.join();
+            }
         }
     }
 }

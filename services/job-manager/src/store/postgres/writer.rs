@@ -16,6 +16,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use postgres::Client;
@@ -46,9 +47,16 @@ pub struct WriterState {
     pub next_event: i64,
     pub next_resource: i64,
     pub counters: Arc<Counters>,
+    /// Set when this job manager stepped down: nothing is tried again.
+    pub abandoned: Arc<AtomicBool>,
 }
 
-/// Run until every sender is gone; once deposed, every batch fails.
+/// Why the writer of a job manager that stepped down commits nothing more.
+fn stepped_down() -> StoreError {
+    StoreError::Deposed("this job manager stepped down".into())
+}
+
+/// Run until every sender is gone; once deposed or abandoned, every batch fails.
 pub fn run(mut st: WriterState, rx: mpsc::Receiver<Request>) {
     let mut group: Vec<Request> = Vec::new();
     let mut number: i64 = 0;
@@ -57,6 +65,7 @@ pub fn run(mut st: WriterState, rx: mpsc::Receiver<Request>) {
     while queue.take_group(&mut group) {
         let committed = match &deposed {
             Some(err) => Err(err.clone()),
+            None if st.abandoned.load(Ordering::Acquire) => Err(stepped_down()),
             None => {
                 number += 1;
                 let committed = commit_retrying(&mut st, &group, number);
@@ -90,6 +99,11 @@ fn commit_retrying(
             Err(Failure::Connection(reason)) => {
                 tracing::warn!(%reason, "store connection lost; reconnecting");
                 loop {
+                    // A job manager that stepped down waits for no database:
+                    // whether the commit landed, the new leader's recovery reads.
+                    if st.abandoned.load(Ordering::Acquire) {
+                        return Err(stepped_down());
+                    }
                     std::thread::sleep(pause);
                     pause = (pause * 2).min(RETRY_MAX);
                     match st.connect.connect() {
@@ -136,7 +150,12 @@ enum Failure {
 }
 
 fn failure(e: postgres::Error) -> Failure {
-    if e.is_closed() || e.as_db_error().is_none() {
+    // A session the server ended (57P01-03: a standby ending a silent
+    // leader's sessions, a server shutting down) answers the statement in
+    // flight with an error before it closes: a lost connection too, and
+    // whether this writer still leads is asked after reconnecting.
+    let ended = e.code().is_some_and(|c| c.code().starts_with("57P"));
+    if ended || e.is_closed() || e.as_db_error().is_none() {
         Failure::Connection(describe(&e))
     } else {
         Failure::Store(StoreError::Write(describe(&e)))
