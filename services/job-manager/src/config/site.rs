@@ -113,12 +113,13 @@ fn bad(key: &str, expected: &'static str) -> SetError {
     }
 }
 
-fn fsd(key: &str, v: &str) -> Result<Fsd, SetError> {
+pub(super) fn fsd(key: &str, v: &str) -> Result<Fsd, SetError> {
     v.parse()
         .map_err(|_| bad(key, "a duration such as 30m or 1h"))
 }
 
-fn size(key: &str, v: &str) -> Result<Option<i64>, SetError> {
+/// A job size limit (`policy.limits.job-size.*`): a count, or -1 for none.
+pub(super) fn job_size(key: &str, v: &str) -> Result<Option<i64>, SetError> {
     v.parse::<i64>()
         .ok()
         .filter(|n| *n >= -1)
@@ -126,7 +127,7 @@ fn size(key: &str, v: &str) -> Result<Option<i64>, SetError> {
         .ok_or_else(|| bad(key, "a count, or -1 for unlimited"))
 }
 
-fn whole(key: &str, v: &str) -> Result<u64, SetError> {
+pub(super) fn whole(key: &str, v: &str) -> Result<u64, SetError> {
     v.parse().map_err(|_| bad(key, "a whole number"))
 }
 
@@ -222,45 +223,12 @@ fn set_size(
         "ngpus" => &mut counts.ngpus,
         _ => return Err(SetError::UnknownKey(key.to_string())),
     };
-    *slot = size(key, v)?;
+    *slot = job_size(key, v)?;
     Ok(())
 }
 
-/// Set one site key; `None` when `key` is not one.
-pub fn set(c: &mut Config, key: &str, v: &str) -> Option<Result<(), SetError>> {
-    let a = &mut c.accounting;
-    let r = match key {
-        "policy.jobspec.defaults.system.duration" => {
-            fsd(key, v).map(|d| c.policy.jobspec.defaults.system.duration = Some(d))
-        }
-        "policy.jobspec.defaults.system.queue" => {
-            c.policy.jobspec.defaults.system.queue = Some(v.to_string());
-            Ok(())
-        }
-        "policy.limits.duration" => fsd(key, v).map(|d| c.policy.limits.duration = Some(d)),
-        "accounting.enabled" => {
-            fluxgate_setup::layered::value::boolean(key, v).map(|b| a.enabled = b)
-        }
-        "accounting.priority_decay_half_life" => {
-            fsd(key, v).map(|d| a.priority_decay_half_life = d)
-        }
-        "accounting.age_max" => fsd(key, v).map(|d| a.age_max = d),
-        "accounting.recompute_interval" => fsd(key, v).map(|d| a.recompute_interval = d),
-        "accounting.weights.fairshare" => whole(key, v).map(|n| a.weights.fairshare = n),
-        "accounting.weights.queue" => whole(key, v).map(|n| a.weights.queue = n),
-        "accounting.weights.bank" => whole(key, v).map(|n| a.weights.bank = n),
-        "accounting.weights.urgency" => whole(key, v).map(|n| a.weights.urgency = n),
-        "accounting.weights.age" => whole(key, v).map(|n| a.weights.age = n),
-        _ if key.starts_with("policy.limits.job-size.") => {
-            set_size(&mut c.policy.limits.job_size, key, key, v)
-        }
-        _ => return set_named(c, key, v),
-    };
-    Some(r)
-}
-
 /// Keys of named tables: queues, limits per user and bank, accounts.
-fn set_named(c: &mut Config, key: &str, v: &str) -> Option<Result<(), SetError>> {
+pub(super) fn set_named(c: &mut Config, key: &str, v: &str) -> Option<Result<(), SetError>> {
     const LIMITS: &[&str] = &["max_running_jobs", "max_active_jobs", "max_nodes"];
     if let Some(rest) = key.strip_prefix("queues.") {
         let (name, field) = named(rest, QUEUE_FIELDS)?;
