@@ -198,7 +198,8 @@ pub enum SetError {
 pub mod value {
     use super::SetError;
 
-    fn bad(key: &str, expected: &'static str) -> SetError {
+    /// The refusal of `key`'s text, saying what it takes.
+    pub fn bad(key: &str, expected: &'static str) -> SetError {
         SetError::Value {
             key: key.to_string(),
             expected,

@@ -7,11 +7,11 @@
 //! variable. docs/CONFIG.md lists them.
 
 use fluxgate_setup::layered::value::{
-    boolean, count, number, parsed, path, put as to, put_some as some, text,
+    bad, boolean, count, number, parsed, path, put as to, put_some as some, text,
 };
 use fluxgate_setup::layered::{Flag, Key, Layered, SetError};
 
-use super::site::{fsd, job_size, whole};
+use super::site::{fsd, job_size};
 use super::{Config, SchedPolicy, parse_size};
 
 /// A key of the job manager (the alias gives its setters their argument types).
@@ -222,19 +222,19 @@ impl Layered for Config {
             to(&mut c.accounting.recompute_interval, fsd(k, v))
         }),
         JobManagerKey::new("accounting.weights.fairshare", |c, k, v| {
-            to(&mut c.accounting.weights.fairshare, whole(k, v))
+            to(&mut c.accounting.weights.fairshare, count(k, v))
         }),
         JobManagerKey::new("accounting.weights.queue", |c, k, v| {
-            to(&mut c.accounting.weights.queue, whole(k, v))
+            to(&mut c.accounting.weights.queue, count(k, v))
         }),
         JobManagerKey::new("accounting.weights.bank", |c, k, v| {
-            to(&mut c.accounting.weights.bank, whole(k, v))
+            to(&mut c.accounting.weights.bank, count(k, v))
         }),
         JobManagerKey::new("accounting.weights.urgency", |c, k, v| {
-            to(&mut c.accounting.weights.urgency, whole(k, v))
+            to(&mut c.accounting.weights.urgency, count(k, v))
         }),
         JobManagerKey::new("accounting.weights.age", |c, k, v| {
-            to(&mut c.accounting.weights.age, whole(k, v))
+            to(&mut c.accounting.weights.age, count(k, v))
         }),
     ];
 
@@ -245,13 +245,6 @@ impl Layered for Config {
             })),
             _ => super::site::set_named(self, key, value),
         }
-    }
-}
-
-fn bad(key: &str, expected: &'static str) -> SetError {
-    SetError::Value {
-        key: key.to_string(),
-        expected,
     }
 }
 

@@ -11,6 +11,7 @@
 use std::collections::BTreeMap;
 
 use fluxgate_setup::layered::SetError;
+use fluxgate_setup::layered::value::{bad, count, parsed};
 use fluxgate_shared::policy::{AssocLimits, Fsd, QueueConfig, Weights};
 use serde::{Deserialize, Serialize};
 
@@ -106,16 +107,9 @@ pub struct QueueAccount {
     pub priority: i64,
 }
 
-fn bad(key: &str, expected: &'static str) -> SetError {
-    SetError::Value {
-        key: key.to_string(),
-        expected,
-    }
-}
-
+/// A duration in flux's standard form (`30m`, `1h`).
 pub(super) fn fsd(key: &str, v: &str) -> Result<Fsd, SetError> {
-    v.parse()
-        .map_err(|_| bad(key, "a duration such as 30m or 1h"))
+    parsed(key, v, "a duration such as 30m or 1h")
 }
 
 /// A job size limit (`policy.limits.job-size.*`): a count, or -1 for none.
@@ -127,12 +121,8 @@ pub(super) fn job_size(key: &str, v: &str) -> Result<Option<i64>, SetError> {
         .ok_or_else(|| bad(key, "a count, or -1 for unlimited"))
 }
 
-pub(super) fn whole(key: &str, v: &str) -> Result<u64, SetError> {
-    v.parse().map_err(|_| bad(key, "a whole number"))
-}
-
 fn integer(key: &str, v: &str) -> Result<i64, SetError> {
-    v.parse().map_err(|_| bad(key, "an integer"))
+    parsed(key, v, "an integer")
 }
 
 fn shares(key: &str, v: &str) -> Result<f64, SetError> {
@@ -144,7 +134,7 @@ fn shares(key: &str, v: &str) -> Result<f64, SetError> {
 
 /// A limit of `[limits.users.*]` or `[limits.banks.*]`; 0 clears it.
 fn assoc_limit(l: &mut AssocLimits, field: &str, key: &str, v: &str) -> Result<(), SetError> {
-    let n = whole(key, v)?;
+    let n: u64 = count(key, v)?;
     let slot = match field {
         "max_running_jobs" => &mut l.max_running_jobs,
         "max_active_jobs" => &mut l.max_active_jobs,
