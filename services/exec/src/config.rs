@@ -5,25 +5,26 @@
 //!
 //! Every key of the file has an environment variable and can be `--set`; the
 //! flags (`--job-manager`, `--listen`, ...) are aliases of their keys, kept
-//! for the scripts and manifests that use them. A key's variable is
-//! `FLUXGATE_` and the key in upper case (`FLUXGATE_JOB_MANAGER`), with
-//! `FLUXGATE_EXEC_` for the keys whose short name belongs to the job
-//! manager (`listen`, `advertise`, `tls_cert`, `tls_key`, `metrics.listen`):
-//! both services often share one environment (docs/CONFIG.md).
+//! for the scripts and manifests that use them. Each key is declared once,
+//! in the key table of [`Settings`] (`config/settings.rs`), which gives its
+//! setter, its variable and its flag.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::Parser;
-use clap::builder::BoolishValueParser;
-use fluxgate_setup::layered::{self, Layered, SetError, value};
+use fluxgate_setup::layered::{self, Flags};
 use fluxgate_shared::IdSet;
 
 use crate::auth::{NodeCredential, ServerIdentity};
 use crate::cgroup::{Policy, Want};
 use nix::sched::{CpuSet, sched_getaffinity};
 use nix::unistd::Pid;
+
+mod settings;
+
+pub use settings::{CgroupSettings, LimitsSettings, MetricsSettings, Settings, TelemetrySettings};
 
 /// What the command line or environment got wrong.
 #[derive(Debug, thiserror::Error)]
@@ -96,254 +97,6 @@ pub enum ConfigError {
     NoTlsCa(String),
 }
 
-/// The settings of `fluxgate-exec` as the layers give them, before they
-/// are checked: the file's keys, every one optional.
-#[derive(Debug, Clone, Default, serde::Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct Settings {
-    /// `--job-manager`.
-    pub job_manager: Option<String>,
-    /// `--listen`.
-    pub listen: Option<SocketAddr>,
-    /// `--advertise`.
-    pub advertise: Option<String>,
-    /// `--hostname`.
-    pub hostname: Option<String>,
-    /// `--cores`.
-    pub cores: Option<String>,
-    /// `--cores-count`.
-    pub cores_count: Option<u32>,
-    /// `--gpus`.
-    pub gpus: Option<String>,
-    /// `--virtual`.
-    #[serde(rename = "virtual")]
-    pub virtual_nodes: Option<u32>,
-    /// `--kill-timeout`.
-    pub kill_timeout: Option<f64>,
-    /// `--heartbeat`.
-    pub heartbeat: Option<f64>,
-    /// `--leave-running`.
-    pub leave_running: Option<bool>,
-    /// `--relay`.
-    pub relay: Option<bool>,
-    /// `--node-token-file`.
-    pub node_token_file: Option<PathBuf>,
-    /// `--tls-ca`.
-    pub tls_ca: Option<PathBuf>,
-    /// `--allow-root-jobs`.
-    pub allow_root_jobs: Option<bool>,
-    /// `--tls-cert`.
-    pub tls_cert: Option<PathBuf>,
-    /// `--tls-key`.
-    pub tls_key: Option<PathBuf>,
-    /// `[metrics]`.
-    pub metrics: MetricsSettings,
-    /// `[telemetry]`.
-    pub telemetry: TelemetrySettings,
-    /// `[limits]`.
-    pub limits: LimitsSettings,
-    /// `[cgroup]`.
-    pub cgroup: CgroupSettings,
-    /// Where jobs' temporary directories (`FLUX_JOB_TMPDIR`) are made.
-    pub tmpdir: Option<PathBuf>,
-    /// `--fanout`.
-    pub fanout: Option<usize>,
-}
-
-/// `[limits]` of the exec service: its listener's connections
-/// (`fluxgate_setup::conns`; unset, its defaults).
-#[derive(Debug, Clone, Default, serde::Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct LimitsSettings {
-    /// Most connections at once.
-    pub max_connections: Option<usize>,
-    /// Most connections from one address.
-    pub max_connections_per_peer: Option<usize>,
-    /// Seconds a new connection has to send its first bytes.
-    pub handshake_timeout: Option<f64>,
-    /// Seconds a connection may stay silent.
-    pub idle_timeout: Option<f64>,
-    /// Descriptors kept for the service's own files.
-    pub fd_reserve: Option<u64>,
-}
-
-impl LimitsSettings {
-    /// The connection limits, defaults filled in.
-    pub fn conns(&self) -> fluxgate_setup::ConnLimits {
-        let d = fluxgate_setup::ConnLimits::default();
-        let secs = |s: Option<f64>, d: Duration| {
-            s.map_or(d, |s| Duration::from_secs_f64(s.clamp(0.001, 1e6)))
-        };
-        fluxgate_setup::ConnLimits {
-            max_connections: self.max_connections.unwrap_or(d.max_connections).max(1),
-            max_per_peer: self
-                .max_connections_per_peer
-                .unwrap_or(d.max_per_peer)
-                .max(1),
-            handshake_timeout: secs(self.handshake_timeout, d.handshake_timeout),
-            idle_timeout: secs(self.idle_timeout, d.idle_timeout),
-            fd_reserve: self.fd_reserve.unwrap_or(d.fd_reserve),
-        }
-    }
-}
-
-/// `[cgroup]` of the exec service: how jobs are contained (docs/CONFIG.md).
-#[derive(Debug, Clone, Default, serde::Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct CgroupSettings {
-    /// `auto` (cgroups where they can be written) or `off` [default: auto].
-    pub mode: Option<String>,
-    /// The cgroup jobs are made under [default: the service's own].
-    pub root: Option<PathBuf>,
-    /// A job's memory per core it holds, a size such as `2G`.
-    pub memory_per_core: Option<String>,
-    /// Most processes and threads of a job on a node.
-    pub pids_max: Option<u64>,
-}
-
-/// `[metrics]` of the exec service.
-#[derive(Debug, Clone, Default, serde::Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct MetricsSettings {
-    /// `--metrics-listen`.
-    pub listen: Option<String>,
-}
-
-/// `[telemetry]` of the exec service: spans sent over OTLP (docs/TRACING.md).
-#[derive(Debug, Clone, Default, serde::Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct TelemetrySettings {
-    /// The collector's OTLP/gRPC address; unset or empty, nothing is exported.
-    pub otlp_endpoint: Option<String>,
-    /// `service.name` of the exported spans [default: fluxgate-exec].
-    pub service_name: Option<String>,
-}
-
-/// Keys whose variable is `FLUXGATE_EXEC_KEY`, as the job manager has keys
-/// of the same name.
-const EXEC_PREFIXED: &[&str] = &[
-    "listen",
-    "tmpdir",
-    "advertise",
-    "tls_cert",
-    "tls_key",
-    "metrics.listen",
-    // The same collector usually serves both services (one variable), but
-    // each names itself.
-    "telemetry.service_name",
-    "limits.max_connections",
-    "limits.max_connections_per_peer",
-    "limits.handshake_timeout",
-    "limits.idle_timeout",
-    "limits.fd_reserve",
-    // Not the job manager's, but named as the exec services' own.
-    "fanout",
-];
-
-impl Layered for Settings {
-    const KEYS: &'static [&'static str] = &[
-        "job_manager",
-        "listen",
-        "advertise",
-        "hostname",
-        "cores",
-        "cores_count",
-        "gpus",
-        "virtual",
-        "kill_timeout",
-        "heartbeat",
-        "leave_running",
-        "relay",
-        "node_token_file",
-        "tls_ca",
-        "allow_root_jobs",
-        "tls_cert",
-        "tls_key",
-        "metrics.listen",
-        "telemetry.otlp_endpoint",
-        "telemetry.service_name",
-        "limits.max_connections",
-        "limits.max_connections_per_peer",
-        "limits.handshake_timeout",
-        "limits.idle_timeout",
-        "limits.fd_reserve",
-        "cgroup.mode",
-        "cgroup.root",
-        "cgroup.memory_per_core",
-        "cgroup.pids_max",
-        "tmpdir",
-        "fanout",
-    ];
-
-    fn set(&mut self, key: &str, v: &str) -> Result<(), SetError> {
-        let text = || Some(v.to_string());
-        let path = || Some(PathBuf::from(v));
-        match key {
-            "job_manager" => self.job_manager = text(),
-            "listen" => {
-                self.listen = Some(value::parsed(key, v, "an address such as 0.0.0.0:7001")?)
-            }
-            "advertise" => self.advertise = text(),
-            "hostname" => self.hostname = text(),
-            // One choice: setting either replaces both.
-            "cores" => (self.cores, self.cores_count) = (text(), None),
-            "cores_count" => (self.cores, self.cores_count) = (None, Some(value::count(key, v)?)),
-            "gpus" => self.gpus = text(),
-            "virtual" => self.virtual_nodes = Some(value::count(key, v)?),
-            "kill_timeout" => self.kill_timeout = Some(value::number(key, v)?),
-            "heartbeat" => self.heartbeat = Some(value::number(key, v)?),
-            "leave_running" => self.leave_running = Some(value::boolean(key, v)?),
-            "relay" => self.relay = Some(value::boolean(key, v)?),
-            "node_token_file" => self.node_token_file = path(),
-            "tls_ca" => self.tls_ca = path(),
-            "allow_root_jobs" => self.allow_root_jobs = Some(value::boolean(key, v)?),
-            "tls_cert" => self.tls_cert = path(),
-            "tls_key" => self.tls_key = path(),
-            "metrics.listen" => self.metrics.listen = text(),
-            "telemetry.otlp_endpoint" => self.telemetry.otlp_endpoint = text(),
-            "telemetry.service_name" => self.telemetry.service_name = text(),
-            "limits.max_connections" => self.limits.max_connections = Some(value::count(key, v)?),
-            "limits.max_connections_per_peer" => {
-                self.limits.max_connections_per_peer = Some(value::count(key, v)?)
-            }
-            "limits.handshake_timeout" => {
-                self.limits.handshake_timeout = Some(value::number(key, v)?)
-            }
-            "limits.idle_timeout" => self.limits.idle_timeout = Some(value::number(key, v)?),
-            "limits.fd_reserve" => self.limits.fd_reserve = Some(value::count(key, v)?),
-            "cgroup.mode" => self.cgroup.mode = text(),
-            "cgroup.root" => self.cgroup.root = path(),
-            "cgroup.memory_per_core" => self.cgroup.memory_per_core = text(),
-            "cgroup.pids_max" => self.cgroup.pids_max = Some(value::count(key, v)?),
-            "tmpdir" => self.tmpdir = path(),
-            "fanout" => self.fanout = Some(value::count(key, v)?),
-            _ => return Err(SetError::UnknownKey(key.to_string())),
-        }
-        Ok(())
-    }
-
-    fn env_names(key: &str) -> Vec<String> {
-        if EXEC_PREFIXED.contains(&key) {
-            vec![format!(
-                "FLUXGATE_EXEC_{}",
-                key.replace('.', "_").to_ascii_uppercase()
-            )]
-        } else {
-            vec![layered::env_name(key)]
-        }
-    }
-
-    fn check_file(&self, path: &Path) -> Result<(), layered::ConfigError> {
-        if self.cores.is_some() && self.cores_count.is_some() {
-            return Err(layered::ConfigError::File {
-                path: path.display().to_string(),
-                message: "set cores or cores_count, not both".into(),
-            });
-        }
-        Ok(())
-    }
-}
-
 /// Command line of `fluxgate-exec`.
 #[derive(Debug, Clone, Parser)]
 #[command(
@@ -359,96 +112,9 @@ pub struct Args {
     /// environment and flags override it.
     #[arg(long, env = "FLUXGATE_EXEC_CONFIG", value_name = "FILE")]
     pub config: Option<PathBuf>,
-    /// Job manager address to join, e.g. http://10.0.0.1:7000 (required here or in the file).
-    #[arg(long, value_name = "URI")]
-    pub job_manager: Option<String>,
-    /// Address to serve the Exec API on (port 0 picks a free port) [default: 127.0.0.1:0].
-    #[arg(long, value_name = "ADDR")]
-    pub listen: Option<SocketAddr>,
-    /// Exec address the job manager dials back, e.g. http://10.0.0.5:7001
-    /// (default: http://LISTEN, or http://HOSTNAME:PORT when LISTEN is 0.0.0.0 or ::).
-    #[arg(long, value_name = "URI")]
-    pub advertise: Option<String>,
-    /// Hostname to announce (default: this machine's).
-    #[arg(long, value_name = "NAME")]
-    pub hostname: Option<String>,
-    /// Core ids to offer, as an idset (default: the CPUs this process may use).
-    #[arg(long, value_name = "IDSET", conflicts_with = "cores_count")]
-    pub cores: Option<String>,
-    /// Offer cores 0..N-1.
-    #[arg(long, value_name = "N")]
-    pub cores_count: Option<u32>,
-    /// GPU ids to offer, as an idset (default: those the kernel lists: /dev/nvidiaN, /proc/driver/nvidia/gpus, /dev/dri/renderD*).
-    #[arg(long, value_name = "IDSET")]
-    pub gpus: Option<String>,
-    /// Serve N virtual nodes named <hostname>-v0 .. <hostname>-v(N-1), each with the given cores and gpus.
-    #[arg(long = "virtual", value_name = "N")]
-    pub virtual_nodes: Option<u32>,
-    /// Seconds between SIGTERM (or SIGALRM) and SIGKILL when a job is torn down [default: 5].
-    #[arg(long, value_name = "SECS")]
-    pub kill_timeout: Option<f64>,
-    /// Heartbeat interval in seconds (default: what the job manager asks for).
-    #[arg(long, value_name = "SECS")]
-    pub heartbeat: Option<f64>,
-    /// On SIGTERM/SIGINT leave running tasks alone (default: terminate them and report);
-    /// `--leave-running=false` turns off what the file turned on.
-    #[arg(
-        long,
-        value_name = "BOOL",
-        num_args = 0..=1,
-        require_equals = true,
-        default_missing_value = "true",
-        value_parser = BoolishValueParser::new()
-    )]
-    pub leave_running: Option<bool>,
-    /// Relay the joins of the exec services below this one (they list this
-    /// service's address first in their --job-manager), so the job manager
-    /// holds one connection for all of them; with --virtual 0 this service
-    /// serves no node of its own.
-    #[arg(
-        long,
-        value_name = "BOOL",
-        num_args = 0..=1,
-        require_equals = true,
-        default_missing_value = "true",
-        value_parser = BoolishValueParser::new()
-    )]
-    pub relay: Option<bool>,
-    /// Address of the Prometheus /metrics endpoint (default: none is served).
-    #[arg(long, value_name = "ADDR")]
-    pub metrics_listen: Option<String>,
-    /// The instance's node credential (the job manager's STATEDIR/node.token):
-    /// sent to join, and required of every Start, Kill, Exception and
-    /// Expiration (default: none; this service then runs whatever it is asked).
-    #[arg(long, value_name = "FILE")]
-    pub node_token_file: Option<PathBuf>,
-    /// PEM CA certificate that signs the certificates of an https job manager
-    /// and of exec services that serve TLS (peers of a job).
-    #[arg(long, value_name = "FILE")]
-    pub tls_ca: Option<PathBuf>,
-    /// PEM certificate to serve the Exec API over TLS with (with --tls-key);
-    /// the announced address is then https.
-    #[arg(long, value_name = "FILE")]
-    pub tls_cert: Option<PathBuf>,
-    /// PEM private key of --tls-cert.
-    #[arg(long, value_name = "FILE")]
-    pub tls_key: Option<PathBuf>,
-    /// Run jobs owned by root (uid 0) [default: true without a node credential,
-    /// false with one].
-    #[arg(
-        long,
-        value_name = "BOOL",
-        num_args = 0..=1,
-        require_equals = true,
-        default_missing_value = "true",
-        value_parser = BoolishValueParser::new()
-    )]
-    pub allow_root_jobs: Option<bool>,
-    /// Children of this exec service in a job's tree of exec services: a
-    /// job's leader starts at most this many of the job's other nodes, each
-    /// of them the same below it [default: 16].
-    #[arg(long, value_name = "N")]
-    pub fanout: Option<usize>,
+    /// Every key's flag (`--job-manager`, `--listen`, ...), from the key table.
+    #[command(flatten)]
+    pub flags: Flags<Settings>,
     /// Set any configuration key, e.g. --set kill_timeout=10 (repeatable;
     /// after the file, the environment and the other flags).
     #[arg(long = "set", value_name = "KEY=VALUE")]
@@ -513,36 +179,6 @@ pub struct Config {
 }
 
 impl Args {
-    /// The flags' layer: each flag given replaces its key.
-    fn apply(&self, s: &mut Settings) {
-        fn put<T: Clone>(flag: &Option<T>, key: &mut Option<T>) {
-            if flag.is_some() {
-                key.clone_from(flag);
-            }
-        }
-        // cores and cores_count are one choice: the later layer's pair wins whole.
-        if self.cores.is_some() || self.cores_count.is_some() {
-            (s.cores, s.cores_count) = (self.cores.clone(), self.cores_count);
-        }
-        put(&self.job_manager, &mut s.job_manager);
-        put(&self.listen, &mut s.listen);
-        put(&self.advertise, &mut s.advertise);
-        put(&self.hostname, &mut s.hostname);
-        put(&self.gpus, &mut s.gpus);
-        put(&self.virtual_nodes, &mut s.virtual_nodes);
-        put(&self.kill_timeout, &mut s.kill_timeout);
-        put(&self.heartbeat, &mut s.heartbeat);
-        put(&self.leave_running, &mut s.leave_running);
-        put(&self.relay, &mut s.relay);
-        put(&self.metrics_listen, &mut s.metrics.listen);
-        put(&self.node_token_file, &mut s.node_token_file);
-        put(&self.tls_ca, &mut s.tls_ca);
-        put(&self.allow_root_jobs, &mut s.allow_root_jobs);
-        put(&self.tls_cert, &mut s.tls_cert);
-        put(&self.tls_key, &mut s.tls_key);
-        put(&self.fanout, &mut s.fanout);
-    }
-
     /// Every layer: the file the arguments name (if any), then `env`, then
     /// the flags, then `--set`.
     pub fn settings(
@@ -551,7 +187,7 @@ impl Args {
     ) -> Result<Settings, ConfigError> {
         let mut s: Settings = layered::load(self.config.as_deref())?;
         layered::apply_env(&mut s, env)?;
-        self.apply(&mut s);
+        self.flags.apply(&mut s)?;
         layered::apply_sets(&mut s, &self.set)?;
         Ok(s)
     }
@@ -1078,5 +714,112 @@ mod tests {
         assert_eq!(c.fanout, 2, "the flag wins over the environment");
         let e = Config::from_args(args(&["--set", "fanout=0"])).unwrap_err();
         assert_eq!(e.to_string(), "--fanout must be at least 1");
+    }
+
+    /// Dotted keys of serialized settings, tables walked, unset options kept.
+    fn fields(prefix: &str, value: &serde_json::Value, out: &mut Vec<String>) {
+        if let serde_json::Value::Object(map) = value {
+            for (k, v) in map {
+                let key = format!("{prefix}{k}");
+                if v.is_object() {
+                    fields(&format!("{key}."), v, out);
+                } else {
+                    out.push(key);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn every_key_has_an_environment_variable_and_a_setter() {
+        use fluxgate_setup::Layered;
+        let mut all = Vec::new();
+        fields(
+            "",
+            &serde_json::to_value(Settings::default()).unwrap(),
+            &mut all,
+        );
+        all.sort();
+        let mut listed: Vec<String> = Settings::KEYS.iter().map(|k| k.name.into()).collect();
+        listed.sort();
+        assert_eq!(all, listed, "the table must list every field, once");
+        let mut s = Settings::default();
+        for key in Settings::KEYS {
+            let text = match key.name {
+                "listen" => "127.0.0.1:7",
+                "leave_running" | "relay" | "allow_root_jobs" => "true",
+                _ => "7",
+            };
+            layered::apply_env(&mut s, [(key.env_name(), text.to_string())])
+                .unwrap_or_else(|e| panic!("{}: {e}", key.name));
+        }
+        assert_eq!(s.fanout, Some(7));
+        assert_eq!(s.limits.fd_reserve, Some(7));
+        assert_eq!(s.cgroup.pids_max, Some(7));
+        assert_eq!(s.relay, Some(true));
+        assert_eq!(
+            (s.cores.as_deref(), s.cores_count),
+            (None, Some(7)),
+            "one choice"
+        );
+        let exec: Vec<_> = Settings::KEYS
+            .iter()
+            .filter(|k| k.env_name().starts_with("FLUXGATE_EXEC_"))
+            .map(|k| k.name)
+            .collect();
+        assert_eq!(
+            exec,
+            [
+                "listen",
+                "advertise",
+                "metrics.listen",
+                "tls_cert",
+                "tls_key",
+                "fanout",
+                "telemetry.service_name",
+                "limits.max_connections",
+                "limits.max_connections_per_peer",
+                "limits.handshake_timeout",
+                "limits.idle_timeout",
+                "limits.fd_reserve",
+                "tmpdir",
+            ]
+        );
+        assert!(matches!(
+            s.set("kill_timout", "1"),
+            Err(layered::SetError::UnknownKey(_))
+        ));
+    }
+
+    /// docs/CONFIG.md's exec section names every key, its variable and its flag.
+    #[test]
+    fn the_docs_name_every_key() {
+        use fluxgate_setup::Layered;
+        let docs = include_str!("../../../docs/CONFIG.md");
+        let start = docs.find("## Exec service").expect("an exec section");
+        let section = &docs[start..];
+        let end = section[1..].find("\n## ").map_or(section.len(), |e| e + 1);
+        let section = &section[..end];
+        let flag_named = |long: &str| {
+            ['`', ' ', '[']
+                .iter()
+                .any(|end| section.contains(&format!("`--{long}{end}")))
+        };
+        let missing: Vec<String> = Settings::KEYS
+            .iter()
+            .flat_map(|k| [format!("`{}`", k.name), format!("`{}`", k.env_name())])
+            .filter(|name| !section.contains(name.as_str()))
+            .chain(
+                Settings::KEYS
+                    .iter()
+                    .filter_map(|k| k.flag.map(|f| f.long_name(k.name)))
+                    .filter(|long| !flag_named(long))
+                    .map(|long| format!("--{long}")),
+            )
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "docs/CONFIG.md does not name {missing:?}"
+        );
     }
 }

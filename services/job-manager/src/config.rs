@@ -4,8 +4,10 @@
 //! Every key of the file has an environment variable, `FLUXGATE_` and the
 //! dotted key in upper case with `_` for `.` (`resource.torpid_timeout` is
 //! `FLUXGATE_RESOURCE_TORPID_TIMEOUT`), and can be set by the binary's
-//! `--set KEY=VALUE`; both go through [`Config::set`]. docs/CONFIG.md lists them.
+//! `--set KEY=VALUE`; both go through [`Config::set`]. Each key is declared
+//! once, in the key table (`config/keys.rs`). docs/CONFIG.md lists them.
 
+mod keys;
 mod site;
 
 use std::collections::BTreeMap;
@@ -606,179 +608,7 @@ impl Config {
     /// Set one key (dotted, as in the file: `resource.torpid_timeout`) from its
     /// text, as an environment variable or `--set` gives it.
     pub fn set(&mut self, key: &str, value: &str) -> Result<(), SetError> {
-        let bad = |expected: &'static str| SetError::Value {
-            key: key.to_string(),
-            expected,
-        };
-        let num = |v: &str| v.parse::<f64>().map_err(|_| bad("a number"));
-        let count = |v: &str| v.parse::<u64>().map_err(|_| bad("a whole number"));
-        let size = |v: &str| v.parse::<usize>().map_err(|_| bad("a whole number"));
-        match key {
-            "listen" => self.listen = value.to_string(),
-            "statedir" => self.statedir = PathBuf::from(value),
-            "owner_uid" => self.owner_uid = value.parse().map_err(|_| bad("a uid"))?,
-            "resource.path" => self.resource.path = Some(PathBuf::from(value)),
-            "resource.method" => match value {
-                "configuration" | "job-info" => self.resource.method = Some(value.to_string()),
-                _ => return Err(bad("configuration or job-info")),
-            },
-            "resource.nodelist" => self.resource.nodelist = Some(value.to_string()),
-            "resource.size" => {
-                self.resource.size = Some(value.parse().map_err(|_| bad("a node count"))?)
-            }
-            "resource.heartbeat_interval" => self.resource.heartbeat_interval = num(value)?,
-            "resource.torpid_timeout" => self.resource.torpid_timeout = num(value)?,
-            "resource.lost_timeout" => self.resource.lost_timeout = num(value)?,
-            "resource.fence_timeout" => self.resource.fence_timeout = num(value)?,
-            "resource.journal_capacity" => self.resource.journal_capacity = size(value)?,
-            "resource.eventlog_max" => self.resource.eventlog_max = size(value)?,
-            "exec.rejoin_timeout" => self.exec.rejoin_timeout = num(value)?,
-            "exec.tls_ca" => self.exec.tls_ca = Some(PathBuf::from(value)),
-            "limits.max_jobspec_bytes" => self.limits.max_jobspec_bytes = size(value)?,
-            "limits.max_batch" => self.limits.max_batch = size(value)?,
-            "limits.inactive_age_limit" => self.limits.inactive_age_limit = Some(num(value)?),
-            "limits.inactive_num_limit" => self.limits.inactive_num_limit = Some(count(value)?),
-            "limits.max_connections" => self.limits.max_connections = size(value)?,
-            "limits.max_connections_per_peer" => {
-                self.limits.max_connections_per_peer = size(value)?
-            }
-            "limits.handshake_timeout" => self.limits.handshake_timeout = num(value)?,
-            "limits.idle_timeout" => self.limits.idle_timeout = num(value)?,
-            "limits.fd_reserve" => self.limits.fd_reserve = count(value)?,
-            "limits.max_streams_per_user" => self.limits.max_streams_per_user = size(value)?,
-            "perilog.prolog" => self.perilog.prolog = Some(value.to_string()),
-            "perilog.epilog" => self.perilog.epilog = Some(value.to_string()),
-            "perilog.timeout" => self.perilog.timeout = num(value)?,
-            "metrics.listen" => self.metrics.listen = Some(value.to_string()),
-            "telemetry.otlp_endpoint" => self.telemetry.otlp_endpoint = value.to_string(),
-            "telemetry.service_name" => self.telemetry.service_name = value.to_string(),
-            "store.url" => self.store.url = Some(value.to_string()),
-            "store.ca_file" => self.store.ca_file = Some(PathBuf::from(value)),
-            "ha.advertise" => self.ha.advertise = Some(value.to_string()),
-            "ha.lease" => self.ha.lease = num(value)?,
-            "ha.poll_interval" => self.ha.poll_interval = num(value)?,
-            "auth.enabled" => {
-                self.auth.enabled = match value {
-                    "true" | "1" | "yes" | "on" => true,
-                    "false" | "0" | "no" | "off" => false,
-                    _ => return Err(bad("true or false")),
-                }
-            }
-            "auth.key_file" => self.auth.key_file = Some(PathBuf::from(value)),
-            "auth.job_credential_ttl" => self.auth.job_credential_ttl = Some(count(value)?),
-            "tls.cert" => self.tls.cert = Some(PathBuf::from(value)),
-            "tls.key" => self.tls.key = Some(PathBuf::from(value)),
-            "tls.client_ca" => self.tls.client_ca = Some(PathBuf::from(value)),
-            "output.limit" => {
-                self.output.limit =
-                    parse_size(value).ok_or_else(|| bad("a size such as 1G, 512M or bytes"))?
-            }
-            "sched.policy" => {
-                self.sched.policy = match value {
-                    "fcfs" => SchedPolicy::Fcfs,
-                    "easy" => SchedPolicy::Easy,
-                    "conservative" => SchedPolicy::Conservative,
-                    _ => return Err(bad("fcfs, easy or conservative")),
-                }
-            }
-            "sched.queue_depth" => self.sched.queue_depth = size(value)?,
-            "sched.reservation_depth" => self.sched.reservation_depth = size(value)?,
-            "policy.limits.max_active_jobs" => self.policy.limits.max_active_jobs = count(value)?,
-            "policy.limits.owner_max_active_jobs" => {
-                self.policy.limits.owner_max_active_jobs = count(value)?
-            }
-            _ => match key.strip_prefix("auth.users.") {
-                Some(user) if !user.is_empty() => {
-                    let uid = value.parse().map_err(|_| bad("a uid"))?;
-                    self.auth.users.insert(user.to_string(), uid);
-                }
-                _ => match site::set(self, key, value) {
-                    Some(r) => r?,
-                    None => return Err(SetError::UnknownKey(key.to_string())),
-                },
-            },
-        }
-        Ok(())
-    }
-}
-
-/// Every key of the configuration file, dotted.
-pub const KEYS: &[&str] = &[
-    "listen",
-    "statedir",
-    "owner_uid",
-    "resource.path",
-    "resource.method",
-    "resource.nodelist",
-    "resource.size",
-    "resource.heartbeat_interval",
-    "resource.torpid_timeout",
-    "resource.lost_timeout",
-    "resource.fence_timeout",
-    "resource.journal_capacity",
-    "resource.eventlog_max",
-    "exec.rejoin_timeout",
-    "exec.tls_ca",
-    "limits.max_jobspec_bytes",
-    "limits.max_batch",
-    "limits.inactive_age_limit",
-    "limits.inactive_num_limit",
-    "limits.max_connections",
-    "limits.max_connections_per_peer",
-    "limits.handshake_timeout",
-    "limits.idle_timeout",
-    "limits.fd_reserve",
-    "limits.max_streams_per_user",
-    "perilog.prolog",
-    "perilog.epilog",
-    "perilog.timeout",
-    "metrics.listen",
-    "telemetry.otlp_endpoint",
-    "telemetry.service_name",
-    "store.url",
-    "store.ca_file",
-    "ha.advertise",
-    "ha.lease",
-    "ha.poll_interval",
-    "auth.enabled",
-    "auth.key_file",
-    "auth.job_credential_ttl",
-    "tls.cert",
-    "tls.key",
-    "tls.client_ca",
-    "output.limit",
-    "policy.limits.max_active_jobs",
-    "policy.limits.owner_max_active_jobs",
-    "sched.policy",
-    "sched.queue_depth",
-    "sched.reservation_depth",
-    // Site policy (config/site.rs); tables of named queues, users and banks
-    // are set per name (`queues.NAME.requires`).
-    "policy.jobspec.defaults.system.duration",
-    "policy.jobspec.defaults.system.queue",
-    "policy.limits.duration",
-    "policy.limits.job-size.min.nnodes",
-    "policy.limits.job-size.min.ncores",
-    "policy.limits.job-size.min.ngpus",
-    "policy.limits.job-size.max.nnodes",
-    "policy.limits.job-size.max.ncores",
-    "policy.limits.job-size.max.ngpus",
-    "accounting.enabled",
-    "accounting.priority_decay_half_life",
-    "accounting.age_max",
-    "accounting.recompute_interval",
-    "accounting.weights.fairshare",
-    "accounting.weights.queue",
-    "accounting.weights.bank",
-    "accounting.weights.urgency",
-    "accounting.weights.age",
-];
-
-impl Layered for Config {
-    const KEYS: &'static [&'static str] = KEYS;
-
-    fn set(&mut self, key: &str, value: &str) -> Result<(), SetError> {
-        Config::set(self, key, value)
+        Layered::set(self, key, value)
     }
 }
 
@@ -906,11 +736,21 @@ mod tests {
             &mut fields,
         );
         fields.sort();
-        let mut listed: Vec<String> = KEYS.iter().map(|k| k.to_string()).collect();
+        let mut listed: Vec<String> = Config::KEYS.iter().map(|k| k.name.to_string()).collect();
         listed.sort();
         assert_eq!(fields, listed, "KEYS must list every field");
+        listed.dedup();
+        assert_eq!(listed.len(), Config::KEYS.len(), "each key once");
         let mut c = Config::default();
-        for key in KEYS {
+        for key in Config::KEYS.iter().map(|k| k.name) {
+            assert_eq!(
+                Config::KEYS
+                    .iter()
+                    .find(|k| k.name == key)
+                    .unwrap()
+                    .env_name(),
+                env_name(key)
+            );
             let value = if key.ends_with("path")
                 || key.ends_with("dir")
                 || key.ends_with("file")
@@ -920,9 +760,9 @@ mod tests {
                 "/x"
             } else if key.ends_with("enabled") {
                 "true"
-            } else if *key == "resource.method" {
+            } else if key == "resource.method" {
                 "job-info"
-            } else if *key == "sched.policy" {
+            } else if key == "sched.policy" {
                 "fcfs"
             } else {
                 "7"
@@ -958,5 +798,38 @@ mod tests {
             c.set("auth.users.", "1"),
             Err(SetError::UnknownKey(_))
         ));
+    }
+
+    /// docs/CONFIG.md's job manager section names every key of the table,
+    /// its variable and its flag, and the named tables settable key by key.
+    #[test]
+    fn the_docs_name_every_key() {
+        let docs = include_str!("../../../docs/CONFIG.md");
+        let start = docs.find("## Job manager").expect("a job manager section");
+        let section = &docs[start..];
+        let end = section.find("## Exec service").expect("an exec section");
+        let section = &section[..end];
+        let flag_named = |long: &str| {
+            ['`', ' ', '[']
+                .iter()
+                .any(|end| section.contains(&format!("`--{long}{end}")))
+        };
+        let missing: Vec<String> = Config::KEYS
+            .iter()
+            .flat_map(|k| [format!("`{}`", k.name), format!("`{}`", k.env_name())])
+            .chain(["`auth.users.NAME`".to_string()])
+            .filter(|name| !section.contains(name.as_str()))
+            .chain(
+                Config::KEYS
+                    .iter()
+                    .filter_map(|k| k.flag.map(|f| f.long_name(k.name)))
+                    .filter(|long| !flag_named(long))
+                    .map(|long| format!("--{long}")),
+            )
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "docs/CONFIG.md does not name {missing:?}"
+        );
     }
 }

@@ -6,7 +6,8 @@ use anyhow::Context;
 use clap::Parser;
 use fluxgate_job_manager::config::Config;
 use fluxgate_job_manager::server;
-use fluxgate_setup::{LogFormat, init_logging, layered};
+use fluxgate_setup::layered::{self, Flags};
+use fluxgate_setup::{LogFormat, init_logging};
 
 /// mimalloc, not glibc's malloc: under load the job manager allocates many
 /// small, short-lived objects across threads, where glibc's arenas spent a
@@ -21,27 +22,9 @@ struct Args {
     /// TOML configuration file.
     #[arg(long, env = "FLUXGATE_CONFIG")]
     config: Option<PathBuf>,
-    /// Address to serve on (overrides `listen`).
-    #[arg(long)]
-    listen: Option<String>,
-    /// State directory (overrides `statedir`).
-    #[arg(long)]
-    statedir: Option<PathBuf>,
-    /// Hostnames of the nodes, in rank order (overrides `resource.nodelist`).
-    #[arg(long)]
-    nodelist: Option<String>,
-    /// R file with the inventory (overrides `resource.path`).
-    #[arg(long)]
-    resource_path: Option<PathBuf>,
-    /// Number of nodes to wait for (overrides `resource.size`).
-    #[arg(long)]
-    size: Option<u32>,
-    /// Keep jobs in PostgreSQL (`postgres://…`), shared with standby job
-    /// managers (overrides `store.url`; docs/HA.md). Without a password:
-    /// others can read a command line; give one in `FLUXGATE_STORE_URL`,
-    /// the configuration file or `--store-url-file`.
-    #[arg(long, value_name = "URL", conflicts_with = "store_url_file")]
-    store_url: Option<String>,
+    /// The flags of keys (`--listen`, `--statedir`, ...), from the key table.
+    #[command(flatten)]
+    flags: Flags<Config>,
     /// Read the PostgreSQL URL (which may hold a password) from this file.
     #[arg(long, value_name = "FILE")]
     store_url_file: Option<PathBuf>,
@@ -107,24 +90,7 @@ fn configure(args: &Args) -> anyhow::Result<Config> {
     refuse_argv_secrets(args)?;
     let mut config = Config::load(args.config.as_deref())?;
     config.apply_env(std::env::vars())?;
-    if let Some(v) = args.listen.clone() {
-        config.listen = v;
-    }
-    if let Some(v) = args.statedir.clone() {
-        config.statedir = v;
-    }
-    if let Some(v) = args.nodelist.clone() {
-        config.resource.nodelist = Some(v);
-    }
-    if let Some(v) = args.resource_path.clone() {
-        config.resource.path = Some(v);
-    }
-    if let Some(v) = args.size {
-        config.resource.size = Some(v);
-    }
-    if let Some(v) = args.store_url.clone() {
-        config.store.url = Some(v);
-    }
+    args.flags.apply(&mut config)?;
     if let Some(path) = &args.store_url_file {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("--store-url-file {}", path.display()))?;
@@ -144,7 +110,7 @@ fn refuse_argv_secrets(args: &Args) -> anyhow::Result<()> {
         .filter_map(|s| s.split_once('='))
         .filter(|(k, _)| k.trim() == "store.url")
         .map(|(_, v)| v);
-    let flag = args.store_url.as_deref().map(|u| ("--store-url", u));
+    let flag = args.flags.get("store.url").map(|u| ("--store-url", u));
     for (what, url) in flag
         .into_iter()
         .chain(set_url.map(|u| ("--set store.url", u)))

@@ -3,30 +3,47 @@
 //! flags and `--set KEY=VALUE`.
 //!
 //! A configuration is one struct per subsystem (a TOML table each), and every
-//! key has a dotted name as in the file (`resource.torpid_timeout`). The
-//! environment and `--set` both name a key and give its value as text; both go
-//! through the struct's [`Layered::set`], so a key's parsing is written once.
-//! A key's environment variable is `FLUXGATE_` and the dotted key in upper
-//! case with `_` for `.` ([`env_name`]), unless the struct names others
-//! ([`Layered::env_names`]).
+//! key has a dotted name as in the file (`resource.torpid_timeout`). Each
+//! service declares its keys once, in one table of [`Key`]s
+//! ([`Layered::KEYS`]): a key's name, its setter, its environment variable
+//! and its flag. The environment, the flags ([`Flags`]) and `--set` all name
+//! a key and give its value as text, and all go through the key's setter, so
+//! a key's parsing is written once. A key's environment variable is
+//! `FLUXGATE_` and the dotted key in upper case with `_` for `.`
+//! ([`env_name`]), unless its entry names another prefix.
+
+mod flags;
+mod key;
 
 use std::path::Path;
 
 use serde::de::DeserializeOwned;
 
+pub use flags::Flags;
+pub use key::{Flag, Key, Setter};
+
 /// A configuration read in layers.
-pub trait Layered: Default + DeserializeOwned {
-    /// Every dotted key that has an environment variable.
-    const KEYS: &'static [&'static str];
+pub trait Layered: Default + DeserializeOwned + 'static {
+    /// Every key of a fixed name, in the order the environment is read.
+    const KEYS: &'static [Key<Self>];
 
     /// Set one key (dotted, as in the file) from its text, as an environment
-    /// variable or `--set` gives it.
-    fn set(&mut self, key: &str, value: &str) -> Result<(), SetError>;
+    /// variable, a flag or `--set` gives it.
+    fn set(&mut self, key: &str, value: &str) -> Result<(), SetError> {
+        match Self::KEYS.iter().find(|k| k.name == key) {
+            Some(k) => (k.set)(self, key, value),
+            None => self
+                .set_named(key, value)
+                .unwrap_or_else(|| Err(SetError::UnknownKey(key.to_string()))),
+        }
+    }
 
-    /// The environment variables of `key`, read in this order (a later one
-    /// wins): by default only [`env_name`].
-    fn env_names(key: &str) -> Vec<String> {
-        vec![env_name(key)]
+    /// Set a key that is not in [`Layered::KEYS`] because it names an entry
+    /// of a table (`queues.batch.requires`); `None` when `key` is none.
+    /// Such keys have no environment variable.
+    fn set_named(&mut self, key: &str, value: &str) -> Option<Result<(), SetError>> {
+        let _ = (key, value);
+        None
     }
 
     /// Checks of a whole file that no single key can make (e.g. two keys
@@ -39,7 +56,7 @@ pub trait Layered: Default + DeserializeOwned {
 
 /// The environment variable of a dotted key: `FLUXGATE_RESOURCE_SIZE` for `resource.size`.
 pub fn env_name(key: &str) -> String {
-    format!("FLUXGATE_{}", key.replace('.', "_").to_ascii_uppercase())
+    format!("FLUXGATE_{}", key::upper_key(key))
 }
 
 /// Defaults overlaid with the TOML file at `path`, if any.
@@ -70,16 +87,15 @@ pub fn apply_env<T: Layered>(
         .filter(|(name, _)| name.starts_with("FLUXGATE_"))
         .collect();
     for key in T::KEYS {
-        for name in T::env_names(key) {
-            let Some((_, value)) = env.iter().find(|(n, _)| *n == name) else {
-                continue;
-            };
-            config.set(key, value).map_err(|e| ConfigError::Env {
-                name: name.clone(),
-                value: value.clone(),
-                message: e.to_string(),
-            })?;
-        }
+        let name = key.env_name();
+        let Some((_, value)) = env.iter().find(|(n, _)| *n == name) else {
+            continue;
+        };
+        (key.set)(config, key.name, value).map_err(|e| ConfigError::Env {
+            name,
+            value: value.clone(),
+            message: e.to_string(),
+        })?;
     }
     Ok(())
 }
@@ -134,6 +150,16 @@ pub enum ConfigError {
         /// Why it was refused.
         message: String,
     },
+    /// A flag holds a bad value.
+    #[error("--{flag} {value:?}: {message}")]
+    Flag {
+        /// The flag, without `--`.
+        flag: String,
+        /// Its value.
+        value: String,
+        /// Why it was refused.
+        message: String,
+    },
     /// A `--set` argument is not `KEY=VALUE` of a known key.
     #[error("--set {arg:?}: {message}")]
     Set {
@@ -172,11 +198,34 @@ pub enum SetError {
 pub mod value {
     use super::SetError;
 
-    fn bad(key: &str, expected: &'static str) -> SetError {
+    /// The refusal of `key`'s text, saying what it takes.
+    pub fn bad(key: &str, expected: &'static str) -> SetError {
         SetError::Value {
             key: key.to_string(),
             expected,
         }
+    }
+
+    /// Store a parsed value in its field.
+    pub fn put<T>(slot: &mut T, parsed: Result<T, SetError>) -> Result<(), SetError> {
+        *slot = parsed?;
+        Ok(())
+    }
+
+    /// Store a parsed value in its optional field.
+    pub fn put_some<T>(slot: &mut Option<T>, parsed: Result<T, SetError>) -> Result<(), SetError> {
+        *slot = Some(parsed?);
+        Ok(())
+    }
+
+    /// Text, taken as it is.
+    pub fn text(v: &str) -> Result<String, SetError> {
+        Ok(v.to_string())
+    }
+
+    /// A path, taken as it is.
+    pub fn path(v: &str) -> Result<std::path::PathBuf, SetError> {
+        Ok(v.into())
     }
 
     /// A number (seconds, fractions).
@@ -227,23 +276,38 @@ mod tests {
         on: bool,
     }
 
+    /// The closures' argument types come from the alias.
+    type DemoKey = Key<Demo>;
+
     impl Layered for Demo {
-        const KEYS: &'static [&'static str] = &["name", "part.size", "part.on"];
-        fn set(&mut self, key: &str, v: &str) -> Result<(), SetError> {
-            match key {
-                "name" => self.name = Some(v.to_string()),
-                "part.size" => self.part.size = value::count(key, v)?,
-                "part.on" => self.part.on = value::boolean(key, v)?,
-                _ => return Err(SetError::UnknownKey(key.to_string())),
-            }
-            Ok(())
+        const KEYS: &'static [Key<Demo>] = &[
+            DemoKey::new("name", |d, _, v| {
+                value::put_some(&mut d.name, value::text(v))
+            })
+            .env_prefix("FLUXGATE_DEMO_"),
+            DemoKey::new("part.size", |d, k, v| {
+                value::put(&mut d.part.size, value::count(k, v))
+            })
+            .flag(Flag::value("N", "The size")),
+            DemoKey::new("part.on", |d, k, v| {
+                value::put(&mut d.part.on, value::boolean(k, v))
+            })
+            .flag(Flag::boolean("Turn it on").long("on")),
+        ];
+
+        fn set_named(&mut self, key: &str, v: &str) -> Option<Result<(), SetError>> {
+            let size = key.strip_prefix("sizes.")?;
+            Some(value::count(key, v).map(|n| {
+                self.part.size = n;
+                self.name = Some(size.to_string());
+            }))
         }
-        fn env_names(key: &str) -> Vec<String> {
-            match key {
-                "name" => vec!["FLUXGATE_OLD_NAME".into(), env_name(key)],
-                _ => vec![env_name(key)],
-            }
-        }
+    }
+
+    #[derive(Debug, clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        flags: Flags<Demo>,
     }
 
     #[test]
@@ -262,16 +326,26 @@ mod tests {
         };
         apply_env(&mut d, env(&[("FLUXGATE_PART_ON", "yes"), ("HOME", "/")])).unwrap();
         assert!(d.part.on);
-        // The canonical name wins over an older one.
+        // A key read from its own prefix only.
         apply_env(
             &mut d,
-            env(&[("FLUXGATE_NAME", "new"), ("FLUXGATE_OLD_NAME", "old")]),
+            env(&[("FLUXGATE_NAME", "other"), ("FLUXGATE_DEMO_NAME", "new")]),
         )
         .unwrap();
         assert_eq!(d.name.as_deref(), Some("new"));
+        let cli =
+            <Cli as clap::Parser>::try_parse_from(["demo", "--part-size", "4", "--on=no"]).unwrap();
+        assert_eq!(cli.flags.get("part.size"), Some("4"));
+        cli.flags.apply(&mut d).unwrap();
+        assert_eq!((d.part.size, d.part.on), (4, false));
         apply_sets(&mut d, ["part.size=9", "name=x=y"]).unwrap();
         assert_eq!(d.part.size, 9);
         assert_eq!(d.name.as_deref(), Some("x=y"));
+        apply_sets(&mut d, ["sizes.big=12"]).unwrap();
+        assert_eq!((d.part.size, d.name.as_deref()), (12, Some("big")));
+        let cli = <Cli as clap::Parser>::try_parse_from(["demo", "--on"]).unwrap();
+        cli.flags.apply(&mut d).unwrap();
+        assert!(d.part.on);
     }
 
     #[test]
@@ -287,6 +361,15 @@ mod tests {
             e.to_string(),
             "--set \"part.sise=1\": unknown key \"part.sise\""
         );
+        let e = apply_sets(&mut d, ["sizes.big=many"]).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "--set \"sizes.big=many\": sizes.big expects a whole number"
+        );
+        let e = <Cli as clap::Parser>::try_parse_from(["demo", "--part-size", "many"])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("part.size expects a whole number"), "{e}");
         let e = apply_sets(&mut d, ["part.size"]).unwrap_err();
         assert!(e.to_string().ends_with("expected KEY=VALUE"), "{e}");
         let dir = tempfile::tempdir().unwrap();

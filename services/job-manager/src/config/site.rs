@@ -11,6 +11,7 @@
 use std::collections::BTreeMap;
 
 use fluxgate_setup::layered::SetError;
+use fluxgate_setup::layered::value::{bad, count, parsed};
 use fluxgate_shared::policy::{AssocLimits, Fsd, QueueConfig, Weights};
 use serde::{Deserialize, Serialize};
 
@@ -106,19 +107,13 @@ pub struct QueueAccount {
     pub priority: i64,
 }
 
-fn bad(key: &str, expected: &'static str) -> SetError {
-    SetError::Value {
-        key: key.to_string(),
-        expected,
-    }
+/// A duration in flux's standard form (`30m`, `1h`).
+pub(super) fn fsd(key: &str, v: &str) -> Result<Fsd, SetError> {
+    parsed(key, v, "a duration such as 30m or 1h")
 }
 
-fn fsd(key: &str, v: &str) -> Result<Fsd, SetError> {
-    v.parse()
-        .map_err(|_| bad(key, "a duration such as 30m or 1h"))
-}
-
-fn size(key: &str, v: &str) -> Result<Option<i64>, SetError> {
+/// A job size limit (`policy.limits.job-size.*`): a count, or -1 for none.
+pub(super) fn job_size(key: &str, v: &str) -> Result<Option<i64>, SetError> {
     v.parse::<i64>()
         .ok()
         .filter(|n| *n >= -1)
@@ -126,12 +121,8 @@ fn size(key: &str, v: &str) -> Result<Option<i64>, SetError> {
         .ok_or_else(|| bad(key, "a count, or -1 for unlimited"))
 }
 
-fn whole(key: &str, v: &str) -> Result<u64, SetError> {
-    v.parse().map_err(|_| bad(key, "a whole number"))
-}
-
 fn integer(key: &str, v: &str) -> Result<i64, SetError> {
-    v.parse().map_err(|_| bad(key, "an integer"))
+    parsed(key, v, "an integer")
 }
 
 fn shares(key: &str, v: &str) -> Result<f64, SetError> {
@@ -143,7 +134,7 @@ fn shares(key: &str, v: &str) -> Result<f64, SetError> {
 
 /// A limit of `[limits.users.*]` or `[limits.banks.*]`; 0 clears it.
 fn assoc_limit(l: &mut AssocLimits, field: &str, key: &str, v: &str) -> Result<(), SetError> {
-    let n = whole(key, v)?;
+    let n: u64 = count(key, v)?;
     let slot = match field {
         "max_running_jobs" => &mut l.max_running_jobs,
         "max_active_jobs" => &mut l.max_active_jobs,
@@ -222,45 +213,12 @@ fn set_size(
         "ngpus" => &mut counts.ngpus,
         _ => return Err(SetError::UnknownKey(key.to_string())),
     };
-    *slot = size(key, v)?;
+    *slot = job_size(key, v)?;
     Ok(())
 }
 
-/// Set one site key; `None` when `key` is not one.
-pub fn set(c: &mut Config, key: &str, v: &str) -> Option<Result<(), SetError>> {
-    let a = &mut c.accounting;
-    let r = match key {
-        "policy.jobspec.defaults.system.duration" => {
-            fsd(key, v).map(|d| c.policy.jobspec.defaults.system.duration = Some(d))
-        }
-        "policy.jobspec.defaults.system.queue" => {
-            c.policy.jobspec.defaults.system.queue = Some(v.to_string());
-            Ok(())
-        }
-        "policy.limits.duration" => fsd(key, v).map(|d| c.policy.limits.duration = Some(d)),
-        "accounting.enabled" => {
-            fluxgate_setup::layered::value::boolean(key, v).map(|b| a.enabled = b)
-        }
-        "accounting.priority_decay_half_life" => {
-            fsd(key, v).map(|d| a.priority_decay_half_life = d)
-        }
-        "accounting.age_max" => fsd(key, v).map(|d| a.age_max = d),
-        "accounting.recompute_interval" => fsd(key, v).map(|d| a.recompute_interval = d),
-        "accounting.weights.fairshare" => whole(key, v).map(|n| a.weights.fairshare = n),
-        "accounting.weights.queue" => whole(key, v).map(|n| a.weights.queue = n),
-        "accounting.weights.bank" => whole(key, v).map(|n| a.weights.bank = n),
-        "accounting.weights.urgency" => whole(key, v).map(|n| a.weights.urgency = n),
-        "accounting.weights.age" => whole(key, v).map(|n| a.weights.age = n),
-        _ if key.starts_with("policy.limits.job-size.") => {
-            set_size(&mut c.policy.limits.job_size, key, key, v)
-        }
-        _ => return set_named(c, key, v),
-    };
-    Some(r)
-}
-
 /// Keys of named tables: queues, limits per user and bank, accounts.
-fn set_named(c: &mut Config, key: &str, v: &str) -> Option<Result<(), SetError>> {
+pub(super) fn set_named(c: &mut Config, key: &str, v: &str) -> Option<Result<(), SetError>> {
     const LIMITS: &[&str] = &["max_running_jobs", "max_active_jobs", "max_nodes"];
     if let Some(rest) = key.strip_prefix("queues.") {
         let (name, field) = named(rest, QUEUE_FIELDS)?;
