@@ -364,8 +364,11 @@ async fn an_interactive_pty_is_driven_from_the_terminal() {
     let shown = until_screen(&session, "42");
     assert!(shown.contains("/dev/pts/"), "{shown}");
     assert!(shown.contains("20 100"), "{shown}");
-    // Ctrl-C is a character for the task's terminal, not a cancel.
-    keys("sleep 300");
+    // Ctrl-C is a character for the task's terminal, not a cancel. It is
+    // typed once the foreground job runs (its words are on screen, not
+    // just its echo), so that it reaches that job and not the shell.
+    keys("sh -c 'echo slee\"\"ping; exec sleep 300'");
+    until_screen(&session, "sleeping");
     Command::new("tmux")
         .args(["send-keys", "-t", &session, "C-c"])
         .status()
