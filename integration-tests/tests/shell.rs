@@ -7,7 +7,8 @@ use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
-use fluxgate_integration_tests::{GuestUser, Instance, binary, eventually_blocking};
+use fluxgate_integration_tests::{GuestUser, Instance, binary, eventually_blocking, output_data};
+use fluxgate_shared::JobId;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
@@ -363,8 +364,11 @@ async fn an_interactive_pty_is_driven_from_the_terminal() {
     let shown = until_screen(&session, "42");
     assert!(shown.contains("/dev/pts/"), "{shown}");
     assert!(shown.contains("20 100"), "{shown}");
-    // Ctrl-C is a character for the task's terminal, not a cancel.
-    keys("sleep 300");
+    // Ctrl-C is a character for the task's terminal, not a cancel. It is
+    // typed once the foreground job runs (its words are on screen, not
+    // just its echo), so that it reaches that job and not the shell.
+    keys("sh -c 'echo slee\"\"ping; exec sleep 300'");
+    until_screen(&session, "sleeping");
     Command::new("tmux")
         .args(["send-keys", "-t", &session, "C-c"])
         .status()
@@ -377,6 +381,97 @@ async fn an_interactive_pty_is_driven_from_the_terminal() {
         .args(["kill-session", "-t", &session])
         .status();
     assert!(!shown.contains("job.exception"), "{shown}");
+}
+
+/// The `data` of a job's stored output, all of it.
+async fn stored_output(inst: &Instance, id: JobId) -> String {
+    output_data(&inst.log(id, "output").await).concat()
+}
+
+/// `pty.interactive` without `pty.capture`, as flux: what the terminal shows
+/// reaches the attached client (also what it showed before anyone
+/// attached, and a flood of it) and none of it is stored, so a later
+/// attach sees none of it; with `pty.capture` it is stored too.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_interactive_terminal_is_shown_live_and_stored_only_when_captured() {
+    let dir = tempfile::tempdir().unwrap();
+    let inst = Instance::start(1, 1).await;
+    let spoke = dir.path().join("spoke");
+    // It speaks before anyone attaches, waits for a line, floods its terminal.
+    let script = format!(
+        "echo first-$((6*7)); touch {}; read x; echo got-$x; head -c 1000000 /dev/zero | tr '\\0' z; echo; exit 3",
+        spoke.display()
+    );
+    let out = command(
+        &inst,
+        dir.path(),
+        &["submit", "-o", "pty.interactive", "sh", "-c", &script],
+        Stdio::null(),
+    )
+    .output()
+    .expect("submit");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let id_text = text(&out.stdout).trim().to_string();
+    let id: JobId = id_text.parse().expect("a job id");
+    eventually_blocking(Duration::from_secs(60), || {
+        spoke
+            .exists()
+            .then_some(())
+            .ok_or_else(|| "the task has not spoken".to_string())
+    });
+    let attach = ["job", "attach", id_text.as_str()];
+    let out = run_with_input(&inst, dir.path(), &attach, b"live\n");
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
+    let shown = text(&out.stdout);
+    assert!(shown.contains("first-42"), "{shown:.300}");
+    assert!(shown.contains("got-live"), "{shown:.300}");
+    assert_eq!(shown.matches('z').count(), 1_000_000);
+    // None of it is stored: not a line of it, not a byte of the flood.
+    let stored = stored_output(&inst, id).await;
+    assert!(stored.len() < 100, "{stored:.300}");
+    for words in ["first-42", "got-live", "z"] {
+        assert!(!stored.contains(words), "{stored:.300}");
+    }
+    // So an attach once the job has ended shows none of it.
+    let out = run_with_input(&inst, dir.path(), &attach, b"");
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
+    assert!(
+        !text(&out.stdout).contains("first-42"),
+        "{}",
+        text(&out.stdout)
+    );
+
+    // With pty.capture, what the terminal shows is shown and stored.
+    let out = run_with_input(
+        &inst,
+        dir.path(),
+        &[
+            "run",
+            "-o",
+            "pty.interactive",
+            "-o",
+            "pty.capture",
+            "sh",
+            "-c",
+            "read x; echo got-$x",
+        ],
+        b"kept\n",
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("got-kept"),
+        "{}",
+        text(&out.stdout)
+    );
+    let captured = inst
+        .list(127)
+        .await
+        .into_iter()
+        .map(|j| JobId::from(j.id))
+        .find(|j| *j != id)
+        .expect("the captured job");
+    let stored = stored_output(&inst, captured).await;
+    assert!(stored.contains("got-kept"), "{stored}");
 }
 
 /// `FLUX_JOB_TMPDIR`: one directory per node, the owner's and private, with

@@ -15,7 +15,8 @@ pub struct LogWatch {
     inst: Instance,
     request: pb::WatchEventlogRequest,
     stream: tonic::Streaming<pb::EventlogLine>,
-    /// Lines given so far (where a resumed watch starts).
+    /// Stored lines given so far (where a resumed watch starts); live
+    /// output is no line of the log.
     seen: u64,
 }
 
@@ -45,7 +46,7 @@ impl LogWatch {
         loop {
             match self.stream.message().await {
                 Ok(Some(line)) => {
-                    self.seen += 1;
+                    self.seen += u64::from(!line.live);
                     return Ok(Some(line));
                 }
                 Ok(None) => return Ok(None),

@@ -37,6 +37,42 @@ pub fn data(stream: Stream, task: u32, bytes: &[u8]) -> String {
     line("data", Some(ctx))
 }
 
+/// Longest line of output shown live and not stored: the job manager's
+/// watchers carry lines up to this size without the store behind them.
+pub const LIVE_LINE_MAX: usize = 4096;
+
+/// `data` events for output shown live and not stored, each at most
+/// [`LIVE_LINE_MAX`] long: `bytes` split where need be (a piece that cuts a
+/// character in two goes as base64; the terminal joins the bytes again).
+pub fn live_data(stream: Stream, task: u32, bytes: &[u8]) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut pieces = vec![bytes];
+    while let Some(piece) = pieces.pop() {
+        let line = data(stream, task, piece);
+        if line.len() <= LIVE_LINE_MAX || piece.len() <= 1 {
+            lines.push(line);
+            continue;
+        }
+        let mut mid = piece.len() / 2;
+        // On a character's boundary when there is one near, so that text stays text.
+        while mid > 1 && !is_boundary(piece, mid) && piece.len() / 2 - mid < 4 {
+            mid -= 1;
+        }
+        if !is_boundary(piece, mid) {
+            mid = piece.len() / 2;
+        }
+        let (first, second) = piece.split_at(mid);
+        pieces.push(second);
+        pieces.push(first);
+    }
+    lines
+}
+
+/// Whether `at` does not fall inside a UTF-8 sequence of `bytes`.
+fn is_boundary(bytes: &[u8], at: usize) -> bool {
+    bytes.get(at).is_none_or(|b| (*b as i8) >= -0x40)
+}
+
 /// The `data` event that closes a task's stream.
 pub fn eof(stream: Stream, task: u32) -> String {
     let mut ctx = base(stream, task);
@@ -180,6 +216,47 @@ mod tests {
             ctx(&eof(Stream::Stderr, 0)),
             json!({"stream":"stderr","rank":"0","eof":true})
         );
+    }
+
+    #[test]
+    fn live_output_is_cut_to_lines_the_watchers_carry() {
+        let short = live_data(Stream::Stdout, 0, b"$ ");
+        assert_eq!(short.len(), 1);
+        assert_eq!(
+            ctx(&short[0]),
+            json!({"stream":"stdout","rank":"0","data":"$ "})
+        );
+        // Text, control characters (escaped six-fold in JSON) and invalid
+        // bytes: every line fits, and the pieces give back the bytes.
+        let mut bytes = Vec::new();
+        for i in 0..20_000u32 {
+            match i % 5 {
+                0 => bytes.extend_from_slice("é".as_bytes()),
+                1 => bytes.push(0x1b),
+                2 => bytes.push(0xff),
+                _ => bytes.push(b'a'),
+            }
+        }
+        let lines = live_data(Stream::Stdout, 3, &bytes);
+        assert!(lines.len() > 1);
+        let mut back = Vec::new();
+        for l in &lines {
+            assert!(l.len() <= LIVE_LINE_MAX, "{}", l.len());
+            let c = ctx(l);
+            assert_eq!(c["rank"], "3");
+            let d = c["data"].as_str().unwrap();
+            if c["encoding"] == "base64" {
+                back.extend(base64::engine::general_purpose::STANDARD.decode(d).unwrap());
+            } else {
+                back.extend_from_slice(d.as_bytes());
+            }
+        }
+        assert_eq!(back, bytes);
+        // Plain text is cut between characters, so it stays text.
+        let text = "é".repeat(5000);
+        for l in live_data(Stream::Stdout, 0, text.as_bytes()) {
+            assert!(ctx(&l).get("encoding").is_none(), "{l}");
+        }
     }
 
     #[test]

@@ -185,6 +185,9 @@ pub async fn spawn_as(
         Some(pty) => Some(Box::new(master_reader(&pty.master)?)),
         None => out.map(|o| Box::new(o) as Box<dyn AsyncRead + Unpin + Send>),
     };
+    // A terminal's output goes on as it is read: what it shows without a
+    // newline (a prompt, an echoed key) must not wait for one.
+    let by_line = spec.pty.is_none();
     // One tokio task per task, not one per stream and one for the wait:
     // the three go on side by side within it, and `Exited` follows both
     // streams' ends.
@@ -195,12 +198,12 @@ pub async fn spawn_as(
         async move {
             let stdout = async {
                 if let Some(s) = out {
-                    forward(s, rank, Stream::Stdout, None, stdout_events).await;
+                    forward(s, rank, Stream::Stdout, None, by_line, stdout_events).await;
                 }
             };
             let stderr = async {
                 if let Some(s) = err {
-                    forward(s, rank, Stream::Stderr, warning, stderr_events).await;
+                    forward(s, rank, Stream::Stderr, warning, true, stderr_events).await;
                 }
             };
             let wait = async {
@@ -440,12 +443,14 @@ async fn send_fds(channel: &tokio::net::UnixStream, fds: &[Arc<OwnedFd>]) -> io:
 }
 
 /// Pass a task's stream on as output events, after `preamble` (a line the
-/// task did not write but that belongs first on its stream).
+/// task did not write but that belongs first on its stream): a line at a
+/// time when `by_line`, else each read as it comes.
 async fn forward(
     reader: impl AsyncRead + Unpin,
     rank: u32,
     stream: Stream,
     preamble: Option<String>,
+    by_line: bool,
     events: mpsc::Sender<TaskEvent>,
 ) {
     if let Some(line) = preamble {
@@ -475,6 +480,7 @@ async fn forward(
         }
         let room = MAX_CHUNK - pending.len();
         let (take, complete) = match buf.iter().take(room).position(|&b| b == b'\n') {
+            _ if !by_line => (buf.len().min(room), true),
             Some(i) => (i + 1, true),
             None => {
                 let take = buf.len().min(room);

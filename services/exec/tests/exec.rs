@@ -115,6 +115,7 @@ fn kind(r: &StartResponse) -> String {
         R::Finish(f) => format!("finish {}", f.status),
         R::ExecEvent(l) => format!("exec {}", parse(l)["name"].as_str().unwrap()),
         R::OutputEvent(l) => format!("output {}", parse(l)["name"].as_str().unwrap()),
+        R::LiveOutputEvent(l) => format!("live {}", parse(l)["name"].as_str().unwrap()),
         R::Pmi(k) => format!("pmi {}", k.kvs.len()),
     }
 }

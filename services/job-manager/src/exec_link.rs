@@ -64,6 +64,8 @@ pub enum ExecMsg {
     ExecLine { id: JobId, line: String },
     /// An RFC 24 line for `output`.
     OutputLine { id: JobId, line: String },
+    /// An RFC 24 `data` line to show the job's live watchers, not stored.
+    LiveOutputLine { id: JobId, line: String },
     /// The stream ended before the final release.
     Lost { id: JobId, error: String },
 }
@@ -79,6 +81,7 @@ impl ExecMsg {
             | ExecMsg::Finish { id, .. }
             | ExecMsg::ExecLine { id, .. }
             | ExecMsg::OutputLine { id, .. }
+            | ExecMsg::LiveOutputLine { id, .. }
             | ExecMsg::Lost { id, .. } => *id,
         }
     }

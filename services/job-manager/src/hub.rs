@@ -5,6 +5,10 @@
 //! published lines from the position it has reached; a watcher that falls
 //! behind the channel's capacity re-reads the store from where it was, so a
 //! slow reader costs the service nothing but its own re-reads.
+//!
+//! Live output (`live.rs`), never stored, rides the same channel, so that
+//! it keeps its place among the job's lines; a watcher that falls behind
+//! loses what it missed of it, as a terminal's reader would.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -12,6 +16,7 @@ use std::sync::{Arc, Mutex};
 use fluxgate_shared::JobId;
 use tokio::sync::broadcast;
 
+use crate::live::{LiveLine, LiveOutput};
 use crate::store::Log;
 
 /// Lines a watcher may fall behind before it must re-read the store.
@@ -33,6 +38,8 @@ pub enum Published {
         seq: u64,
         line: Option<Arc<str>>,
     },
+    /// Line `n` of job `id`'s live output (see `live.rs`): shown, not stored.
+    Live { id: JobId, n: u64, line: Arc<str> },
     /// The job is inactive: its logs are final.
     Inactive { id: JobId },
 }
@@ -44,6 +51,8 @@ pub struct Hub {
     /// Followers of each job's logs, so that the store commits their lines
     /// at once instead of letting them ride a later group commit.
     followed: Arc<Mutex<HashMap<JobId, usize>>>,
+    /// Followers of live output, and what is held for jobs without one.
+    live: Arc<Mutex<LiveOutput>>,
 }
 
 impl Default for Hub {
@@ -51,8 +60,27 @@ impl Default for Hub {
         Hub {
             tx: broadcast::channel(HUB_CAPACITY).0,
             followed: Arc::default(),
+            live: Arc::default(),
         }
     }
+}
+
+/// One follower of a job's live output, counted until dropped.
+#[derive(Debug)]
+pub struct FollowingLive {
+    live: Arc<Mutex<LiveOutput>>,
+    id: JobId,
+}
+
+impl Drop for FollowingLive {
+    fn drop(&mut self) {
+        lock(&self.live).unfollow(self.id);
+    }
+}
+
+/// A poisoned lock still holds consistent state: every change is one call.
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// One follower of a job's logs, counted until dropped.
@@ -77,8 +105,30 @@ impl Drop for Following {
 impl Hub {
     /// Tell every current watcher.
     pub fn publish(&self, p: Published) {
+        if let Published::Inactive { id } = &p {
+            lock(&self.live).forget(*id);
+        }
         // No watcher is not an error.
         let _ = self.tx.send(p);
+    }
+
+    /// Tell the job's live watchers `line`, or hold it for the next one.
+    pub fn publish_live(&self, id: JobId, line: Arc<str>) {
+        // Numbered and sent under one lock: the channel's order is the numbers'.
+        let mut live = lock(&self.live);
+        let n = live.publish(id, Arc::clone(&line));
+        let _ = self.tx.send(Published::Live { id, n, line });
+    }
+
+    /// Someone follows job `id`'s live output until the guard is dropped:
+    /// what was held for it (already subscribed, it may hear those again).
+    pub fn follow_live(&self, id: JobId) -> (FollowingLive, Vec<LiveLine>) {
+        let held = lock(&self.live).follow(id);
+        let guard = FollowingLive {
+            live: Arc::clone(&self.live),
+            id,
+        };
+        (guard, held)
     }
 
     /// Start listening; subscribe before reading the store.

@@ -11,6 +11,7 @@ pub mod grpc;
 pub mod ha;
 pub mod hub;
 pub mod journal;
+pub mod live;
 pub mod otlp;
 pub mod policy;
 pub mod serve_error;

@@ -88,6 +88,23 @@ pub struct Pty {
     pub interactive: bool,
 }
 
+impl Pty {
+    /// Whether task `task` gets a terminal: those `pty.ranks` names, and
+    /// task 0 whenever the terminal is interactive (flux adds it, since
+    /// only task 0's terminal can be driven).
+    pub fn gives(&self, task: u32) -> bool {
+        (self.interactive && task == 0) || self.ranks.as_ref().is_none_or(|r| r.contains(task))
+    }
+
+    /// Whether what task `task`'s terminal shows is recorded in the job's
+    /// output. As flux's shell (`pty.c`): every terminal is, but the
+    /// interactive one (task 0's) only with `pty.capture`; without it that
+    /// output is shown live to the attached client and not stored.
+    pub fn captures(&self, task: u32) -> bool {
+        self.capture || !(self.interactive && task == 0)
+    }
+}
+
 /// Where the tasks' standard input comes from (`input.stdin`).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub enum Input {
@@ -433,6 +450,41 @@ mod tests {
         assert!(pty.interactive && !pty.capture);
         assert_eq!(pty.ranks, Some(ids("0")));
         assert!(s.unbuffered);
+    }
+
+    #[test]
+    fn only_an_interactive_terminal_goes_uncaptured_and_only_task_0_s() {
+        // {options, [(task, gets a terminal, its output recorded)]}, as
+        // flux's shell decides them.
+        for (v, want) in [
+            (json!({"pty": 1}), [(0, true, true), (1, true, true)]),
+            (
+                json!({"pty": {"interactive": 1}}),
+                [(0, true, false), (1, false, true)],
+            ),
+            (
+                json!({"pty": {"interactive": 1, "capture": 1}}),
+                [(0, true, true), (1, false, true)],
+            ),
+            (
+                json!({"pty": {"interactive": 1, "ranks": "1"}}),
+                [(0, true, false), (1, true, true)],
+            ),
+            (
+                json!({"pty": {"interactive": 1, "ranks": "all"}}),
+                [(0, true, false), (1, true, true)],
+            ),
+            (
+                json!({"pty": {"ranks": "1"}}),
+                [(0, false, true), (1, true, true)],
+            ),
+        ] {
+            let pty = parse(v.clone()).unwrap().pty.unwrap();
+            for (task, gives, captures) in want {
+                assert_eq!(pty.gives(task), gives, "{v} task {task}");
+                assert_eq!(pty.captures(task), captures, "{v} task {task}");
+            }
+        }
     }
 
     #[test]

@@ -829,7 +829,11 @@ impl Driver {
     async fn on_task(&mut self, ev: TaskEvent) {
         match ev {
             TaskEvent::Output { rank, stream, data } => {
-                if let Some(f) = self.file_for(stream) {
+                if self.shown_live(rank, stream) {
+                    for l in output::live_data(stream, rank, &data) {
+                        self.send(Response::LiveOutputEvent(l)).await;
+                    }
+                } else if let Some(f) = self.file_for(stream) {
                     self.write_file(f, &data).await;
                 } else {
                     self.output(output::data(stream, rank, &data)).await;
@@ -910,6 +914,9 @@ impl Driver {
                     }
                 }
                 Some(Response::OutputEvent(l)) => self.peer_output(l).await,
+                Some(Response::LiveOutputEvent(l)) => {
+                    self.send(Response::LiveOutputEvent(l)).await;
+                }
                 Some(Response::Pmi(keys)) => {
                     let member = self.peer_member.get(i).copied().flatten();
                     self.gathered(member, keys.kvs.into_iter().collect()).await;
@@ -933,6 +940,15 @@ impl Driver {
                 self.maybe_start().await;
             }
         }
+    }
+
+    /// Whether task `rank`'s `stream` is an interactive terminal's output
+    /// that is shown live and not recorded (`pty.interactive` without
+    /// `pty.capture`): not in the output eventlog, nor in an output file.
+    /// Such a task always has its terminal (`Pty::gives`), which is then
+    /// all its stdout carries.
+    fn shown_live(&self, rank: u32, stream: Stream) -> bool {
+        stream == Stream::Stdout && self.shell.pty.as_ref().is_some_and(|p| !p.captures(rank))
     }
 
     /// A peer's output line: passed on, unless its stream goes to a file here.
@@ -1031,10 +1047,7 @@ impl Driver {
         let mut ptys = BTreeMap::new();
         if let Some(opt) = &self.shell.pty {
             let uid = l.run_as.as_ref().map(|r| r.uid);
-            for &r in ranks
-                .iter()
-                .filter(|r| opt.ranks.as_ref().is_none_or(|s| s.contains(**r)))
-            {
+            for &r in ranks.iter().filter(|r| opt.gives(**r)) {
                 let p =
                     pty::open(uid).map_err(|e| format!("cannot open a pty for task {r}: {e}"))?;
                 ptys.insert(r, p);

@@ -36,6 +36,7 @@ impl<E: ExecLink, S: Store> Carrier<E, S> {
         match effect {
             Effect::Reply(reply) => reply.send(),
             Effect::Publish(p) => self.hub.publish(p),
+            Effect::Live { id, line } => self.hub.publish_live(id, line),
             Effect::Journal(e) => self.journal.push(&e),
             Effect::Acquire { to, msg } => {
                 if let Err(mpsc::error::TrySendError::Full(_)) = to.try_send(msg) {
@@ -145,9 +146,12 @@ impl Committer {
         let mut jobs = Vec::new();
         for effect in effects {
             match effect {
-                Effect::Publish(Published::Line { id, .. } | Published::Inactive { id }) => {
-                    jobs.push(*id)
-                }
+                Effect::Publish(
+                    Published::Line { id, .. }
+                    | Published::Live { id, .. }
+                    | Published::Inactive { id },
+                )
+                | Effect::Live { id, .. } => jobs.push(*id),
                 Effect::InactiveDurable { .. } | Effect::JobSpan(_) => {}
                 _ => return Urgency::Now,
             }

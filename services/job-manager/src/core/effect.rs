@@ -5,7 +5,8 @@
 //! queues their writes and queues [`Effect`]s beside them, in the order they
 //! must happen; the committer (`commit.rs`) waits for the batch's
 //! acknowledgement and then carries out each effect in order: answers a
-//! request, tells watchers, appends to the resource journal, feeds the
+//! request, tells watchers (stored lines, and a terminal's live output in
+//! its place among them), appends to the resource journal, feeds the
 //! acquirer, starts a prolog or epilog, or asks the exec link to start,
 //! signal, end or re-time a job. Tests read the queued effects directly.
 
@@ -31,6 +32,8 @@ pub enum Effect {
     Reply(Reply),
     /// Tell watchers about a durable line or an ended job.
     Publish(Published),
+    /// Show a line of a job's live output (never stored) to its watchers.
+    Live { id: JobId, line: Arc<str> },
     /// Append a resource event to the in-memory journal.
     Journal(Event),
     /// Send an RFC 28 acquire response to the scheduler that acquired.

@@ -419,7 +419,10 @@ impl<S: Store> Core<S> {
     pub(super) fn exec_msg(&mut self, msg: ExecMsg) {
         // As in the action step, every line about the job carries its id; not
         // for exec and output lines, which are many and log with the id already.
-        let _span = if matches!(msg, ExecMsg::ExecLine { .. } | ExecMsg::OutputLine { .. }) {
+        let _span = if matches!(
+            msg,
+            ExecMsg::ExecLine { .. } | ExecMsg::OutputLine { .. } | ExecMsg::LiveOutputLine { .. }
+        ) {
             tracing::Span::none()
         } else {
             tracing::error_span!("job", job = %msg.id())
@@ -488,6 +491,7 @@ impl<S: Store> Core<S> {
             }
             ExecMsg::ExecLine { id, line } => self.foreign_line(id, Log::Exec, line),
             ExecMsg::OutputLine { id, line } => self.foreign_line(id, Log::Output, line),
+            ExecMsg::LiveOutputLine { id, line } => self.live_output(id, line),
             ExecMsg::Lost { id, error } => {
                 // Its tasks may run on: the resources stay held until the
                 // node answers or has fenced itself (`check_detached`).

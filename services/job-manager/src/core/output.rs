@@ -10,13 +10,20 @@
 //! stream says how much was dropped ("stdout: N of M bytes truncated", as
 //! flux's shell writes it). The limit is the smaller of `[output] limit` and
 //! the job's shell option `output.limit`.
+//!
+//! What an interactive terminal shows without `pty.capture` is not output
+//! of the job's record (flux's shell leaves it out of the eventlog): exec
+//! sends it apart, and it goes to the job's live watchers only, neither
+//! stored nor counted against the budget.
 
 use fluxgate_shared::{Event, JobId, Jobspec};
 use serde_json::{Map, Value};
 
 use super::Core;
+use super::effect::Effect;
 use crate::config::parse_size;
 use crate::error::Error;
+use crate::hub::HUB_LINE_MAX;
 use crate::store::{Log, LogPos, Store};
 
 /// Lines read at a time when the count is rebuilt after a restart.
@@ -220,6 +227,26 @@ impl<S: Store> Core<S> {
             tracing::info!(job = %id, %note, "output limit passed");
             let _ = self.raise(id, "output", 1, &note, None);
         }
+    }
+
+    /// Show a live-only output line to the job's watchers, in its place
+    /// among the lines queued before it; never stored. Only an active
+    /// job's, and only one valid `data` event short enough for the hub
+    /// (exec cuts them to fit).
+    pub(super) fn live_output(&mut self, id: JobId, line: String) {
+        if !self.jobs.contains_key(&id) {
+            return;
+        }
+        let valid =
+            line.len() <= HUB_LINE_MAX && Event::parse_json(&line).is_ok_and(|e| e.name == "data");
+        if !valid {
+            tracing::warn!(job = %id, len = line.len(), "dropping a bad live output line from exec");
+            return;
+        }
+        self.effect(Effect::Live {
+            id,
+            line: line.into(),
+        });
     }
 
     /// Say in the output log what was dropped; called as the job ends.

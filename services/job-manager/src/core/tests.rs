@@ -574,6 +574,65 @@ async fn exec_and_output_lines_go_to_their_own_logs() {
     assert_eq!(b.events(id), seq(&[&TO_RUN]), "the main log is untouched");
 }
 
+#[tokio::test]
+async fn live_output_reaches_watchers_and_is_not_stored() {
+    let mut b = Bench::new(1).await;
+    let id = b.submit(ONE).await;
+    b.exec(ExecMsg::Started { id }).await;
+    let mut rx = b.carrier.hub.subscribe();
+    let data = |text: &str| {
+        let ctx = serde_json::json!({"stream": "stdout", "rank": "0", "data": text});
+        Event::new(T0, "data", ctx.as_object().cloned()).to_json()
+    };
+    let stored = data("stored\n");
+    b.exec(ExecMsg::OutputLine {
+        id,
+        line: stored.clone(),
+    })
+    .await;
+    for line in [
+        data("$ "),
+        "not json".into(),
+        data(&"x".repeat(HUB_LINE_MAX)),
+    ] {
+        b.exec(ExecMsg::LiveOutputLine { id, line }).await;
+    }
+    // In order among the stored lines; a malformed or oversized one dropped.
+    let mut heard = Vec::new();
+    while let Ok(p) = rx.try_recv() {
+        match p {
+            Published::Line {
+                log: Log::Output,
+                line,
+                ..
+            } => {
+                heard.push(("stored", line.unwrap().to_string()));
+            }
+            Published::Live { id: j, line, .. } if j == id => {
+                heard.push(("live", line.to_string()));
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(
+        heard,
+        vec![("stored", stored.clone()), ("live", data("$ "))]
+    );
+    let output = b.store.read_log(id.into(), Log::Output).unwrap().unwrap();
+    assert_eq!(output, vec![stored], "live output is never stored");
+    // Held for the first watcher, since none followed; gone once inactive.
+    let (_watching, held) = b.carrier.hub.follow_live(id);
+    assert_eq!(held.len(), 1);
+    drop(_watching);
+    b.exec(ExecMsg::LiveOutputLine {
+        id,
+        line: data("later"),
+    })
+    .await;
+    b.finish(id, 0).await;
+    assert!(b.carrier.hub.follow_live(id).1.is_empty());
+}
+
 // ---- exceptions at every state ----------------------------------------
 
 #[tokio::test]

@@ -48,6 +48,7 @@ pub(super) fn to_msg(resp: pb::StartResponse) -> Option<(ExecMsg, bool)> {
         ),
         Response::ExecEvent(line) => (ExecMsg::ExecLine { id, line }, false),
         Response::OutputEvent(line) => (ExecMsg::OutputLine { id, line }, false),
+        Response::LiveOutputEvent(line) => (ExecMsg::LiveOutputLine { id, line }, false),
         // A leader consumes its peers' PMI keys; nothing for the job manager.
         Response::Pmi(_) => return None,
     })

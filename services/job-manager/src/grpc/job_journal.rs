@@ -141,7 +141,7 @@ impl<S: Store> JobJournal<S> {
                         owners.remove(&id);
                         Ok(())
                     }
-                    Published::Line { .. } => Ok(()),
+                    Published::Line { .. } | Published::Live { .. } => Ok(()),
                 };
                 if let Err(gone) = step {
                     return gone;

@@ -1,7 +1,10 @@
 //! `JobManager.WatchEventlog` and `Wait`: a job's stored log lines, then
 //! (when following) the lines the hub publishes until the job is inactive;
-//! and waiting for a job to end.
+//! and waiting for a job to end. A follower of `output` that asks for it
+//! also gets the job's live output (`live.rs`), marked live: first what was
+//! held while nobody followed it, then each line as it comes.
 
+use std::collections::VecDeque;
 use std::pin::Pin;
 use std::sync::Arc;
 
@@ -18,7 +21,7 @@ use super::{allow, ask};
 use crate::auth::caller;
 use crate::core::Msg;
 use crate::error::Error;
-use crate::hub::Published;
+use crate::hub::{Hub, Published};
 use crate::store::{Log, LogPos, Store};
 
 /// Lines buffered per watcher before the watcher's stream is back-pressured.
@@ -84,19 +87,30 @@ pub async fn watch_eventlog<S: Store>(
     }
     let (tx, out) = mpsc::channel(WATCH_BUFFER);
     let follow = req.follow && !finished;
+    let live = follow && req.live && log == Log::Output;
     let cancel = svc.cancel.clone();
+    let hub = svc.hub.clone();
     tokio::spawn(async move {
         let (_following, _permit) = (following, permit);
         let Some(next) = send_pages(&store, id, log, pos, Some(first), &tx).await else {
             return;
         };
         if follow {
+            let (_following_live, live) = if live {
+                match send_held(&hub, id, &tx).await {
+                    Some((guard, sent)) => (Some(guard), Some(sent)),
+                    None => return,
+                }
+            } else {
+                (None, None)
+            };
             // Shutdown ends followers, so that the server can stop; a
             // caller gone ends its follower at once, not at the job's
             // next event.
             let gone = tx.clone();
+            let from = Position { next, live };
             tokio::select! {
-                _ = follow_log(rx, store, id, log, next, tx) => {}
+                _ = follow_log(rx, store, id, log, from, tx) => {}
                 _ = cancel.cancelled() => {}
                 _ = gone.closed() => {}
             }
@@ -105,6 +119,54 @@ pub async fn watch_eventlog<S: Store>(
     Ok(Response::new(
         Box::pin(ReceiverStream::new(out)) as LineStream
     ))
+}
+
+/// Follow job `id`'s live output from now on, after sending what was held
+/// for it; the numbers of the lines sent, or `None` once the reader is gone.
+async fn send_held(
+    hub: &Hub,
+    id: JobId,
+    tx: &Tx,
+) -> Option<(crate::hub::FollowingLive, VecDeque<u64>)> {
+    let (guard, held) = hub.follow_live(id);
+    let mut sent = VecDeque::with_capacity(held.len());
+    for (n, line) in held {
+        if tx.send(Ok(live_line(&line))).await.is_err() {
+            return None;
+        }
+        sent.push_back(n);
+    }
+    Some((guard, sent))
+}
+
+fn live_line(line: &str) -> pb::EventlogLine {
+    pb::EventlogLine {
+        line: line.to_string(),
+        live: true,
+    }
+}
+
+/// Where a follower is: the next stored line it wants and, when it follows
+/// live output, the numbers of the held live lines it was sent (the
+/// channel may bring them again).
+struct Position {
+    next: LogPos,
+    live: Option<VecDeque<u64>>,
+}
+
+/// Whether live line `n` is to be sent to a follower at `live`.
+fn wants_live(live: &mut Option<VecDeque<u64>>, n: u64) -> bool {
+    let Some(sent) = live else {
+        return false;
+    };
+    while sent.front().is_some_and(|s| *s < n) {
+        sent.pop_front();
+    }
+    if sent.front() == Some(&n) {
+        sent.pop_front();
+        return false;
+    }
+    true
 }
 
 /// One page of a stored log from `from` on, and the position after it.
@@ -150,7 +212,11 @@ async fn send_pages<S: Store>(
         };
         let more = lines.len() == PAGE_LINES;
         for line in lines {
-            if tx.send(Ok(pb::EventlogLine { line })).await.is_err() {
+            if tx
+                .send(Ok(pb::EventlogLine { line, live: false }))
+                .await
+                .is_err()
+            {
                 return None;
             }
         }
@@ -192,9 +258,10 @@ async fn follow_log<S: Store>(
     store: Arc<S>,
     id: JobId,
     log: Log,
-    mut next: LogPos,
+    from: Position,
     tx: Tx,
 ) {
+    let Position { mut next, mut live } = from;
     loop {
         let msg = match rx.recv().await {
             Ok(m) => m,
@@ -231,10 +298,17 @@ async fn follow_log<S: Store>(
                 if tx
                     .send(Ok(pb::EventlogLine {
                         line: line.to_string(),
+                        live: false,
                     }))
                     .await
                     .is_err()
                 {
+                    return;
+                }
+            }
+            Published::Live { id: lid, n, line } if lid == id && wants_live(&mut live, n) => {
+                let sent = tx.send(Ok(live_line(&line))).await;
+                if sent.is_err() {
                     return;
                 }
             }

@@ -145,7 +145,7 @@ async fn follow_all(inst: &Instance, ids: Vec<JobId>, progress: bool) -> anyhow:
 async fn follow(inst: &mut Instance, id: JobId) -> anyhow::Result<Outcome> {
     let mut out_inst = inst.clone();
     let output = tokio::spawn(async move {
-        if let Ok(mut s) = attach::watch(&mut out_inst, id, "output", true, true).await {
+        if let Ok(mut s) = attach::watch_output(&mut out_inst, id).await {
             while let Ok(Some(line)) = s.message().await {
                 if let Ok(ev) = client::parse_event(&line.line) {
                     attach::show_output(&ev);

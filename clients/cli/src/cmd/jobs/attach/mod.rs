@@ -60,6 +60,23 @@ pub async fn watch(
         .map_err(client::status_error)
 }
 
+/// Follow the job's output to its end, with what its interactive terminal
+/// shows live and does not store (flux's `pty.interactive` without
+/// `pty.capture`).
+pub async fn watch_output(inst: &mut Instance, id: JobId) -> anyhow::Result<LogWatch> {
+    let request = pb::WatchEventlogRequest {
+        id: id.as_u64(),
+        name: "output".to_string(),
+        follow: true,
+        wait_create: true,
+        live: true,
+        ..Default::default()
+    };
+    LogWatch::open(inst, request)
+        .await
+        .map_err(client::status_error)
+}
+
 /// As [`watch`], with the server's refusal as it came, for a command that
 /// words some refusals its own way (an unknown job, one it may not read).
 pub async fn open_watch(
@@ -164,14 +181,14 @@ pub(crate) fn label_io() {
 pub(crate) fn show_output(ev: &Event) {
     match ev.name.as_str() {
         "data" => {
-            let Ok(data) = ev.ctx_str("data") else { return };
+            let Some(data) = output_bytes(ev) else { return };
             let label = match ev.ctx("rank") {
                 Some(r) if LABEL_IO.load(Ordering::Relaxed) && !data.is_empty() => {
                     format!("{}: ", r.to_string().trim_matches('"'))
                 }
                 _ => String::new(),
             };
-            let out = [label.as_bytes(), data.as_bytes()].concat();
+            let out = [label.as_bytes(), &data].concat();
             if ev.ctx_str("stream").unwrap_or("stdout") == "stderr" {
                 let mut e = std::io::stderr().lock();
                 let _ = e.write_all(&out);
@@ -189,6 +206,18 @@ pub(crate) fn show_output(ev: &Event) {
         }
         _ => {}
     }
+}
+
+/// The bytes a `data` event carries: its text, or what its base64 stands
+/// for (bytes that are not UTF-8, such as a terminal's read that ends
+/// inside a character).
+fn output_bytes(ev: &Event) -> Option<Vec<u8>> {
+    use base64::Engine;
+    let data = ev.ctx_str("data").ok()?;
+    if ev.ctx_str("encoding").ok() == Some("base64") {
+        return base64::engine::general_purpose::STANDARD.decode(data).ok();
+    }
+    Some(data.as_bytes().to_vec())
 }
 
 /// The next key of the terminal; never, when signals are not caught.
@@ -247,7 +276,7 @@ pub async fn attach(
     let mut out_inst = inst.clone();
     let (main, out) = tokio::join!(
         watch(inst, id, "eventlog", true, false),
-        watch(&mut out_inst, id, "output", true, true)
+        watch_output(&mut out_inst, id)
     );
     let mut main = main?;
     let output = tokio::spawn(async move {
