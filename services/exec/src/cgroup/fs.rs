@@ -27,7 +27,11 @@ pub fn number(dir: &Path, name: &str) -> Option<u64> {
 
 /// The value of `key` in a file of `key value` lines.
 pub fn keyed(dir: &Path, name: &str, key: &str) -> Option<u64> {
-    let text = read(dir, name).ok()?;
+    key_in(&read(dir, name).ok()?, key)
+}
+
+/// The value of `key` in the text of a file of `key value` lines.
+pub fn key_in(text: &str, key: &str) -> Option<u64> {
     text.lines().find_map(|l| {
         let (k, v) = l.split_once(' ')?;
         (k == key).then(|| v.trim().parse().ok()).flatten()
@@ -38,8 +42,13 @@ pub fn keyed(dir: &Path, name: &str, key: &str) -> Option<u64> {
 /// as when the cgroup is gone).
 pub fn procs(dir: &Path) -> Vec<i32> {
     read(dir, "cgroup.procs")
-        .map(|t| t.lines().filter_map(|l| l.trim().parse().ok()).collect())
+        .map(|t| pids_in(&t))
         .unwrap_or_default()
+}
+
+/// The pids of the text of a `cgroup.procs`, one a line.
+pub fn pids_in(text: &str) -> Vec<i32> {
+    text.lines().filter_map(|l| l.trim().parse().ok()).collect()
 }
 
 /// Make the directory of a cgroup; one left from an earlier run is reused.

@@ -50,6 +50,15 @@ impl Contain {
         let cores: IdSet = local.iter().flat_map(|r| r.cores.iter().copied()).collect();
         let count = local.iter().map(|r| r.cores.len() as u64).sum();
         let limits = cgroups.job_limits(jobspec, &cores, count)?;
+        let ranks = local.iter().map(|r| r.rank).collect::<IdSet>().to_string();
+        if let Some(cgroup) = cgroups.reused_job(id, &limits) {
+            return Ok(Contain {
+                cgroup: Some(cgroup),
+                ranks,
+                host,
+                ..Contain::default()
+            });
+        }
         // Making a cgroup waits on the kernel (milliseconds on v1): off
         // the async workers.
         let made = {
@@ -62,7 +71,7 @@ impl Contain {
         let cgroup = made.map_err(|e| format!("cannot make the job's cgroup on {host}: {e}"))?;
         Ok(Contain {
             cgroup,
-            ranks: local.iter().map(|r| r.rank).collect::<IdSet>().to_string(),
+            ranks,
             host,
             ..Contain::default()
         })

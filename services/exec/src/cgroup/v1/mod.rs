@@ -12,8 +12,10 @@
 pub mod idle;
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::ffi::OsStr;
 use std::fs::File;
-use std::io;
+use std::io::{self, Read};
+use std::os::fd::OwnedFd;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -22,6 +24,7 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
+use rustix::fs::{Mode, OFlags};
 
 use super::{Limits, Oom, Usage, fs};
 
@@ -65,6 +68,10 @@ pub struct Parent {
     cpuset: Option<(String, String)>,
     /// Swap is accounted (`memory.memsw.limit_in_bytes` exists).
     memsw: bool,
+    /// Each directory jobs are made in, open (`O_PATH`): a job's
+    /// directories are renamed and written relative to it, one path
+    /// component walked rather than the whole mount path.
+    dir_fds: BTreeMap<PathBuf, OwnedFd>,
     /// Emptied job cgroups kept for the next jobs.
     idle: idle::Pool,
     /// Names idle cgroups.
@@ -91,7 +98,16 @@ impl Parent {
                 (d.clone(), f.ok())
             })
             .collect();
+        let dir_fds = dirs
+            .values()
+            .filter_map(|d| {
+                let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
+                let fd = rustix::fs::open(d, flags, Mode::empty()).ok()?;
+                Some((d.clone(), fd))
+            })
+            .collect();
         Ok(Parent {
+            dir_fds,
             dirs,
             home,
             home_tasks,
@@ -114,6 +130,67 @@ impl Parent {
     /// The directories jobs are made in.
     pub fn dirs(&self) -> &Dirs {
         &self.dirs
+    }
+
+    /// The open parent of the job directory `dir`, and `dir`'s name in it.
+    fn at<'a>(&self, dir: &'a Path) -> Option<(&OwnedFd, &'a OsStr)> {
+        Some((self.dir_fds.get(dir.parent()?)?, dir.file_name()?))
+    }
+
+    /// Write `value` to the file `name` of the job directory `dir`.
+    fn write(&self, dir: &Path, name: &str, value: &str) -> io::Result<()> {
+        let Some((parent, job)) = self.at(dir) else {
+            return fs::write(dir, name, value);
+        };
+        let path = Path::new(job).join(name);
+        // As `std::fs::write` opens (an interface file always exists; a
+        // fixture's may not yet).
+        let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::TRUNC | OFlags::CLOEXEC;
+        let written = rustix::fs::openat(parent, &path, flags, Mode::from_raw_mode(0o644))
+            .and_then(|fd| rustix::io::write(&fd, value.as_bytes()))
+            .map(drop)
+            .map_err(io::Error::from);
+        written.map_err(|e| io::Error::new(e.kind(), format!("{}/{name}: {e}", dir.display())))
+    }
+
+    /// The trimmed text of the file `name` of the job directory `dir`.
+    fn read(&self, dir: &Path, name: &str) -> io::Result<String> {
+        let Some((parent, job)) = self.at(dir) else {
+            return fs::read(dir, name);
+        };
+        let path = Path::new(job).join(name);
+        let mut text = String::new();
+        rustix::fs::openat(
+            parent,
+            &path,
+            OFlags::RDONLY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(io::Error::from)
+        .and_then(|fd| File::from(fd).read_to_string(&mut text))
+        .map_err(|e| io::Error::new(e.kind(), format!("{}/{name}: {e}", dir.display())))?;
+        Ok(text.trim().to_string())
+    }
+
+    /// The number in the file `name` of the job directory `dir`.
+    fn number(&self, dir: &Path, name: &str) -> Option<u64> {
+        self.read(dir, name).ok()?.parse().ok()
+    }
+
+    /// The value of `key` in the file `name` of `key value` lines.
+    fn keyed(&self, dir: &Path, name: &str, key: &str) -> Option<u64> {
+        fs::key_in(&self.read(dir, name).ok()?, key)
+    }
+
+    /// Rename the job directory `dir` to `name`, beside it.
+    fn rename(&self, dir: &Path, name: &str) -> io::Result<()> {
+        let renamed = match self.at(dir) {
+            Some((parent, from)) => {
+                rustix::fs::renameat(parent, from, parent, name).map_err(io::Error::from)
+            }
+            None => std::fs::rename(dir, dir.with_file_name(name)),
+        };
+        renamed.map_err(|e| io::Error::new(e.kind(), format!("{} -> {name}: {e}", dir.display())))
     }
 
     /// The controllers a job with `limits` has a directory in: no pids
@@ -164,13 +241,10 @@ impl Job {
     /// Make the job's cgroup `name` under `parent` with `limits`: an idle
     /// one of the same shape renamed, or new directories.
     pub fn create(parent: &Arc<Parent>, name: &str, limits: &Limits) -> io::Result<Job> {
-        let shape = parent.shape(limits);
-        if let Some(cgroup) = parent.idle.take(&shape, limits) {
-            match Job::reuse(parent, cgroup, name, limits) {
-                Ok(job) => return Ok(job),
-                Err(e) => tracing::debug!(error = %e, "an idle cgroup could not be reused"),
-            }
+        if let Some(job) = Job::from_idle(parent, name, limits) {
+            return Ok(job);
         }
+        let shape = parent.shape(limits);
         let mut job = Job {
             dirs: Dirs::new(),
             parent: Arc::clone(parent),
@@ -200,6 +274,16 @@ impl Job {
             self.dirs.insert(ctl.clone(), dir);
         }
         self.set_limits(limits)
+    }
+
+    /// An idle cgroup of the shape `limits` need, renamed `name` and given
+    /// `limits` (a few writes: no directory is made); `None` when there is
+    /// none, or it could not be reused (and was removed).
+    pub fn from_idle(parent: &Arc<Parent>, name: &str, limits: &Limits) -> Option<Job> {
+        let cgroup = parent.idle.take(&parent.shape(limits), limits)?;
+        Job::reuse(parent, cgroup, name, limits)
+            .inspect_err(|e| tracing::debug!(error = %e, "an idle cgroup could not be reused"))
+            .ok()
     }
 
     /// The idle `cgroup` renamed `name`, its limits made `limits`; removed
@@ -233,9 +317,7 @@ impl Job {
             // Controllers mounted together share one directory, renamed once.
             let shared = renamed.values().any(|d| *d == to);
             if !shared && result.is_ok() {
-                result = std::fs::rename(dir, &to).map_err(|e| {
-                    io::Error::new(e.kind(), format!("{} -> {name}: {e}", dir.display()))
-                });
+                result = self.parent.rename(dir, name);
             }
             let now = if shared || result.is_ok() {
                 to
@@ -260,16 +342,16 @@ impl Job {
             // recorded means it was just made.
             let fresh = self.limits.cpus.is_none();
             if fresh || self.limits.cpus.as_deref() != Some(cpus) {
-                fs::write(dir, "cpuset.cpus", cpus)?;
+                self.parent.write(dir, "cpuset.cpus", cpus)?;
             }
             if fresh {
-                fs::write(dir, "cpuset.mems", mems)?;
+                self.parent.write(dir, "cpuset.mems", mems)?;
             }
         }
         if let Some(dir) = self.dirs.get("memory")
             && self.limits.memory != limits.memory
         {
-            write_memory(dir, self.parent.memsw, self.limits.memory, limits.memory)?;
+            write_memory(&self.parent, dir, self.limits.memory, limits.memory)?;
         }
         if let Some(dir) = self.dirs.get("pids")
             && self.limits.pids != limits.pids
@@ -277,7 +359,7 @@ impl Job {
             let max = limits
                 .pids
                 .map_or_else(|| "max".to_string(), |n| n.to_string());
-            fs::write(dir, "pids.max", &max)?;
+            self.parent.write(dir, "pids.max", &max)?;
         }
         self.limits = limits.clone();
         Ok(())
@@ -305,7 +387,7 @@ impl Job {
     /// Put process `pid` (and its threads) in every hierarchy's cgroup.
     pub fn place(&self, pid: i32) -> io::Result<()> {
         for dir in self.distinct() {
-            fs::write(dir, "cgroup.procs", &pid.to_string())?;
+            self.parent.write(dir, "cgroup.procs", &pid.to_string())?;
         }
         Ok(())
     }
@@ -321,7 +403,7 @@ impl Job {
             if entered.iter().any(|c| self.dirs[*c] == *dir) {
                 continue;
             }
-            result = fs::write(dir, "tasks", &tid);
+            result = self.parent.write(dir, "tasks", &tid);
             if result.is_err() {
                 break;
             }
@@ -338,7 +420,10 @@ impl Job {
 
     /// The processes in the job's cgroup.
     pub fn procs(&self) -> Vec<i32> {
-        self.members_dir().map(fs::procs).unwrap_or_default()
+        self.members_dir()
+            .and_then(|d| self.parent.read(d, "cgroup.procs").ok())
+            .map(|t| fs::pids_in(&t))
+            .unwrap_or_default()
     }
 
     /// Send `signal` to every process of the job, frozen meanwhile so that
@@ -365,13 +450,13 @@ impl Job {
     /// CPU time and peak memory.
     pub fn usage(&self) -> Usage {
         let cpu = self.dirs.get("cpuacct");
-        let ns = |name| cpu.and_then(|d| fs::number(d, name));
+        let ns = |name| cpu.and_then(|d| self.parent.number(d, name));
         let (user_ns, system_ns) = match (ns("cpuacct.usage_user"), ns("cpuacct.usage_sys")) {
             (Some(u), Some(s)) => (u, s),
             // Older kernels: only cpuacct.stat, in clock ticks.
             _ => {
                 let ticks = |key| {
-                    cpu.and_then(|d| fs::keyed(d, "cpuacct.stat", key))
+                    cpu.and_then(|d| self.parent.keyed(d, "cpuacct.stat", key))
                         .unwrap_or(0)
                         .saturating_mul(super::NS_PER_TICK)
                 };
@@ -382,7 +467,7 @@ impl Job {
         Usage {
             user_ns,
             system_ns,
-            peak_memory: memory.and_then(|d| fs::number(d, "memory.max_usage_in_bytes")),
+            peak_memory: memory.and_then(|d| self.parent.number(d, "memory.max_usage_in_bytes")),
         }
     }
 
@@ -392,8 +477,14 @@ impl Job {
             return Oom::default();
         };
         // `oom_kill` (Linux 4.13); before, only that the limit was hit.
-        let kills = fs::keyed(dir, "memory.oom_control", "oom_kill")
-            .or_else(|| fs::number(dir, "memory.failcnt").map(|n| u64::from(n > 0)))
+        let kills = self
+            .parent
+            .keyed(dir, "memory.oom_control", "oom_kill")
+            .or_else(|| {
+                self.parent
+                    .number(dir, "memory.failcnt")
+                    .map(|n| u64::from(n > 0))
+            })
             .unwrap_or(0);
         if kills == 0 {
             // The usual answer, asked at every job's end: one file read.
@@ -401,8 +492,8 @@ impl Job {
         }
         Oom {
             kills,
-            limit: fs::number(dir, "memory.limit_in_bytes"),
-            peak: fs::number(dir, "memory.max_usage_in_bytes"),
+            limit: self.parent.number(dir, "memory.limit_in_bytes"),
+            peak: self.parent.number(dir, "memory.max_usage_in_bytes"),
         }
     }
 
@@ -456,27 +547,32 @@ impl Job {
             return false;
         }
         if let Some(dir) = self.dirs.get("pids")
-            && fs::number(dir, "pids.current") != Some(0)
+            && self.parent.number(dir, "pids.current") != Some(0)
         {
             return false;
         }
         if let Some(dir) = self.dirs.get("memory")
-            && fs::number(dir, "memory.usage_in_bytes").is_none_or(|n| n > idle::RESIDUE_MAX)
+            && self
+                .parent
+                .number(dir, "memory.usage_in_bytes")
+                .is_none_or(|n| n > idle::RESIDUE_MAX)
         {
             return false;
         }
-        self.dirs
-            .get("freezer")
-            .is_none_or(|dir| fs::read(dir, "freezer.state").is_ok_and(|s| s == "THAWED"))
+        self.dirs.get("freezer").is_none_or(|dir| {
+            self.parent
+                .read(dir, "freezer.state")
+                .is_ok_and(|s| s == "THAWED")
+        })
     }
 
     /// Zero the CPU time and the peak memory.
     fn reset_counters(&self) -> io::Result<()> {
         if let Some(dir) = self.dirs.get("cpuacct") {
-            fs::write(dir, "cpuacct.usage", "0")?;
+            self.parent.write(dir, "cpuacct.usage", "0")?;
         }
         if let Some(dir) = self.dirs.get("memory") {
-            fs::write(dir, "memory.max_usage_in_bytes", "0")?;
+            self.parent.write(dir, "memory.max_usage_in_bytes", "0")?;
         }
         Ok(())
     }
@@ -504,7 +600,8 @@ fn remove_dirs(dirs: &Dirs) -> io::Result<()> {
 /// Write a memory limit (`None`: none), swap included where swap is
 /// accounted: the kernel keeps memory's limit at most memory and swap's,
 /// so a limit raised is written to the pair's outer file first.
-fn write_memory(dir: &Path, memsw: bool, old: Option<u64>, new: Option<u64>) -> io::Result<()> {
+fn write_memory(parent: &Parent, dir: &Path, old: Option<u64>, new: Option<u64>) -> io::Result<()> {
+    let memsw = parent.memsw;
     let value = new.map_or_else(|| "-1".to_string(), |n| n.to_string());
     let raised = match (old, new) {
         (_, None) => true,
@@ -512,12 +609,12 @@ fn write_memory(dir: &Path, memsw: bool, old: Option<u64>, new: Option<u64>) -> 
         (Some(o), Some(n)) => n > o,
     };
     if memsw && raised {
-        fs::write(dir, "memory.memsw.limit_in_bytes", &value)?;
+        parent.write(dir, "memory.memsw.limit_in_bytes", &value)?;
     }
-    fs::write(dir, "memory.limit_in_bytes", &value)?;
+    parent.write(dir, "memory.limit_in_bytes", &value)?;
     // Memory and swap together no more than memory: no swap.
     if memsw && !raised {
-        fs::write(dir, "memory.memsw.limit_in_bytes", &value)?;
+        parent.write(dir, "memory.memsw.limit_in_bytes", &value)?;
     }
     Ok(())
 }
