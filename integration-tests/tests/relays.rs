@@ -26,6 +26,10 @@ async fn tree() -> (Instance, [usize; 2]) {
         let spec = inst.exec_spec(&host(i), 1).listen(addr).args(["--relay"]);
         relays[i] = inst.add_exec(spec);
     }
+    // A relay takes joins once it has joined itself: before that a node
+    // below it would join the job manager directly, and the tree would not
+    // be the one the tests take down.
+    inst.wait_up(2).await;
     for i in 2..NODES {
         // Through the relay first; the job manager itself when it is gone.
         let parent = &addrs[(i - 2) / 2];
