@@ -402,16 +402,25 @@ class Client:
         return values
 
     def usage(self, jobid: int, *, timeout: Optional[float] = 30) -> Optional[Usage]:
-        """What an ended job used, per node and in total, as its nodes read it
-        from its cgroups; None when it has no usage (it has not ended, or its
-        nodes do not contain jobs in cgroups)."""
+        """What a job used, per node and in total, as its nodes read it from
+        its cgroups: stored at its end, or while it runs what it has used so
+        far; None when it has none (not started, or its nodes do not contain
+        jobs in cgroups)."""
         try:
             r = self.jobs.Info(pb.InfoRequest(id=jobid, keys=["usage"]), timeout=timeout)
+        except grpc.RpcError as err:
+            if err.code() != grpc.StatusCode.FAILED_PRECONDITION:
+                raise _error(err) from None
+        else:
+            return Usage.parse(r.values["usage"])
+        # Not stored (yet): a running job's usage so far.
+        try:
+            live = self.jobs.Tasks(pb.TasksRequest(id=jobid), timeout=timeout)
         except grpc.RpcError as err:
             if err.code() == grpc.StatusCode.FAILED_PRECONDITION:
                 return None
             raise _error(err) from None
-        return Usage.parse(r.values["usage"])
+        return Usage.parse(live.usage) if live.usage else None
 
 
 __all__ = [

@@ -4,6 +4,7 @@ import os
 import pathlib
 import subprocess
 import sys
+import time
 
 import grpc
 import pytest
@@ -98,6 +99,21 @@ def test_an_ended_job_says_what_it_used(client):
     assert used.nodes[0].cpu_time > 0
     assert used.total.cpu_time == pytest.approx(used.nodes[0].cpu_time)
     assert used.total.max_rss > 0
+
+
+def test_a_running_job_says_what_it_has_used_so_far(client):
+    busy = "i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done; exec sleep 600"
+    jobid = client.submit(fluxgate.jobspec(["sh", "-c", busy]), waitable=True)
+    deadline = time.monotonic() + 60
+    used = None
+    while time.monotonic() < deadline:
+        used = client.usage(jobid)
+        if used is not None and used.total.cpu_time > 0.05:
+            break
+        time.sleep(0.2)
+    assert used is not None and used.total.cpu_time > 0.05, used
+    client.cancel(jobid)
+    assert not client.wait(jobid, timeout=60).success
 
 
 def test_an_unknown_job_is_not_found(client):
