@@ -5,7 +5,6 @@ use fluxgate_shared::idset::IdSetError;
 use fluxgate_shared::jobspec::JobspecError;
 use fluxgate_shared::rset::RsetError;
 
-use crate::job::peer::PeerError;
 use crate::layout::LayoutError;
 use crate::run_as::IdentityError;
 
@@ -121,4 +120,22 @@ pub enum PlanError {
     /// A peer exec service cannot be reached as configured.
     #[error(transparent)]
     Peer(#[from] PeerError),
+}
+
+/// Why a peer exec service cannot be reached as configured.
+#[derive(Debug, thiserror::Error)]
+pub enum PeerError {
+    /// The address is not a URI.
+    #[error("exec address {address:?} of ranks {ranks} is not a URI: {error}")]
+    NotUri {
+        address: String,
+        ranks: String,
+        error: String,
+    },
+    /// The peer uses TLS and this service has no CA to check it.
+    #[error("exec service {0} uses TLS: start this one with --tls-ca")]
+    NoCa(String),
+    /// The TLS settings toward the peer are refused.
+    #[error("TLS toward {address}: {error}")]
+    Tls { address: String, error: String },
 }

@@ -30,6 +30,7 @@ use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
 
 use super::tree::{Branch, Member};
 use crate::auth::NodeCredential;
+use crate::error::PeerError;
 use tracing::Instrument;
 
 /// How long to wait for a peer's connection.
@@ -62,24 +63,6 @@ pub struct Peer {
     below: Arc<HashMap<u32, String>>,
     client: ExecClient<Channel>,
     credential: NodeCredential,
-}
-
-/// Why a peer exec service cannot be reached as configured.
-#[derive(Debug, thiserror::Error)]
-pub enum PeerError {
-    /// The address is not a URI.
-    #[error("exec address {address:?} of ranks {ranks} is not a URI: {error}")]
-    NotUri {
-        address: String,
-        ranks: String,
-        error: String,
-    },
-    /// The peer uses TLS and this service has no CA to check it.
-    #[error("exec service {0} uses TLS: start this one with --tls-ca")]
-    NoCa(String),
-    /// The TLS settings toward the peer are refused.
-    #[error("TLS toward {address}: {error}")]
-    Tls { address: String, error: String },
 }
 
 /// The one connection to the exec service at `address`, shared by every

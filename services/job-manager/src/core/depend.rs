@@ -12,6 +12,7 @@ use fluxgate_shared::{JobId, Jobspec};
 use serde_json::Value;
 
 use super::inactive::Known;
+use super::scheme::Scheme;
 use super::timers::Timer;
 use super::{Core, Inactive};
 use crate::clock;
@@ -27,42 +28,6 @@ pub enum Wait {
     BeginTime(f64),
     /// No other active job of this user and name (`singleton`).
     Singleton(super::singleton::Key),
-}
-
-/// The job-related schemes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Scheme {
-    Start,
-    Any,
-    Ok,
-    NotOk,
-    Except,
-}
-
-impl Scheme {
-    fn description(self) -> &'static str {
-        match self {
-            Scheme::Start => "after-start",
-            Scheme::Any => "after-finish",
-            Scheme::Ok => "after-success",
-            Scheme::NotOk => "after-failure",
-            Scheme::Except => "after-except",
-        }
-    }
-
-    /// Given the antecedent ended with `result` (having started or not), is it satisfied?
-    fn satisfied_by_end(self, result: JobResult, started: bool) -> bool {
-        match self {
-            Scheme::Start => started,
-            Scheme::Any => true,
-            Scheme::Ok => result == JobResult::Completed,
-            Scheme::NotOk => result != JobResult::Completed,
-            Scheme::Except => matches!(
-                result,
-                JobResult::Canceled | JobResult::Timeout | JobResult::Failed
-            ),
-        }
-    }
 }
 
 /// One dependency to add at submit.

@@ -15,10 +15,10 @@ use fluxgate_shared::JobId;
 use tokio::sync::mpsc;
 
 use super::Core;
-use super::depend::Scheme;
 use super::effect::Effect;
 use super::inactive::Known;
 use super::purge::PurgeAsk;
+use super::scheme::Scheme;
 use super::store_read::{Found, NotActive, Query, ReadCarrier, ReadDone, StoreRead};
 use crate::error::Error;
 use crate::store::Store;

@@ -12,10 +12,10 @@ use fluxgate_shared::JobId;
 use fluxgate_shared::job::JobState;
 use fluxgate_shared::jobid::FluidGenerator;
 
-use super::depend::Scheme;
 use super::inactive::InactiveJobs;
 use super::output::OutputBudget;
 use super::replay::{ReplayFailure, Replayed, replay_stored};
+use super::scheme::Scheme;
 use super::timers::Timer;
 use super::{Active, Core, Inactive, Spec};
 use crate::clock;

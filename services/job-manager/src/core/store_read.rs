@@ -11,9 +11,9 @@ use fluxgate_shared::JobId;
 use tokio::sync::{mpsc, oneshot};
 
 use super::WaitResult;
-use super::depend::Scheme;
-use super::inactive::{self, Inactive};
+use super::inactive_job::{self, Inactive};
 use super::purge::{self, PurgeAsk, Stored};
+use super::scheme::Scheme;
 use crate::error::Error;
 use crate::store::{Store, StoreError};
 
@@ -88,7 +88,7 @@ impl Query {
                 antecedent,
                 scheme,
                 description,
-                done: inactive::read_inactive(store, antecedent),
+                done: inactive_job::read_inactive(store, antecedent),
             },
             Query::IsInactive { id, then } => Found::IsInactive {
                 id,
