@@ -29,7 +29,7 @@ async fn tree() -> (Instance, [usize; 2]) {
     // A relay takes joins once it has joined itself: before that a node
     // below it would join the job manager directly, and the tree would not
     // be the one the tests take down.
-    inst.wait_up(2).await;
+    inst.wait_online(2).await;
     for i in 2..NODES {
         // Through the relay first; the job manager itself when it is gone.
         let parent = &addrs[(i - 2) / 2];
