@@ -907,6 +907,14 @@ impl Driver {
                 }
                 Some(Response::Exception(e)) => {
                     let fatal = e.severity == 0;
+                    if fatal && self.torn_down {
+                        // The job already ends on a fatal exception: what a
+                        // part says as its tasks die (an MPI rank aborting
+                        // when its peers vanish) follows from it, and is not
+                        // a second cause.
+                        tracing::debug!(kind = %e.r#type, note = %e.note, "a later fatal exception of a part");
+                        return;
+                    }
                     let (kind, note) = (e.r#type.clone(), e.note.clone());
                     self.send(Response::Exception(e)).await;
                     if fatal {
