@@ -800,23 +800,7 @@ mod tests {
         let section = &docs[start..];
         let end = section[1..].find("\n## ").map_or(section.len(), |e| e + 1);
         let section = &section[..end];
-        let flag_named = |long: &str| {
-            ['`', ' ', '[']
-                .iter()
-                .any(|end| section.contains(&format!("`--{long}{end}")))
-        };
-        let missing: Vec<String> = Settings::KEYS
-            .iter()
-            .flat_map(|k| [format!("`{}`", k.name), format!("`{}`", k.env_name())])
-            .filter(|name| !section.contains(name.as_str()))
-            .chain(
-                Settings::KEYS
-                    .iter()
-                    .filter_map(|k| k.flag.map(|f| f.long_name(k.name)))
-                    .filter(|long| !flag_named(long))
-                    .map(|long| format!("--{long}")),
-            )
-            .collect();
+        let missing = layered::unnamed_in(section, Settings::KEYS);
         assert!(
             missing.is_empty(),
             "docs/CONFIG.md does not name {missing:?}"

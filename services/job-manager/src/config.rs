@@ -809,24 +809,11 @@ mod tests {
         let section = &docs[start..];
         let end = section.find("## Exec service").expect("an exec section");
         let section = &section[..end];
-        let flag_named = |long: &str| {
-            ['`', ' ', '[']
-                .iter()
-                .any(|end| section.contains(&format!("`--{long}{end}")))
-        };
-        let missing: Vec<String> = Config::KEYS
-            .iter()
-            .flat_map(|k| [format!("`{}`", k.name), format!("`{}`", k.env_name())])
-            .chain(["`auth.users.NAME`".to_string()])
-            .filter(|name| !section.contains(name.as_str()))
-            .chain(
-                Config::KEYS
-                    .iter()
-                    .filter_map(|k| k.flag.map(|f| f.long_name(k.name)))
-                    .filter(|long| !flag_named(long))
-                    .map(|long| format!("--{long}")),
-            )
-            .collect();
+        let mut missing = fluxgate_setup::layered::unnamed_in(section, Config::KEYS);
+        // Named tables have no key of their own in the table.
+        if !section.contains("`auth.users.NAME`") {
+            missing.push("`auth.users.NAME`".into());
+        }
         assert!(
             missing.is_empty(),
             "docs/CONFIG.md does not name {missing:?}"

@@ -20,7 +20,7 @@ use std::path::Path;
 use serde::de::DeserializeOwned;
 
 pub use flags::Flags;
-pub use key::{Flag, Key, Setter};
+pub use key::{Flag, Key, Setter, unnamed_in};
 
 /// A configuration read in layers.
 pub trait Layered: Default + DeserializeOwned + 'static {

@@ -66,6 +66,27 @@ impl<S> Key<S> {
     }
 }
 
+/// What of `keys` a documentation `section` does not name: each key and
+/// its variable in backquotes, and each flag as `` `--flag`` (followed by
+/// a backquote, a space or `[`). For the services' tests of docs/CONFIG.md.
+pub fn unnamed_in<S>(section: &str, keys: &[Key<S>]) -> Vec<String> {
+    let flag_named = |long: &str| {
+        ['`', ' ', '[']
+            .iter()
+            .any(|end| section.contains(&format!("`--{long}{end}")))
+    };
+    keys.iter()
+        .flat_map(|k| [format!("`{}`", k.name), format!("`{}`", k.env_name())])
+        .filter(|name| !section.contains(name.as_str()))
+        .chain(
+            keys.iter()
+                .filter_map(|k| k.flag.map(|f| f.long_name(k.name)))
+                .filter(|long| !flag_named(long))
+                .map(|long| format!("--{long}")),
+        )
+        .collect()
+}
+
 /// A dotted key as a variable's tail: `resource.size` is `RESOURCE_SIZE`.
 pub(super) fn upper_key(key: &str) -> String {
     key.replace('.', "_").to_ascii_uppercase()

@@ -367,13 +367,7 @@ impl Job {
 
     /// The distinct directories, in controller order.
     fn distinct(&self) -> Vec<&Path> {
-        let mut out: Vec<&Path> = Vec::new();
-        for d in self.dirs.values() {
-            if !out.contains(&d.as_path()) {
-                out.push(d);
-            }
-        }
-        out
+        distinct(&self.dirs)
     }
 
     /// The directory whose `cgroup.procs` lists the job's processes.
@@ -578,16 +572,23 @@ impl Job {
     }
 }
 
+/// The distinct directories of `dirs` (controllers mounted together share
+/// one), in controller order.
+fn distinct(dirs: &Dirs) -> Vec<&Path> {
+    let mut out: Vec<&Path> = Vec::new();
+    for d in dirs.values() {
+        if !out.contains(&d.as_path()) {
+            out.push(d);
+        }
+    }
+    out
+}
+
 /// Remove the distinct directories of `dirs`; the first error, after
 /// trying every one.
 fn remove_dirs(dirs: &Dirs) -> io::Result<()> {
     let mut first = Ok(());
-    let mut seen: Vec<&PathBuf> = Vec::new();
-    for dir in dirs.values() {
-        if seen.contains(&dir) {
-            continue;
-        }
-        seen.push(dir);
+    for dir in distinct(dirs) {
         if let Err(e) = fs::remove_dir(dir)
             && first.is_ok()
         {
