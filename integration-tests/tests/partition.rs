@@ -50,6 +50,18 @@ impl Cluster {
     /// `extra` hosts besides (clients), the test thread on the last one.
     /// Timeouts are small: heartbeats every second.
     async fn start(nodes: usize, cores: u32, extra: usize, sets: &[(&str, &str)]) -> Cluster {
+        Self::start_killing_after(nodes, cores, extra, sets, 1.0).await
+    }
+
+    /// As [`Cluster::start`], the exec services giving a job's tasks `kill`
+    /// seconds between SIGTERM and SIGKILL.
+    async fn start_killing_after(
+        nodes: usize,
+        cores: u32,
+        extra: usize,
+        sets: &[(&str, &str)],
+        kill: f64,
+    ) -> Cluster {
         let net = Net::new(nodes + 2 + extra);
         net.enter(nodes + 1 + extra);
         let statedir = tempfile::tempdir().expect("tempdir");
@@ -69,7 +81,7 @@ impl Cluster {
             .spawn()
             .expect("spawn the job manager");
         let execs = (0..nodes)
-            .map(|i| spawn_exec(&net, &uri, i, cores))
+            .map(|i| spawn_exec(&net, &uri, i, cores, kill))
             .collect();
         let inst = Instance::from_parts(uri, statedir, Some(jm), execs);
         wait_serving(&inst.uri).await;
@@ -88,13 +100,13 @@ impl Cluster {
 }
 
 /// Exec service `i` on its host, joining `uri`.
-fn spawn_exec(net: &Net, uri: &str, i: usize, cores: u32) -> Child {
+fn spawn_exec(net: &Net, uri: &str, i: usize, cores: u32, kill: f64) -> Child {
     let h = exec_host(i);
     let cmd = Exec::new(uri)
         .listen(&format!("{}:{EXEC_PORT}", Net::addr(h)))
         .hostname(&host(i))
         .cores(Cores::Count(cores))
-        .kill_timeout(1.0)
+        .kill_timeout(kill)
         .env("FLUXGATE_LOG", "warn")
         .command(&binary("fluxgate-exec"));
     net.command(h, &cmd)
@@ -270,12 +282,14 @@ async fn a_cut_off_node_runs_no_job_after_its_cores_are_given_away() {
     cluster.net.heal_all();
     let ev = inst.events_until(next, "eventlog", "alloc").await;
     let alloc = ev.last().expect("alloc").timestamp;
+    let ev = inst.wait_clean(next).await;
+    // A task still running would have ticked within this (ten ticks).
+    tokio::time::sleep(Duration::from_secs(1)).await;
     let (last, _) = last_tick(dir.path());
     assert!(
         last < alloc,
         "the first job still ran ({last}) after its core was given to the next ({alloc})"
     );
-    let ev = inst.wait_clean(next).await;
     let finish = ev.iter().find(|e| e.name == "finish").expect("finish");
     assert_eq!(finish.context.as_ref().unwrap()["status"], 0);
 }
@@ -322,6 +336,62 @@ async fn a_job_that_ends_during_a_partition_keeps_its_real_status() {
         "the job got an exception: {:?}",
         names(&ev)
     );
+    let finish = ev.iter().find(|e| e.name == "finish").expect("finish");
+    assert_eq!(finish.context.as_ref().unwrap()["status"], 0);
+}
+
+/// A job's first node is cut off from everything while the job runs on
+/// two nodes. The job manager fails the job once that node has fenced
+/// itself, tells the other node to end its part (whose task ignores
+/// SIGTERM, so it runs until the exec service's SIGKILL 5 s later),
+/// and gives that node's core to the next job only once the node says the
+/// part has ended: the old task has stopped before the next job's alloc.
+#[tokio::test(flavor = "current_thread")]
+async fn the_answering_nodes_of_a_job_led_from_a_lost_node_end_it_before_their_cores_go() {
+    let _serial = SERIAL.lock().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cluster = Cluster::start_killing_after(
+        2,
+        1,
+        0,
+        &[
+            ("resource.fence_timeout", "3"),
+            ("resource.lost_timeout", "6"),
+        ],
+        5.0,
+    )
+    .await;
+    let inst = &cluster.inst;
+    let script = format!(
+        "trap '' TERM; while :; do date +%s.%N >> {}/ticks; sleep 0.1; done",
+        dir.path().display()
+    );
+    let job = JobspecBuilder::new(["sh", "-c", &script])
+        .nodes(2)
+        .ntasks(2);
+    let first = inst.submit(&job, None).await;
+    inst.events_until(first, "eventlog", "start").await;
+    eventually(PATIENCE, async || match last_tick(dir.path()) {
+        (_, n) if n >= 4 => Ok(()),
+        _ => Err("not both tasks ticking yet".to_string()),
+    })
+    .await;
+    cluster.net.cut(JM, exec_host(0));
+    cluster.net.cut(exec_host(0), exec_host(1));
+    let next = inst.submit(&JobspecBuilder::new(["true"]), None).await;
+    let ev = inst.wait_clean(first).await;
+    assert!(names(&ev).contains(&"release"), "{:?}", names(&ev));
+    let ev = inst.events_until(next, "eventlog", "alloc").await;
+    let alloc = ev.last().expect("alloc").timestamp;
+    let ev = inst.wait_clean(next).await;
+    // A task still running would have ticked within this (ten ticks).
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let (last, _) = last_tick(dir.path());
+    assert!(
+        last < alloc,
+        "the first job still ran ({last}) after a core of it was given to the next ({alloc})"
+    );
+    cluster.net.heal_all();
     let finish = ev.iter().find(|e| e.name == "finish").expect("finish");
     assert_eq!(finish.context.as_ref().unwrap()["status"], 0);
 }

@@ -76,6 +76,9 @@ pub struct TaskSpec {
     pub pty: Option<TaskPty>,
     /// The job's cgroup on this node, joined before the task execs.
     pub cgroup: Option<Arc<JobCgroup>>,
+    /// Output passed on as it is read rather than a line at a time
+    /// (`--unbuffered`: `output.*.buffer.type` `none`).
+    pub unbuffered: bool,
 }
 
 /// The two ends of a task's terminal.
@@ -186,8 +189,9 @@ pub async fn spawn_as(
         None => out.map(|o| Box::new(o) as Box<dyn AsyncRead + Unpin + Send>),
     };
     // A terminal's output goes on as it is read: what it shows without a
-    // newline (a prompt, an echoed key) must not wait for one.
-    let by_line = spec.pty.is_none();
+    // newline (a prompt, an echoed key) must not wait for one. So does an
+    // unbuffered job's: a progress line without its end shows at once.
+    let by_line = spec.pty.is_none() && !spec.unbuffered;
     // One tokio task per task, not one per stream and one for the wait:
     // the three go on side by side within it, and `Exited` follows both
     // streams' ends.

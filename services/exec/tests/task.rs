@@ -179,6 +179,46 @@ async fn tasks_are_bound_to_their_cpus() {
 }
 
 #[tokio::test]
+async fn unbuffered_output_comes_before_its_newline() {
+    let dir = tempfile::tempdir().unwrap();
+    let go = dir.path().join("go");
+    let script = format!(
+        "printf part; while [ ! -e {0} ]; do sleep 0.05; done; echo end",
+        go.display()
+    );
+    let mut s = spec(&["sh", "-c", &script]);
+    s.unbuffered = true;
+    let (tx, mut rx) = mpsc::channel(16);
+    task::spawn(&s, tx).await.unwrap();
+    // The task waits for `go` until its half line has come out.
+    let first = tokio::time::timeout(Duration::from_secs(30), rx.recv())
+        .await
+        .expect("the half line was held back")
+        .unwrap();
+    assert_eq!(
+        first,
+        TaskEvent::Output {
+            rank: 3,
+            stream: Stream::Stdout,
+            data: b"part".to_vec()
+        }
+    );
+    std::fs::write(&go, "").unwrap();
+    let mut rest = Vec::new();
+    while let Some(ev) = tokio::time::timeout(Duration::from_secs(30), rx.recv())
+        .await
+        .unwrap()
+    {
+        let done = matches!(ev, TaskEvent::Exited { .. });
+        rest.push(ev);
+        if done {
+            break;
+        }
+    }
+    assert_eq!(output(&rest, Stream::Stdout), "end\n");
+}
+
+#[tokio::test]
 async fn a_long_line_arrives_in_bounded_chunks() {
     let events = run(spec(&["sh", "-c", "head -c 200000 /dev/zero | tr '\\0' x"])).await;
     let chunks: Vec<usize> = events

@@ -68,6 +68,9 @@ pub enum ExecMsg {
     LiveOutputLine { id: JobId, line: String },
     /// The stream ended before the final release.
     Lost { id: JobId, error: String },
+    /// The job no longer runs on `rank`'s node (asked by
+    /// [`ExecLink::confirm_gone`]).
+    PartGone { id: JobId, rank: u32 },
 }
 
 impl ExecMsg {
@@ -82,7 +85,8 @@ impl ExecMsg {
             | ExecMsg::ExecLine { id, .. }
             | ExecMsg::OutputLine { id, .. }
             | ExecMsg::LiveOutputLine { id, .. }
-            | ExecMsg::Lost { id, .. } => *id,
+            | ExecMsg::Lost { id, .. }
+            | ExecMsg::PartGone { id, .. } => *id,
         }
     }
 }
@@ -112,4 +116,7 @@ pub trait ExecLink: Send + Sync + 'static {
     fn signal(&self, addr: String, id: JobId, signum: i32);
     /// Tell the job's leader at `addr` its new R expiration.
     fn expiration(&self, addr: String, id: JobId, expiration: f64);
+    /// Find out when job `id` no longer runs on `rank`'s exec service at
+    /// `addr`: [`ExecMsg::PartGone`] then.
+    fn confirm_gone(&self, addr: String, id: JobId, rank: u32);
 }

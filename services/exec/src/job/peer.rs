@@ -5,8 +5,9 @@
 //!
 //! A child runs only the ranks in its request's `ranks`, and starts in turn
 //! the ranks below it that its request's `peers` names (none for a leaf). It
-//! answers for its whole subtree: `start` once every part of it has
-//! launched, RFC 24 `output_event` lines (data, eof, log; never a header),
+//! answers for its whole subtree: `start` once its own tasks have
+//! launched (it knows the job from then on: Kill, Exception, Expiration,
+//! input, the barrier's union and Tasks wait for it), RFC 24 `output_event` lines (data, eof, log; never a header),
 //! `exception`s, a `pmi` message with its subtree's keys once all their
 //! tasks entered a barrier, `finish{status}` (the largest shell status of
 //! the subtree's ranks, the usage of each of its nodes) and
@@ -25,7 +26,7 @@ use fluxgate_proto::v1::{
     ExpirationRequest, PmiFenceRequest, PmiKeys, StartRequest, StartResponse,
 };
 use fluxgate_shared::IdSet;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
 
 use super::tree::{Branch, Member};
@@ -63,6 +64,10 @@ pub struct Peer {
     below: Arc<HashMap<u32, String>>,
     client: ExecClient<Channel>,
     credential: NodeCredential,
+    /// Opened once the child has answered its Start (or can no longer):
+    /// a child knows the job only from then on, so everything else sent to
+    /// it waits for this.
+    gate: Arc<watch::Sender<bool>>,
 }
 
 /// The one connection to the exec service at `address`, shared by every
@@ -120,7 +125,23 @@ impl Peer {
             below: Arc::new(branch.below_addresses()),
             client: ExecClient::new(channel),
             credential,
+            gate: Arc::new(watch::channel(false).0),
         })
+    }
+
+    /// Let what waits for the child's Start go: it has answered, its
+    /// stream is gone, or the job's part here has ended.
+    pub fn open_gate(&self) {
+        self.gate.send_replace(true);
+    }
+
+    /// Resolves once the gate is open.
+    fn opened(&self) -> impl Future<Output = ()> + Send + 'static {
+        let mut gate = self.gate.subscribe();
+        async move {
+            // The sender lives as long as any clone of this peer.
+            let _ = gate.wait_for(|open| *open).await;
+        }
     }
 
     /// Start the peer's part of the job, `request` being the job's own with
@@ -131,6 +152,7 @@ impl Peer {
         request.peers = (*self.below).clone();
         let mut client = self.client.clone();
         let request = self.credential.request(request);
+        let gate = self.gate.clone();
         tokio::spawn(
             async move {
                 let lost = match client.start(request).await {
@@ -140,11 +162,15 @@ impl Peer {
                         loop {
                             match stream.message().await {
                                 Ok(Some(r)) => {
+                                    if matches!(&r.response, Some(Response::Start(_))) {
+                                        gate.send_replace(true);
+                                    }
                                     let last = matches!(
                                         &r.response,
                                         Some(Response::Release(rel)) if rel.r#final
                                     );
                                     if events.send(PeerEvent::Response(index, r)).await.is_err() {
+                                        gate.send_replace(true);
                                         return;
                                     }
                                     if last {
@@ -158,6 +184,7 @@ impl Peer {
                                             },
                                         )
                                         .await;
+                                        gate.send_replace(true);
                                         return;
                                     }
                                 }
@@ -169,6 +196,7 @@ impl Peer {
                         }
                     }
                 };
+                gate.send_replace(true);
                 let _ = events.send(PeerEvent::Lost(index, lost)).await;
             }
             .in_current_span(),
@@ -180,8 +208,10 @@ impl Peer {
         let mut client = self.client.clone();
         let address = self.address.clone();
         let credential = self.credential.clone();
+        let opened = self.opened();
         tokio::spawn(
             async move {
+                opened.await;
                 let call = client.kill(credential.request(ExecKillRequest { id, signum }));
                 if let Ok(Err(e)) = tokio::time::timeout(CONTROL_TIMEOUT, call).await {
                     tracing::warn!(%address, error = %e.message(), "cannot forward kill");
@@ -198,8 +228,10 @@ impl Peer {
         let request = self
             .credential
             .request(ExpirationRequest { id, expiration });
+        let opened = self.opened();
         tokio::spawn(
             async move {
+                opened.await;
                 let call = client.expiration(request);
                 if let Ok(Err(e)) = tokio::time::timeout(CONTROL_TIMEOUT, call).await {
                     tracing::warn!(%address, error = %e.message(), "cannot forward expiration");
@@ -220,8 +252,10 @@ impl Peer {
             note: note.to_string(),
         };
         let request = self.credential.request(request);
+        let opened = self.opened();
         tokio::spawn(
             async move {
+                opened.await;
                 let call = client.exception(request);
                 if let Ok(Err(e)) = tokio::time::timeout(CONTROL_TIMEOUT, call).await {
                     tracing::warn!(%address, error = %e.message(), "cannot forward exception");
@@ -240,8 +274,10 @@ impl Peer {
         let request = self
             .credential
             .request(tokio_stream::wrappers::ReceiverStream::new(rx));
+        let opened = self.opened();
         tokio::spawn(
             async move {
+                opened.await;
                 if let Err(e) = client.input(request).await {
                     tracing::warn!(%address, error = %e.message(), "cannot pass input on to a peer");
                 }
@@ -265,8 +301,10 @@ impl Peer {
             }),
         };
         let request = self.credential.request(request);
+        let opened = self.opened();
         tokio::spawn(
             async move {
+                opened.await;
                 let call = client.pmi_fence(request);
                 if let Ok(Err(e)) = tokio::time::timeout(CONTROL_TIMEOUT, call).await {
                     tracing::warn!(%address, error = %e.message(), "cannot hand a peer its PMI keys");
@@ -280,7 +318,12 @@ impl Peer {
     /// there; the reason when it cannot say.
     pub async fn tasks(&self, id: u64) -> Result<ExecTasksResponse, String> {
         let mut client = self.client.clone();
-        let call = client.tasks(self.credential.request(ExecTasksRequest { id }));
+        let request = self.credential.request(ExecTasksRequest { id });
+        let opened = self.opened();
+        let call = async move {
+            opened.await;
+            client.tasks(request).await
+        };
         match tokio::time::timeout(CONTROL_TIMEOUT, call).await {
             Ok(Ok(answer)) => Ok(answer.into_inner()),
             Ok(Err(status)) => Err(status.message().to_string()),

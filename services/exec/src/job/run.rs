@@ -6,7 +6,7 @@
 //!
 //! ```text
 //! exec_event init, exec_event starting, output header [, redirect...]
-//! start                      once local tasks and every peer have launched
+//! start                      once the local tasks have launched
 //! output data/eof/log ...    as tasks write
 //! exception{exec,0,note}     a task could not start (after its `log` line)
 //! exec_event shell-exit      when the first rank's tasks have all exited
@@ -24,8 +24,8 @@
 //! stream is [`super::peer`]'s), each answering for its subtree. What
 //! comes down from the job manager (kill, exception, expiration, input, the
 //! PMI barrier's union) goes down from each to its children; what its
-//! children say comes up merged with its own: one `start` once the whole
-//! subtree launched, one `finish` (the largest status, every node's
+//! children say comes up merged with its own (a child's `start` only lets
+//! what waits for it go, [`super::peer`]): one `finish` (the largest status, every node's
 //! usage), one final `release` of every rank of the subtree, one `pmi`
 //! message per barrier with the subtree's keys; output, exec events and
 //! exceptions pass through. A child whose stream breaks is lost, as a
@@ -128,7 +128,6 @@ pub struct Launch {
 
 #[derive(Debug, Default)]
 struct PeerState {
-    started: bool,
     done: bool,
 }
 
@@ -137,7 +136,6 @@ struct Driver {
     leader: bool,
     out: mpsc::Sender<StartResponse>,
     status: i32,
-    start_sent: bool,
     tasks: HashMap<u32, Task>,
     /// Local rank index of each local task.
     task_rank: HashMap<u32, usize>,
@@ -195,6 +193,18 @@ struct Doom {
     note: String,
 }
 
+/// Opens every child's gate when the job's part here ends, however it
+/// ends: nothing sent toward a child that never started waits forever.
+struct OpenGatesAtEnd(Vec<Peer>);
+
+impl Drop for OpenGatesAtEnd {
+    fn drop(&mut self) {
+        for p in &self.0 {
+            p.open_gate();
+        }
+    }
+}
+
 /// Run a job's part to the end, writing its responses.
 pub async fn run(l: Launch, ch: JobChannels) {
     let JobChannels {
@@ -204,6 +214,7 @@ pub async fn run(l: Launch, ch: JobChannels) {
     } = ch;
     // The peers are known now, the tasks as they are launched.
     procs.set_peers(l.peers.clone());
+    let _gates = OpenGatesAtEnd(l.peers.clone());
     let mut d = Driver::new(&l, responses, procs);
     if d.leader {
         d.exec_event("init", None).await;
@@ -234,7 +245,11 @@ pub async fn run(l: Launch, ch: JobChannels) {
     let failures = d.launch_local(&l, &task_tx).await;
     drop(task_tx);
     let peer_rx = d.start_peers(&l);
-    d.maybe_start().await;
+    // `start` as soon as the local tasks run: a child slow to answer (a
+    // lossy link, a deep subtree) would otherwise leave the job without a
+    // start until its tasks may have ended. What goes to a child waits for
+    // its own start (`Peer::open_gate`).
+    d.say_start().await;
     d.launched(failures).await;
     d.drive(task_rx, peer_rx, control, pmi_rx).await;
     d.finish().await;
@@ -248,7 +263,6 @@ impl Driver {
             leader: l.leader,
             out,
             status: 0,
-            start_sent: false,
             tasks: HashMap::new(),
             task_rank: HashMap::new(),
             rank_left: l.local.iter().map(|r| r.ntasks).collect(),
@@ -425,13 +439,6 @@ impl Driver {
             note: note.to_string(),
         }))
         .await;
-    }
-
-    async fn maybe_start(&mut self) {
-        if !self.start_sent && self.peer_state.iter().all(|p| p.started) {
-            self.start_sent = true;
-            self.say_start().await;
-        }
     }
 
     /// Send `start`; from then on the job's list of processes is complete.
@@ -662,6 +669,7 @@ impl Driver {
                     inherit,
                     pty: inputs.ptys.remove(&task_rank),
                     cgroup: self.contain.cgroup(),
+                    unbuffered: self.shell.unbuffered,
                 };
                 match task::spawn_as(&spec, l.run_as.as_ref(), events.clone()).await {
                     Ok(t) => {
@@ -888,10 +896,9 @@ impl Driver {
     async fn on_peer(&mut self, ev: PeerEvent) {
         match ev {
             PeerEvent::Response(i, r) => match r.response {
-                Some(Response::Start(_)) => {
-                    self.peer_state[i].started = true;
-                    self.maybe_start().await;
-                }
+                // The child's gate is open (`Peer::start`); the job's start
+                // was said when the local tasks launched.
+                Some(Response::Start(_)) => {}
                 Some(Response::Release(rel)) => {
                     if rel.r#final {
                         self.peer_state[i].done = true;
@@ -937,7 +944,6 @@ impl Driver {
                     return;
                 }
                 self.peer_state[i].done = true;
-                self.peer_state[i].started = true;
                 let p = &self.peers[i];
                 let note = format!(
                     "lost the exec service of rank(s) {} at {}: {why}",
@@ -945,7 +951,6 @@ impl Driver {
                 );
                 self.exception("exec", &note).await;
                 self.tear_down(Signal::SIGTERM, "exec", &note);
-                self.maybe_start().await;
             }
         }
     }

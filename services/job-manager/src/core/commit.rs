@@ -56,6 +56,7 @@ impl<E: ExecLink, S: Store> Carrier<E, S> {
                 note,
             } => self.exec.exception(addr, id, kind, note),
             Effect::ExecSignal { addr, id, signum } => self.exec.signal(addr, id, signum),
+            Effect::ExecConfirmGone { addr, id, rank } => self.exec.confirm_gone(addr, id, rank),
             Effect::ExecExpiration {
                 addr,
                 id,

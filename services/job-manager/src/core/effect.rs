@@ -52,6 +52,8 @@ pub enum Effect {
         kind: String,
         note: String,
     },
+    /// Find out when a job's part no longer runs on `rank`'s node.
+    ExecConfirmGone { addr: String, id: JobId, rank: u32 },
     /// Signal a running job's tasks.
     ExecSignal {
         addr: String,

@@ -15,9 +15,10 @@
 //! reattached (the node replays how it went, its real `finish` included);
 //! once every silent node of the job has fenced itself (its exec service
 //! kills its jobs when cut off, see `fluxgate_shared::resource::liveness`)
-//! the job fails with `node-failure` and is released on its behalf. Never
-//! before: a lost node's cores are not given to another job while the old
-//! tasks may run there.
+//! the job fails with `node-failure`, its nodes that still answer are told
+//! to end their part, and it is released on its behalf once they say they
+//! have (`ExecMsg::PartGone`). Never before: no node's cores are given to
+//! another job while the old tasks may run there.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Instant;
@@ -51,6 +52,9 @@ pub struct ExecLinks {
     addr: HashMap<u32, String>,
     deferred: BTreeSet<JobId>,
     detached: BTreeSet<JobId>,
+    /// Jobs ended on fenced nodes whose other nodes were told to end their
+    /// part: released once each of these ranks no longer runs it.
+    ending: BTreeMap<JobId, BTreeSet<u32>>,
 }
 
 impl ExecLinks {
@@ -84,9 +88,10 @@ impl ExecLinks {
         self.deferred.iter().copied()
     }
 
-    /// `id`'s exec session broke before its end: false if it already had.
+    /// `id`'s exec session broke before its end: false if it already had,
+    /// or if the job already waits for its other nodes to end it.
     pub fn detach(&mut self, id: JobId) -> bool {
-        self.detached.insert(id)
+        !self.ending.contains_key(&id) && self.detached.insert(id)
     }
 
     /// `id` is reattached, or ended; false if it was not detached.
@@ -97,6 +102,32 @@ impl ExecLinks {
     /// Jobs whose exec session broke before their end.
     pub fn detached(&self) -> Vec<JobId> {
         self.detached.iter().copied().collect()
+    }
+
+    /// `id` is released once none of `ranks` runs it any more.
+    pub fn await_gone(&mut self, id: JobId, ranks: BTreeSet<u32>) {
+        self.ending.insert(id, ranks);
+    }
+
+    /// `rank` no longer runs `id`: true when that was the last one awaited.
+    pub fn part_gone(&mut self, id: JobId, rank: u32) -> bool {
+        let Some(ranks) = self.ending.get_mut(&id) else {
+            return false;
+        };
+        ranks.remove(&rank);
+        if ranks.is_empty() {
+            self.ending.remove(&id);
+            return true;
+        }
+        false
+    }
+
+    /// The jobs awaited and the ranks each still waits for.
+    pub fn ending(&self) -> Vec<(JobId, Vec<u32>)> {
+        self.ending
+            .iter()
+            .map(|(id, r)| (*id, r.iter().copied().collect()))
+            .collect()
     }
 }
 
@@ -304,6 +335,16 @@ impl<S: Store> Core<S> {
                 self.fenced(id, &r, &silent);
             }
         }
+        // A node told to end its part that fell silent meanwhile has fenced
+        // itself once its silence is long enough: its part is gone too.
+        for (id, ranks) in self.exec.ending() {
+            for rank in ranks {
+                if liveness.may_reuse(self.res.silence(rank, now)) && self.exec.part_gone(id, rank)
+                {
+                    self.release_gone(id);
+                }
+            }
+        }
     }
 
     /// The jobs led from lost ranks are detached at once, as if their
@@ -353,7 +394,9 @@ impl<S: Store> Core<S> {
 
     /// Every silent node of detached job `id` has fenced itself: its tasks
     /// there are gone. The job fails (node-failure), the nodes that still
-    /// answer are told to end their part, and its resources are released.
+    /// answer are told to end their part, and its resources are released
+    /// once they say it has ended there (`ExecMsg::PartGone`): until then
+    /// their tasks may run, and their cores are not given to another job.
     fn fenced(&mut self, id: JobId, r: &fluxgate_shared::ResourceSet, silent: &[u32]) {
         let hosts: Vec<String> = r
             .nodes()
@@ -379,17 +422,31 @@ impl<S: Store> Core<S> {
         {
             let _ = self.post_exception(id, "node-failure", 0, &note, None);
         }
+        let mut answering = BTreeSet::new();
         for node in r.nodes().iter().filter(|n| !silent.contains(&n.rank())) {
             if let Some(addr) = self.exec.get(node.rank()) {
+                let addr = addr.to_string();
                 self.effect(Effect::ExecKill {
-                    addr: addr.to_string(),
+                    addr: addr.clone(),
                     id,
                     kind: "node-failure".to_string(),
                     note: note.clone(),
                 });
+                self.effect(Effect::ExecConfirmGone {
+                    addr,
+                    id,
+                    rank: node.rank(),
+                });
+                answering.insert(node.rank());
             }
         }
-        self.release_gone(id);
+        if answering.is_empty() {
+            self.release_gone(id);
+            return;
+        }
+        // Still owed by exec until the answers come: the job frees nothing.
+        self.exec.await_gone(id, answering);
+        self.out.touched.push(id);
     }
 
     /// The job's processes are gone (its exec service is lost, or fenced):
@@ -492,6 +549,12 @@ impl<S: Store> Core<S> {
             ExecMsg::ExecLine { id, line } => self.foreign_line(id, Log::Exec, line),
             ExecMsg::OutputLine { id, line } => self.foreign_line(id, Log::Output, line),
             ExecMsg::LiveOutputLine { id, line } => self.live_output(id, line),
+            ExecMsg::PartGone { id, rank } => {
+                if self.exec.part_gone(id, rank) {
+                    tracing::info!(job = %id, "the job's other nodes have ended their part");
+                    self.release_gone(id);
+                }
+            }
             ExecMsg::Lost { id, error } => {
                 // Its tasks may run on: the resources stay held until the
                 // node answers or has fenced itself (`check_detached`).

@@ -25,6 +25,7 @@ enum Call {
     Exception { id: JobId, kind: String },
     Signal { id: JobId, signum: i32 },
     Expiration { id: JobId, expiration: f64 },
+    ConfirmGone { id: JobId, rank: u32 },
 }
 
 /// An exec link that records what it is asked.
@@ -52,6 +53,9 @@ impl ExecLink for Recording {
     }
     fn expiration(&self, _addr: String, id: JobId, expiration: f64) {
         self.push(Call::Expiration { id, expiration });
+    }
+    fn confirm_gone(&self, _addr: String, id: JobId, rank: u32) {
+        self.push(Call::ConfirmGone { id, rank });
     }
 }
 
@@ -1728,6 +1732,78 @@ async fn a_broken_session_keeps_the_cores_until_the_node_has_fenced_itself() {
     b.core.run_actions();
     b.flush().await;
     assert_eq!(b.state(waiting), Some(JobState::Run));
+}
+
+#[tokio::test]
+async fn a_job_led_from_a_fenced_node_keeps_its_other_nodes_until_they_have_ended_it() {
+    let mut b = Bench::over(Arc::new(MemoryStore::new()), 2, liveness_config(), true).await;
+    let id = b.submit(&spec(2, 0.0, "")).await;
+    b.exec(ExecMsg::Started { id }).await;
+    b.calls.0.lock().unwrap().clear();
+    b.exec(ExecMsg::Lost {
+        id,
+        error: "keepalive timed out".into(),
+    })
+    .await;
+    // The leader's node has fenced itself; rank 1 answers.
+    silent_for(&mut b, 0, 100);
+    silent_for(&mut b, 1, 0);
+    b.core.check_detached();
+    b.core.run_actions();
+    b.flush().await;
+    let events = b.events(id);
+    assert_eq!(count(&events, "exception"), 1, "{events:?}");
+    assert_eq!(
+        count(&events, "release"),
+        0,
+        "released before rank 1 ended its part"
+    );
+    assert!(
+        b.calls().contains(&Call::ConfirmGone { id, rank: 1 }),
+        "{:?}",
+        b.calls()
+    );
+    let waiting = b.submit(&spec(1, 0.0, "")).await;
+    b.core.run_actions();
+    b.flush().await;
+    assert_eq!(
+        b.state(waiting),
+        Some(JobState::Sched),
+        "cores reused too soon"
+    );
+    // The broken session, noticed late, and more ticks change nothing.
+    b.exec(ExecMsg::Lost {
+        id,
+        error: "keepalive timed out".into(),
+    })
+    .await;
+    b.core.check_detached();
+    b.core.run_actions();
+    b.flush().await;
+    let asked = b
+        .calls()
+        .iter()
+        .filter(|c| matches!(c, Call::ConfirmGone { .. }))
+        .count();
+    assert_eq!(asked, 1, "{:?}", b.calls());
+    assert_eq!(
+        b.state(waiting),
+        Some(JobState::Sched),
+        "cores reused too soon"
+    );
+    // Rank 1 says the job no longer runs there: released, the cores go on.
+    b.exec(ExecMsg::PartGone { id, rank: 1 }).await;
+    b.core.run_actions();
+    b.flush().await;
+    let events = b.events(id);
+    assert_eq!(count(&events, "release"), 1, "{events:?}");
+    assert_eq!(b.state(id), None, "inactive");
+    b.core.run_actions();
+    b.flush().await;
+    assert_eq!(b.state(waiting), Some(JobState::Run));
+    // Said again (a second answer in flight): nothing more.
+    b.exec(ExecMsg::PartGone { id, rank: 1 }).await;
+    assert_eq!(count(&b.events(id), "release"), 1);
 }
 
 #[tokio::test]

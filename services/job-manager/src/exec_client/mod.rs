@@ -5,6 +5,7 @@
 //! The gRPC edge asks a job's leader for its tasks' processes ([`tasks`]).
 
 mod access;
+mod gone;
 pub mod input;
 mod response;
 mod session;
@@ -85,6 +86,11 @@ impl<S: Store, K: ExecSink> ExecLink for GrpcExec<S, K> {
             expiration,
         });
         self.sessions.send(&addr, Outgoing::Now(request));
+    }
+
+    fn confirm_gone(&self, addr: String, id: JobId, rank: u32) {
+        let (sink, access) = self.sessions.link();
+        tokio::spawn(gone::confirm(sink, access, addr, id, rank));
     }
 }
 

@@ -117,6 +117,14 @@ impl Session {
 }
 
 impl<K: ExecSink> Sessions<K> {
+    /// Where answers go and what every call carries, for a call of its own.
+    pub(super) fn link(&self) -> (K, ExecAccess)
+    where
+        K: Clone,
+    {
+        (self.sink.clone(), self.access.clone())
+    }
+
     /// No sessions yet; answers go to `sink`, every call carries `access`.
     pub(super) fn new(sink: K, access: ExecAccess) -> Arc<Self> {
         Arc::new(Sessions {
