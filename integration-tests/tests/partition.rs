@@ -27,6 +27,11 @@ static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 const JM_PORT: u16 = 7000;
 /// Each exec service's port.
 const EXEC_PORT: u16 = 7001;
+/// A node fences itself 3 s after it was cut off, and is lost after 6 s.
+const FENCE_3_LOST_6: &[(&str, &str)] = &[
+    ("resource.fence_timeout", "3"),
+    ("resource.lost_timeout", "6"),
+];
 /// How long anything the tests wait for may take.
 const PATIENCE: Duration = Duration::from_secs(60);
 
@@ -217,6 +222,15 @@ fn ticker(dir: &Path) -> JobspecBuilder {
     JobspecBuilder::new(["sh", "-c", &script])
 }
 
+/// A [`ticker`] that ignores SIGTERM: only SIGKILL ends it.
+fn ticker_ignoring_sigterm(dir: &Path) -> JobspecBuilder {
+    let script = format!(
+        "trap '' TERM; while :; do date +%s.%N >> {}/ticks; sleep 0.1; done",
+        dir.display()
+    );
+    JobspecBuilder::new(["sh", "-c", &script])
+}
+
 /// The last time a [`ticker`] wrote, and how many lines it wrote.
 fn last_tick(dir: &Path) -> (f64, usize) {
     let text = std::fs::read_to_string(dir.join("ticks")).unwrap_or_default();
@@ -227,6 +241,23 @@ fn last_tick(dir: &Path) -> (f64, usize) {
         .find_map(|l| l.trim().parse::<f64>().ok())
         .unwrap_or(0.0);
     (last, lines.len())
+}
+
+/// Job `next`, given cores of a [`ticker`] job that was to end first, runs
+/// to a normal end, and the ticker did not tick once `next` had its cores.
+async fn no_tick_after_alloc(inst: &Instance, dir: &Path, next: JobId) {
+    let ev = inst.events_until(next, "eventlog", "alloc").await;
+    let alloc = ev.last().expect("alloc").timestamp;
+    let ev = inst.wait_clean(next).await;
+    // A task still running would have ticked within this (ten ticks).
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let (last, _) = last_tick(dir);
+    assert!(
+        last < alloc,
+        "the first job still ran ({last}) after its cores were given to the next ({alloc})"
+    );
+    let finish = ev.iter().find(|e| e.name == "finish").expect("finish");
+    assert_eq!(finish.context.as_ref().unwrap()["status"], 0);
 }
 
 async fn cancel(inst: &Instance, id: JobId) {
@@ -249,16 +280,7 @@ async fn cancel(inst: &Instance, id: JobId) {
 async fn a_cut_off_node_runs_no_job_after_its_cores_are_given_away() {
     let _serial = SERIAL.lock().await;
     let dir = tempfile::tempdir().expect("tempdir");
-    let cluster = Cluster::start(
-        1,
-        1,
-        0,
-        &[
-            ("resource.fence_timeout", "3"),
-            ("resource.lost_timeout", "6"),
-        ],
-    )
-    .await;
+    let cluster = Cluster::start(1, 1, 0, FENCE_3_LOST_6).await;
     let inst = &cluster.inst;
     let first = inst.submit(&ticker(dir.path()), None).await;
     inst.events_until(first, "eventlog", "start").await;
@@ -280,18 +302,7 @@ async fn a_cut_off_node_runs_no_job_after_its_cores_are_given_away() {
         cut.elapsed()
     );
     cluster.net.heal_all();
-    let ev = inst.events_until(next, "eventlog", "alloc").await;
-    let alloc = ev.last().expect("alloc").timestamp;
-    let ev = inst.wait_clean(next).await;
-    // A task still running would have ticked within this (ten ticks).
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    let (last, _) = last_tick(dir.path());
-    assert!(
-        last < alloc,
-        "the first job still ran ({last}) after its core was given to the next ({alloc})"
-    );
-    let finish = ev.iter().find(|e| e.name == "finish").expect("finish");
-    assert_eq!(finish.context.as_ref().unwrap()["status"], 0);
+    no_tick_after_alloc(inst, dir.path(), next).await;
 }
 
 /// Fault 2: a job ends while its node is cut off (long enough for the
@@ -350,25 +361,9 @@ async fn a_job_that_ends_during_a_partition_keeps_its_real_status() {
 async fn the_answering_nodes_of_a_job_led_from_a_lost_node_end_it_before_their_cores_go() {
     let _serial = SERIAL.lock().await;
     let dir = tempfile::tempdir().expect("tempdir");
-    let cluster = Cluster::start_killing_after(
-        2,
-        1,
-        0,
-        &[
-            ("resource.fence_timeout", "3"),
-            ("resource.lost_timeout", "6"),
-        ],
-        5.0,
-    )
-    .await;
+    let cluster = Cluster::start_killing_after(2, 1, 0, FENCE_3_LOST_6, 5.0).await;
     let inst = &cluster.inst;
-    let script = format!(
-        "trap '' TERM; while :; do date +%s.%N >> {}/ticks; sleep 0.1; done",
-        dir.path().display()
-    );
-    let job = JobspecBuilder::new(["sh", "-c", &script])
-        .nodes(2)
-        .ntasks(2);
+    let job = ticker_ignoring_sigterm(dir.path()).nodes(2).ntasks(2);
     let first = inst.submit(&job, None).await;
     inst.events_until(first, "eventlog", "start").await;
     eventually(PATIENCE, async || match last_tick(dir.path()) {
@@ -381,19 +376,8 @@ async fn the_answering_nodes_of_a_job_led_from_a_lost_node_end_it_before_their_c
     let next = inst.submit(&JobspecBuilder::new(["true"]), None).await;
     let ev = inst.wait_clean(first).await;
     assert!(names(&ev).contains(&"release"), "{:?}", names(&ev));
-    let ev = inst.events_until(next, "eventlog", "alloc").await;
-    let alloc = ev.last().expect("alloc").timestamp;
-    let ev = inst.wait_clean(next).await;
-    // A task still running would have ticked within this (ten ticks).
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    let (last, _) = last_tick(dir.path());
-    assert!(
-        last < alloc,
-        "the first job still ran ({last}) after a core of it was given to the next ({alloc})"
-    );
+    no_tick_after_alloc(inst, dir.path(), next).await;
     cluster.net.heal_all();
-    let finish = ev.iter().find(|e| e.name == "finish").expect("finish");
-    assert_eq!(finish.context.as_ref().unwrap()["status"], 0);
 }
 
 /// Children killed (and reaped) when the test ends, however it ends.

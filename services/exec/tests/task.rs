@@ -23,6 +23,11 @@ fn spec(argv: &[&str]) -> TaskSpec {
 async fn run(spec: TaskSpec) -> Vec<TaskEvent> {
     let (tx, mut rx) = mpsc::channel(16);
     task::spawn(&spec, tx).await.unwrap();
+    until_exit(&mut rx).await
+}
+
+/// The events still to come from a task, up to and including `Exited`.
+async fn until_exit(rx: &mut mpsc::Receiver<TaskEvent>) -> Vec<TaskEvent> {
     let mut events = Vec::new();
     while let Some(ev) = tokio::time::timeout(Duration::from_secs(30), rx.recv())
         .await
@@ -204,17 +209,7 @@ async fn unbuffered_output_comes_before_its_newline() {
         }
     );
     std::fs::write(&go, "").unwrap();
-    let mut rest = Vec::new();
-    while let Some(ev) = tokio::time::timeout(Duration::from_secs(30), rx.recv())
-        .await
-        .unwrap()
-    {
-        let done = matches!(ev, TaskEvent::Exited { .. });
-        rest.push(ev);
-        if done {
-            break;
-        }
-    }
+    let rest = until_exit(&mut rx).await;
     assert_eq!(output(&rest, Stream::Stdout), "end\n");
 }
 

@@ -1668,6 +1668,18 @@ fn silent_for(b: &mut Bench, rank: u32, secs: u64) {
     b.core.res.heard(rank, then);
 }
 
+/// Job `id` starts, the calls so far are forgotten, and its start stream
+/// breaks.
+async fn started_then_cut_off(b: &mut Bench, id: JobId) {
+    b.exec(ExecMsg::Started { id }).await;
+    b.calls.0.lock().unwrap().clear();
+    b.exec(ExecMsg::Lost {
+        id,
+        error: "keepalive timed out".into(),
+    })
+    .await;
+}
+
 fn count(events: &[String], name: &str) -> usize {
     events.iter().filter(|e| *e == name).count()
 }
@@ -1738,13 +1750,7 @@ async fn a_broken_session_keeps_the_cores_until_the_node_has_fenced_itself() {
 async fn a_job_led_from_a_fenced_node_keeps_its_other_nodes_until_they_have_ended_it() {
     let mut b = Bench::over(Arc::new(MemoryStore::new()), 2, liveness_config(), true).await;
     let id = b.submit(&spec(2, 0.0, "")).await;
-    b.exec(ExecMsg::Started { id }).await;
-    b.calls.0.lock().unwrap().clear();
-    b.exec(ExecMsg::Lost {
-        id,
-        error: "keepalive timed out".into(),
-    })
-    .await;
+    started_then_cut_off(&mut b, id).await;
     // The leader's node has fenced itself; rank 1 answers.
     silent_for(&mut b, 0, 100);
     silent_for(&mut b, 1, 0);
@@ -1810,13 +1816,7 @@ async fn a_job_led_from_a_fenced_node_keeps_its_other_nodes_until_they_have_ende
 async fn a_job_whose_session_broke_is_reattached_and_keeps_its_real_end() {
     let mut b = Bench::over(Arc::new(MemoryStore::new()), 1, liveness_config(), true).await;
     let id = b.submit(ONE).await;
-    b.exec(ExecMsg::Started { id }).await;
-    b.calls.0.lock().unwrap().clear();
-    b.exec(ExecMsg::Lost {
-        id,
-        error: "keepalive timed out".into(),
-    })
-    .await;
+    started_then_cut_off(&mut b, id).await;
     // The node answers again (it heartbeats): the job is asked for again.
     silent_for(&mut b, 0, 0);
     b.core.check_detached();
